@@ -1,0 +1,38 @@
+# Two commands do all set-up: `make demo` and `make test` (see README.md).
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+BASE_STAMP := $(VENV)/.oodbench-base
+DEV_STAMP  := $(VENV)/.oodbench-dev
+
+.PHONY: demo test lint typecheck bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(BASE_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(DEV_STAMP): pyproject.toml $(BASE_STAMP)
+	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $@
+
+demo: $(BASE_STAMP)
+	$(BIN)/oodbench demo
+
+lint: $(DEV_STAMP)
+	$(BIN)/ruff check src tests benchmarks scripts
+
+typecheck: $(DEV_STAMP)
+	$(BIN)/mypy
+
+test: lint typecheck
+	$(BIN)/python -m pytest -q
+
+bench: $(DEV_STAMP)
+	$(BIN)/python benchmarks/bench_metrics.py
+
+clean:
+	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

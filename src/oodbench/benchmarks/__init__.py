@@ -1,0 +1,1 @@
+"""oodbench.benchmarks (see DESIGN.md)."""

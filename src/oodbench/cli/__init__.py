@@ -1,0 +1,1 @@
+"""The ``oodbench`` command line (thin: every command calls the library)."""

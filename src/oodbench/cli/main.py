@@ -1,0 +1,54 @@
+"""``oodbench`` entry point: a click group; each sub-command lives in its own module here.
+
+Errors a user can cause (``OodbenchError``) are printed as one line with the fix, no traceback;
+``OODBENCH_DEBUG=1`` shows the traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from oodbench import __version__
+from oodbench.errors import OodbenchError
+
+
+class _FriendlyGroup(click.Group):
+    def invoke(self, ctx: click.Context):  # type: ignore[override]
+        try:
+            return super().invoke(ctx)
+        except OodbenchError as err:
+            if os.environ.get("OODBENCH_DEBUG"):
+                raise
+            click.secho(f"error: {err}", fg="red", err=True)
+            sys.exit(2)
+
+
+@click.group(cls=_FriendlyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="oodbench")
+def main() -> None:
+    """oodbench: benchmark out-of-distribution detection of image classifiers.
+
+    One forward pass per (model, dataset) is cached; every detector, the C-OOD severity
+    benchmark (Galil et al., ICLR 2023) and the standard OOD benchmarks run from it.
+
+    \b
+    Start with:   oodbench demo          (offline, about a minute)
+    Then:         oodbench list detectors
+                  oodbench run experiment.toml && oodbench report results/
+    """
+
+
+def _register_commands() -> None:
+    from oodbench.cli import listing
+
+    main.add_command(listing.list_cmd)
+    # each sub-command module adds itself here, one line each:
+
+
+_register_commands()
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,1 @@
+"""oodbench.data (see DESIGN.md)."""

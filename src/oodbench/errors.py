@@ -1,0 +1,74 @@
+"""The exceptions oodbench raises on bad input.
+
+Every error names what is wrong (the file, the field, the value) and how to fix it. All derive
+from :class:`OodbenchError`, so ``except OodbenchError`` catches every user-facing problem; each
+also derives from the matching built-in (``ValueError``, ``KeyError``, ``FileNotFoundError``) so
+generic handlers keep working.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class OodbenchError(Exception):
+    """Base class of every error oodbench raises on bad input or state."""
+
+
+class InvalidInputError(OodbenchError, ValueError):
+    """An argument has the wrong shape, dtype, range or content."""
+
+
+class NonFiniteError(InvalidInputError):
+    """NaN (or, where not allowed, inf) values in scores, logits or features."""
+
+
+class EmptyInputError(InvalidInputError):
+    """An input that must hold samples is empty (an empty source, an empty OOD group)."""
+
+
+class ClassCountMismatchError(InvalidInputError):
+    """Labels refer to more classes than the model predicts, or a head does not match."""
+
+
+class MissingActivationError(OodbenchError, KeyError):
+    """A detector needs an activation (features, feature map, head weights) that was not captured."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class UnknownNameError(OodbenchError, KeyError):
+    """An unknown registry name (detector, model, benchmark, dataset); suggests the closest ones."""
+
+    def __init__(self, kind: str, name: str, valid: Iterable[str]):
+        valid = sorted(valid)
+        close = difflib.get_close_matches(name, valid, n=3, cutoff=0.5)
+        hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        shown = ", ".join(valid[:40]) + (" ..." if len(valid) > 40 else "")
+        super().__init__(f"unknown {kind} {name!r}.{hint} Valid names: {shown}")
+        self.kind, self.name, self.valid, self.close = kind, name, valid, close
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class DataError(OodbenchError):
+    """A dataset on disk is missing, incomplete or laid out differently from what was expected."""
+
+
+class MissingDataError(DataError, FileNotFoundError):
+    """A file or folder that a source or dataset needs does not exist."""
+
+
+class CorruptImageError(DataError):
+    """An image file cannot be read or decoded (truncated, corrupt, not an image)."""
+
+
+class CacheError(OodbenchError):
+    """The activation cache is inconsistent (a shard is missing or does not match its checksum)."""
+
+
+class MissingDependencyError(OodbenchError, ImportError):
+    """An optional package is needed for this feature; the message says which extra to install."""

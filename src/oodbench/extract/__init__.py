@@ -1,0 +1,1 @@
+"""oodbench.extract (see DESIGN.md)."""

@@ -1,0 +1,1 @@
+"""oodbench.metrics (see DESIGN.md)."""

@@ -1,0 +1,1 @@
+"""oodbench.models (see DESIGN.md)."""

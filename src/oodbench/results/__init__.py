@@ -1,0 +1,1 @@
+"""oodbench.results (see DESIGN.md)."""

@@ -1,0 +1,1 @@
+"""oodbench.run (see DESIGN.md)."""

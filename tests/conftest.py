@@ -1,0 +1,46 @@
+"""Shared fixtures: an isolated cache per test session and the optional ../shared/data."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory):
+    """Every test writes its cache under a temporary folder, never under ~/.cache."""
+    old = os.environ.get("OODBENCH_CACHE")
+    os.environ["OODBENCH_CACHE"] = str(tmp_path_factory.mktemp("oodbench-cache"))
+    yield
+    if old is None:
+        os.environ.pop("OODBENCH_CACHE", None)
+    else:
+        os.environ["OODBENCH_CACHE"] = old
+
+
+def shared_path(*parts: str) -> Path:
+    """A path under ../shared/data; skips the test with a reason when it is absent."""
+    path = SHARED_DATA.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"reference data {path} is absent (only in the project's own checkouts)")
+    return path
+
+
+@pytest.fixture
+def imagenet_val_1300() -> Path:
+    return shared_path("imagenet-val-1300")
+
+
+@pytest.fixture
+def cifar10_test() -> Path:
+    return shared_path("cifar10-test")
+
+
+@pytest.fixture
+def cood_paper_csv() -> Path:
+    return shared_path("cood_paper_results.csv")
