@@ -1,0 +1,67 @@
+"""The ``Benchmark`` contract shared by the C-OOD severity benchmark and the standard ones.
+
+A benchmark knows its ID test source and its OOD groups (C-OOD severity levels, near/far sets),
+extracts what it needs once through the cache, and evaluates any number of detectors:
+
+    table = bench.run(model, [create("msp"), create("knn")], fit_activations=train_acts)
+
+``run`` returns a *wide* ``pandas.DataFrame``: one row per (detector, OOD group) with the columns
+``detector``, ``hyperparams`` (a JSON string), ``group``, ``n_id``, ``n_ood``, every key of
+``oodbench.metrics.evaluate`` and any benchmark-specific columns (``severity``, ``percentile``,
+``kind`` = near/far, ...). The results module turns it into the long results table.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from oodbench.detectors.base import Detector
+from oodbench.errors import InvalidInputError
+from oodbench.extract.activations import Activations
+
+
+class Benchmark(ABC):
+    """An ID test set against one or more OOD groups."""
+
+    name: str = "benchmark"
+
+    @abstractmethod
+    def run(
+        self,
+        model: Any,
+        detectors: Sequence[Detector],
+        *,
+        fit_activations: Activations | None = None,
+        **extract_options: Any,
+    ) -> pd.DataFrame:
+        """Evaluate every detector on every OOD group (one wide row per detector x group)."""
+
+    def evaluate(self, model: Any, detector: Detector, **kwargs: Any) -> pd.DataFrame:
+        """``run`` for a single detector."""
+        return self.run(model, [detector], **kwargs)
+
+
+def ensure_fitted(
+    detectors: Sequence[Detector], fit_activations: Activations | None, model: Any
+) -> None:
+    """Fit every detector that needs it and is not fitted yet (on ``fit_activations``)."""
+    for det in detectors:
+        if det.needs_fit and not getattr(det, "_fitted", False):
+            if "train" in det.requires and fit_activations is None:
+                raise InvalidInputError(
+                    f"detector {det.name!r} needs ID training statistics: pass "
+                    "fit_activations=extract(model, id_train_source) to the benchmark"
+                )
+            det.fit(fit_activations, model)
+        elif not det.needs_fit and not getattr(det, "_fitted", False):
+            det.fit(fit_activations, model)
+
+
+def hyperparams_json(det: Detector) -> str:
+    """The detector's hyper-parameters as a canonical JSON string (sorted keys)."""
+    return json.dumps(det.hyperparams, sort_keys=True, default=str)
