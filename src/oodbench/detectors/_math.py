@@ -19,3 +19,25 @@ def softmax(logits: np.ndarray, temperature: float = 1.0) -> torch.Tensor:
 def log_softmax(logits: np.ndarray, temperature: float = 1.0) -> torch.Tensor:
     """log softmax(logits / T) along the class axis, in float64."""
     return torch.log_softmax(as_tensor(logits) / temperature, dim=1)
+
+
+def cosine_similarities(features: np.ndarray, weight: np.ndarray) -> torch.Tensor:
+    """cos(f_i, w_c) for every sample i and head row c, in float64: (N, C)."""
+    f = torch.nn.functional.normalize(as_tensor(features), dim=1)
+    w = torch.nn.functional.normalize(as_tensor(weight), dim=1)
+    return f @ w.T
+
+
+def neg_energy(logits: np.ndarray, temperature: float = 1.0) -> torch.Tensor:
+    """Negative energy ``T * logsumexp(z / T)`` along the class axis, in float64: (N,).
+
+    Liu et al., "Energy-based Out-of-distribution Detection", NeurIPS 2020 (arXiv 2010.03759):
+    ``E(x; T) = -T log sum_c exp(z_c / T)``; this returns ``-E`` (higher = more in-distribution).
+    """
+    return temperature * torch.logsumexp(as_tensor(logits) / temperature, dim=1)
+
+
+def l2_normalize(x: np.ndarray | torch.Tensor, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """Rows scaled to unit L2 norm (zero rows stay zero), in ``dtype``."""
+    t = x.to(dtype) if isinstance(x, torch.Tensor) else as_tensor(x, dtype)
+    return torch.nn.functional.normalize(t, dim=1)

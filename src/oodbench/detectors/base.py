@@ -59,7 +59,8 @@ class Detector(ABC):
 
     @property
     def needs_fit(self) -> bool:
-        return "train" in self.requires or "model" in self.requires
+        """True when ``score`` needs ``fit`` first (training statistics, the live model or text)."""
+        return bool({"train", "model", "text_embeddings"} & self.requires)
 
     def fit(self, train: Activations | None = None, model: Any = None) -> Detector:
         """Learn what the detector needs from ID training activations (and/or the live model)."""
@@ -74,6 +75,11 @@ class Detector(ABC):
             raise InvalidInputError(
                 f"detector {self.name!r} runs the live network: call fit(train, model=classifier)"
             )
+        if "text_embeddings" in self.requires and not hasattr(model, "encode_text"):
+            raise InvalidInputError(
+                f"detector {self.name!r} needs a CLIP model's text encoder: call "
+                "fit(train, model=oodbench.models.load('clip:<arch>/<pretrained tag>'))"
+            )
         self._fit(train, model)
         self._fitted = True
         return self
@@ -83,7 +89,7 @@ class Detector(ABC):
         if self.needs_fit and not self._fitted:
             raise NotFittedError(
                 f"detector {self.name!r} must be fitted first: call .fit(train_activations"
-                + (", model" if "model" in self.requires else "") + ")"
+                + (", model" if {"model", "text_embeddings"} & self.requires else "") + ")"
             )
         acts.require(*self._array_inputs(), who=f"detector {self.name!r}")
         scores = np.asarray(self._score(acts), dtype=np.float64).reshape(-1)

@@ -1,0 +1,529 @@
+"""The C-OOD severity benchmark of Galil, Dabbah & El-Yaniv.
+
+"A framework for benchmarking class-out-of-distribution detection and its application to
+ImageNet", ICLR 2023 (arXiv 2302.11893); reference code github.com/mdabbah/COOD_benchmarking.
+
+For one model and one confidence function kappa (any detector of the library), the benchmark
+builds OOD test sets of graded *severity* from a pool of classes the model never saw:
+
+1. Split each pool class's images, seeded and per class, into estimation images (75 %; the
+   paper: 150 of 200) and test images (25 %; 50 of 200).
+2. Severity of a pool class = mean kappa of the model on its estimation images
+   (higher confidence on an OOD class = harder to detect).
+3. Sort the classes by severity (ascending), take every window of ``window`` consecutive classes
+   (the paper: 1000, the number of ID classes), score each window by its mean severity.
+4. Level i uses the window starting at ``int(q_i * n_windows)`` for ``q = linspace(0, 1,
+   n_levels)``, the last start moved back by one so it stays in range (the paper's code).
+   Level 0 is the easiest window, level ``n_levels - 1`` the hardest.
+5. Each level's test images are the OOD set against the ID test set: AUROC, FPR@95 (both
+   conventions), AUPR-In/Out, mean kappa, ID accuracy and ID-AUROC.
+
+Levels depend on (model, kappa) by design: every detector gets its own levels.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from oodbench.benchmarks.base import Benchmark, ensure_fitted, hyperparams_json
+from oodbench.data.source import Source
+from oodbench.detectors.base import Detector
+from oodbench.errors import (
+    ClassCountMismatchError,
+    EmptyInputError,
+    InvalidInputError,
+    NonFiniteError,
+    UnknownNameError,
+)
+from oodbench.extract.activations import Activations
+
+SELECTIONS = ("percentiles", "disjoint")
+
+
+# -- the pure algorithm --------------------------------------------------------------------------
+def per_class_mean(
+    scores: np.ndarray, labels: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean score of every class present in ``labels`` (labels need not be contiguous).
+
+    Returns ``(classes, means, counts)``: the sorted distinct labels, the mean of ``scores``
+    over each class's samples and how many samples each has (``np.unique`` + ``np.bincount``).
+    """
+    scores = np.asarray(scores, dtype=np.float64).reshape(-1)
+    labels = np.asarray(labels).reshape(-1)
+    if scores.shape != labels.shape:
+        raise InvalidInputError(
+            f"per_class_mean: {scores.size} scores but {labels.size} labels; need one label per score"
+        )
+    if scores.size == 0:
+        raise EmptyInputError("per_class_mean: no samples")
+    if not np.isfinite(scores).all():
+        raise NonFiniteError(
+            f"per_class_mean: {int((~np.isfinite(scores)).sum())} scores are NaN or inf"
+        )
+    classes, inverse, counts = np.unique(labels, return_inverse=True, return_counts=True)
+    sums = np.bincount(inverse.reshape(-1), weights=scores, minlength=classes.size)
+    return classes, sums / counts, counts
+
+
+@dataclass(frozen=True)
+class SeverityLevels:
+    """The windows chosen as severity levels (level 0 = easiest).
+
+    Attributes:
+        classes: per level, the indices (into ``class_scores``) of its ``window`` classes, in
+            ascending order of score.
+        starts: per level, the start of its window in the ascending order of class scores.
+        scores: per level, the window's mean class score (the paper's severity score).
+        percentiles: per level, its position in the window order: the paper's ``q_i`` with
+            ``selection="percentiles"``, ``start / (n_windows - 1)`` with ``"disjoint"``.
+        order: every class index in ascending order of score (ties keep index order).
+    """
+
+    classes: list[np.ndarray]
+    starts: np.ndarray
+    scores: np.ndarray
+    percentiles: np.ndarray
+    order: np.ndarray
+
+
+def _validate_levels(n_classes: int, window: int, n_levels: int, selection: str) -> None:
+    if selection not in SELECTIONS:
+        raise InvalidInputError(f"selection must be one of {SELECTIONS}; got {selection!r}")
+    if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
+        raise InvalidInputError(f"window must be a positive integer; got {window!r}")
+    if isinstance(n_levels, bool) or not isinstance(n_levels, (int, np.integer)):
+        raise InvalidInputError(f"n_levels must be an integer; got {n_levels!r}")
+    if n_classes == 0:
+        raise EmptyInputError("severity levels need at least one OOD class; got none")
+    if window > n_classes:
+        raise InvalidInputError(
+            f"window={window} is larger than the {n_classes} OOD classes of the pool: use "
+            f"window <= {n_classes} (the paper uses the number of ID classes, 1000, with a pool "
+            "of ~10,000 ImageNet-21k classes)"
+        )
+    n_windows = n_classes - window + 1
+    if selection == "percentiles":
+        if n_levels < 2:
+            raise InvalidInputError(
+                f"selection='percentiles' needs n_levels >= 2 (levels at linspace(0, 1, "
+                f"n_levels)); got {n_levels}"
+            )
+        if n_levels > n_windows:
+            raise InvalidInputError(
+                f"{n_classes} classes give only {n_windows} windows of {window} classes, fewer "
+                f"than n_levels={n_levels}: some levels would coincide. Use window <= "
+                f"{n_classes - n_levels + 1} or n_levels <= {n_windows}"
+            )
+    else:
+        n_blocks = n_classes // window
+        if not 1 <= n_levels <= n_blocks:
+            raise InvalidInputError(
+                f"selection='disjoint': {n_classes} classes hold {n_blocks} non-overlapping "
+                f"windows of {window}; n_levels must lie in [1, {n_blocks}], got {n_levels}. "
+                f"Use window <= {n_classes // max(n_levels, 1)} or fewer levels"
+            )
+
+
+def severity_windows(
+    class_scores: np.ndarray,
+    *,
+    window: int,
+    n_levels: int = 11,
+    selection: str = "percentiles",
+) -> SeverityLevels:
+    """Sort classes by score, score every window of ``window`` consecutive classes, pick levels.
+
+    ``selection="percentiles"`` (the paper): over the ``n_windows = n_classes - window + 1``
+    sliding windows, level i starts at ``int(q_i * n_windows)`` for ``q = linspace(0, 1,
+    n_levels)``, the last start moved back by one so it stays in range.
+
+    ``selection="disjoint"``: the sorted classes are cut into ``n_classes // window``
+    non-overlapping blocks and ``n_levels`` blocks are picked at evenly spaced block indices
+    ``round(linspace(0, n_blocks - 1, n_levels))``; no class is in two levels.
+
+    Window means use a cumulative sum, so 10,000 classes cost microseconds.
+    """
+    scores = np.asarray(class_scores, dtype=np.float64)
+    if scores.ndim != 1:
+        raise InvalidInputError(
+            f"class_scores must be 1-D (one score per OOD class); got shape {scores.shape}"
+        )
+    if not np.isfinite(scores).all():
+        raise NonFiniteError(
+            f"class_scores hold {int((~np.isfinite(scores)).sum())} NaN/inf values; every OOD "
+            "class needs a finite mean confidence"
+        )
+    n = scores.size
+    _validate_levels(n, window, n_levels, selection)
+    window, n_levels = int(window), int(n_levels)
+    order = np.argsort(scores, kind="stable")
+    cums = np.concatenate([[0.0], np.cumsum(scores[order])])
+    window_means = (cums[window:] - cums[:-window]) / window  # n_windows sliding windows
+    n_windows = window_means.size
+    if selection == "percentiles":
+        percentiles = np.linspace(0.0, 1.0, n_levels)
+        starts = (percentiles * n_windows).astype(np.int64)
+        starts[-1] -= 1
+    else:
+        blocks = np.round(np.linspace(0, n // window - 1, n_levels)).astype(np.int64)
+        starts = blocks * window
+        percentiles = starts / max(n_windows - 1, 1)
+    classes = [order[s : s + window] for s in starts]
+    return SeverityLevels(
+        classes=classes,
+        starts=starts,
+        scores=window_means[starts],
+        percentiles=percentiles,
+        order=order,
+    )
+
+
+def severity_levels(
+    class_scores: np.ndarray,
+    *,
+    window: int,
+    n_levels: int = 11,
+    selection: str = "percentiles",
+) -> list[np.ndarray]:
+    """The class indices of each severity level (level 0 = easiest); see ``severity_windows``.
+
+    ``class_scores[c]`` is the severity score of OOD class ``c`` (the model's mean kappa on the
+    class's estimation images). Returns ``n_levels`` integer arrays of ``window`` indices each.
+    """
+    return severity_windows(
+        class_scores, window=window, n_levels=n_levels, selection=selection
+    ).classes
+
+
+def split_per_class(
+    labels: np.ndarray,
+    *,
+    estimation_fraction: float = 0.75,
+    images_per_class: int | None = None,
+    seed: int = 0,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Seeded per-class split of a pool into estimation and test samples.
+
+    Each class first keeps a random ``images_per_class`` of its samples (all when ``None``);
+    ``round(estimation_fraction * n_c)`` of them (at least one, and at least one left for test)
+    are estimation samples, the rest test samples. Classes with fewer than
+    ``images_per_class`` samples (or fewer than 2) are dropped.
+
+    Returns ``(estimation, test, dropped)``: sorted sample indices, sorted sample indices and the
+    dropped class labels.
+    """
+    if not 0.0 < estimation_fraction < 1.0:
+        raise InvalidInputError(
+            f"estimation_fraction must lie strictly between 0 and 1; got {estimation_fraction}"
+        )
+    if images_per_class is not None and images_per_class < 2:
+        raise InvalidInputError(f"images_per_class must be >= 2; got {images_per_class}")
+    labels = np.asarray(labels).reshape(-1)
+    classes, inverse, counts = np.unique(labels, return_inverse=True, return_counts=True)
+    inverse = inverse.reshape(-1)
+    rng = np.random.default_rng(seed)
+    # a random order within each class: sort by (class, random key)
+    order = np.lexsort((rng.random(labels.size), inverse))
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    rank = np.empty(labels.size, dtype=np.int64)
+    rank[order] = np.arange(labels.size) - starts[inverse[order]]
+    need = 2 if images_per_class is None else images_per_class
+    keep = counts if images_per_class is None else np.minimum(counts, images_per_class)
+    n_est = np.clip(np.round(estimation_fraction * keep).astype(np.int64), 1, keep - 1)
+    usable = counts >= need
+    used = usable[inverse] & (rank < keep[inverse])
+    is_est = used & (rank < n_est[inverse])
+    return np.flatnonzero(is_est), np.flatnonzero(used & ~is_est), classes[~usable]
+
+
+# -- the benchmark -------------------------------------------------------------------------------
+def _class_names(data: Source | Activations) -> list[str] | None:
+    """Names of the label indices of a source or of activations, when known."""
+    if isinstance(data, Source):
+        return None if data.class_names is None else list(data.class_names)
+    names = data.meta.get("class_names")
+    if names is None and data.source is not None and data.source.class_names is not None:
+        names = list(data.source.class_names)
+    return None if names is None else list(names)
+
+
+class CoodBenchmark(Benchmark):
+    """The C-OOD severity benchmark (Galil et al., ICLR 2023) for any model and detector.
+
+    Args:
+        id_test: the ID test set, a ``Source`` or its ``Activations``.
+        ood_pool: the OOD class pool (labels = pool class ids, any integers >= 0), a ``Source``
+            or its ``Activations``; e.g. the ImageNet-21k pool of ``oodbench cood-pool build``.
+        window: classes per severity level; default the number of ID classes (the paper: 1000).
+        n_levels: severity levels (the paper: 11).
+        estimation_fraction: share of each pool class's images used to estimate its severity
+            (the paper: 150 of 200 = 0.75); the rest are that class's test images.
+        images_per_class: sample this many images per pool class first (``None``: all).
+        seed: seeds the per-class sampling and split.
+        selection: ``"percentiles"`` (the paper) or ``"disjoint"`` (see ``severity_windows``).
+        id_classes: treat only these model classes as ID: logits (and head rows) of both sets
+            are restricted to them (``Activations.restrict_classes``) and ID labels re-indexed.
+
+    After ``run``: ``levels_[detector name]`` holds each level's pool class labels,
+    ``severity_[detector name]`` the ``SeverityLevels`` (window indices refer to
+    ``pool_classes_``) and ``level_classes(...)`` returns them by detector and level.
+    """
+
+    name = "cood"
+
+    def __init__(
+        self,
+        id_test: Source | Activations,
+        ood_pool: Source | Activations,
+        *,
+        window: int | None = None,
+        n_levels: int = 11,
+        estimation_fraction: float = 0.75,
+        images_per_class: int | None = None,
+        seed: int = 0,
+        selection: str = "percentiles",
+        id_classes: Sequence[int] | np.ndarray | None = None,
+    ):
+        for label, value in (("id_test", id_test), ("ood_pool", ood_pool)):
+            if not isinstance(value, (Source, Activations)):
+                raise InvalidInputError(
+                    f"CoodBenchmark {label} must be a Source or Activations; got "
+                    f"{type(value).__name__}"
+                )
+        if selection not in SELECTIONS:
+            raise InvalidInputError(f"selection must be one of {SELECTIONS}; got {selection!r}")
+        if window is not None and (isinstance(window, bool) or window < 1):
+            raise InvalidInputError(f"window must be a positive integer or None; got {window!r}")
+        self.id_test, self.ood_pool = id_test, ood_pool
+        self.window, self.n_levels, self.selection = window, n_levels, selection
+        self.estimation_fraction, self.images_per_class = estimation_fraction, images_per_class
+        self.seed = seed
+        self.id_classes = None if id_classes is None else np.asarray(id_classes, dtype=np.int64)
+        if self.id_classes is not None and (
+            self.id_classes.ndim != 1
+            or self.id_classes.size == 0
+            or np.unique(self.id_classes).size != self.id_classes.size
+        ):
+            raise InvalidInputError("id_classes must be a non-empty list of distinct class indices")
+
+        pool_labels = np.asarray(ood_pool.labels, dtype=np.int64)
+        if pool_labels.size == 0:
+            raise EmptyInputError(f"the OOD pool {self._describe(ood_pool)} has no samples")
+        if (pool_labels < 0).any():
+            raise InvalidInputError(
+                f"the OOD pool {self._describe(ood_pool)} has {int((pool_labels < 0).sum())} "
+                "samples with label -1: C-OOD needs the class of every pool image (labels = pool "
+                "class ids); write the pool list with `oodbench cood-pool build`"
+            )
+        self.pool_labels_ = pool_labels
+        est, test, dropped = split_per_class(
+            pool_labels,
+            estimation_fraction=estimation_fraction,
+            images_per_class=images_per_class,
+            seed=seed,
+        )
+        if dropped.size:
+            warnings.warn(
+                f"C-OOD: dropped {dropped.size} pool classes with fewer than "
+                f"{images_per_class or 2} images (first: {dropped[:10].tolist()})",
+                stacklevel=2,
+            )
+        if est.size == 0:
+            raise EmptyInputError(
+                "the OOD pool has no class with enough images to split into estimation and test"
+            )
+        #: pool positions (rows of the pool source / activations) of estimation and test images
+        self.estimation_idx_, self.test_idx_, self.dropped_classes_ = est, test, dropped
+        #: the pool classes that take part, sorted (severity windows index into this)
+        self.pool_classes_ = np.unique(pool_labels[est])
+        self._check_disjoint_classes()
+        self.levels_: dict[str, list[np.ndarray]] = {}
+        self.severity_: dict[str, SeverityLevels] = {}
+
+    # -- public --------------------------------------------------------------------------------
+    def run(
+        self,
+        model: Any,
+        detectors: Sequence[Detector],
+        *,
+        fit_activations: Activations | None = None,
+        **extract_options: Any,
+    ) -> pd.DataFrame:
+        """Build each detector's severity levels and evaluate them; one row per detector x level."""
+        from oodbench.metrics import evaluate
+
+        if isinstance(detectors, Detector):
+            detectors = [detectors]
+        if not detectors:
+            raise InvalidInputError("CoodBenchmark.run needs at least one detector")
+        id_acts, pool_acts = self._activations(model, detectors, extract_options)
+        id_labels = np.asarray(id_acts.labels, dtype=np.int64)
+        id_correct = None if (id_labels < 0).all() else id_acts.correct
+        window = self.window if self.window is not None else id_acts.num_classes
+
+        # pool rows of the activations -> pool positions (rows of skipped images are absent)
+        if isinstance(self.ood_pool, Source):
+            positions = np.asarray(pool_acts.source_indices, dtype=np.int64)
+        else:
+            positions = np.arange(len(pool_acts))
+        role = np.full(self.pool_labels_.size, -1, dtype=np.int8)
+        role[self.estimation_idx_], role[self.test_idx_] = 0, 1
+        row_role = role[positions]
+        row_class = np.searchsorted(self.pool_classes_, self.pool_labels_[positions])
+        est_rows, test_rows = np.flatnonzero(row_role == 0), np.flatnonzero(row_role == 1)
+
+        ensure_fitted(detectors, fit_activations, model)
+        rows = []
+        for det in detectors:
+            id_kappa = det.score(id_acts)
+            pool_kappa = det.score(pool_acts)
+            present, means, _ = per_class_mean(pool_kappa[est_rows], row_class[est_rows])
+            sev = severity_windows(
+                means, window=window, n_levels=self.n_levels, selection=self.selection
+            )
+            level_classes = [present[c] for c in sev.classes]  # indices into pool_classes_
+            self.severity_[det.name] = sev
+            self.levels_[det.name] = [self.pool_classes_[c] for c in level_classes]
+            test_class, test_kappa = row_class[test_rows], pool_kappa[test_rows]
+            for level, classes in enumerate(level_classes):
+                member = np.zeros(self.pool_classes_.size, dtype=bool)
+                member[classes] = True
+                ood_kappa = test_kappa[member[test_class]]
+                if ood_kappa.size == 0:
+                    raise EmptyInputError(
+                        f"C-OOD level {level} of detector {det.name!r} has no test images "
+                        "(every image of its classes was skipped or used for estimation)"
+                    )
+                metrics = evaluate(id_kappa, ood_kappa, id_correct=id_correct)
+                rows.append(
+                    {
+                        "detector": det.name,
+                        "hyperparams": hyperparams_json(det),
+                        "group": f"level_{level}",
+                        "level": level,
+                        "severity": float(sev.scores[level]),
+                        "percentile": float(sev.percentiles[level]),
+                        "n_id": int(id_kappa.size),
+                        "n_ood": int(ood_kappa.size),
+                        "n_classes": int(classes.size),
+                        **{k: float(v) for k, v in metrics.items()},
+                        "id_mean_kappa": float(id_kappa.mean()),
+                        "ood_mean_kappa": float(ood_kappa.mean()),
+                    }
+                )
+        return pd.DataFrame(rows)
+
+    def level_classes(
+        self, detector: str | Detector, level: int | None = None, *, names: bool = False
+    ) -> list[np.ndarray] | np.ndarray | list[list[str]] | list[str]:
+        """The pool class labels (or, with ``names=True``, class names) of a detector's levels.
+
+        ``level=None`` returns every level (level 0 first); run the benchmark first.
+        """
+        key = detector.name if isinstance(detector, Detector) else detector
+        if key not in self.levels_:
+            raise UnknownNameError("detector (run the benchmark with it first)", key, self.levels_)
+        levels = self.levels_[key]
+        if level is not None and not 0 <= level < len(levels):
+            raise InvalidInputError(f"level must lie in [0, {len(levels)}); got {level}")
+        chosen = levels if level is None else [levels[level]]
+        if names:
+            pool_names = _class_names(self.ood_pool)
+            if pool_names is None:
+                raise InvalidInputError(
+                    "the OOD pool carries no class names; call level_classes(..., names=False)"
+                )
+            named = [[pool_names[c] for c in lv] for lv in chosen]
+            return named if level is None else named[0]
+        return chosen if level is None else chosen[0]
+
+    # -- internals -----------------------------------------------------------------------------
+    @staticmethod
+    def _describe(data: Source | Activations) -> str:
+        if isinstance(data, Source):
+            return repr(data.name)
+        return f"activations of {data.meta.get('source', data.meta.get('model', '?'))!r}"
+
+    def _id_class_names(self) -> set[str] | None:
+        names = _class_names(self.id_test)
+        if names is None:
+            return None
+        if self.id_classes is not None:
+            return {names[c] for c in self.id_classes if 0 <= c < len(names)}
+        restricted = (
+            self.id_test.meta.get("restricted_classes")
+            if isinstance(self.id_test, Activations)
+            else None
+        )
+        if restricted is not None:
+            return {names[c] for c in restricted}
+        labels = np.unique(np.asarray(self.id_test.labels))
+        return {names[c] for c in labels[(labels >= 0) & (labels < len(names))]}
+
+    def _check_disjoint_classes(self) -> None:
+        """No pool class may be an ID class (checked by name when both sides carry names)."""
+        id_names = self._id_class_names()
+        pool_names = _class_names(self.ood_pool)
+        if id_names is None or pool_names is None:
+            return
+        used = {pool_names[c] for c in self.pool_classes_ if c < len(pool_names)}
+        overlap = sorted(used & id_names)
+        if overlap:
+            raise InvalidInputError(
+                f"{len(overlap)} OOD pool classes are also ID classes: "
+                f"{', '.join(overlap[:20])}{' ...' if len(overlap) > 20 else ''}. Remove them "
+                "from the pool (or from id_classes); a class the model was trained on is not OOD"
+            )
+
+    def _activations(
+        self, model: Any, detectors: Sequence[Detector], extract_options: dict[str, Any]
+    ) -> tuple[Activations, Activations]:
+        """The ID and pool activations (extracted once through the cache when given Sources)."""
+        needs: set[str] = {"logits"}
+        for det in detectors:
+            needs |= set(det.requires) & {"features", "feature_map"}
+            if "head" in det.requires:
+                needs.add("features")
+        options = {"capture": tuple(sorted(needs)), **extract_options}
+
+        def get(data: Source | Activations) -> Activations:
+            if isinstance(data, Activations):
+                return data
+            if model is None:
+                raise InvalidInputError(
+                    "CoodBenchmark.run(model=None) needs Activations, not Sources; pass a model"
+                )
+            from oodbench.extract import extract
+
+            return extract(model, data, **options)
+
+        id_acts, pool_acts = get(self.id_test), get(self.ood_pool)
+        if self.id_classes is not None:
+            if self.id_classes.max() >= id_acts.num_classes or self.id_classes.min() < 0:
+                raise ClassCountMismatchError(
+                    f"id_classes refer to classes up to {int(self.id_classes.max())} but the "
+                    f"model predicts {id_acts.num_classes} classes"
+                )
+            id_acts = id_acts.restrict_classes(self.id_classes)
+            pool_acts = pool_acts.restrict_classes(self.id_classes)
+        id_labels = np.asarray(id_acts.labels)
+        if len(id_acts) == 0:
+            raise EmptyInputError("the ID test set has no samples")
+        if id_labels.max() >= id_acts.num_classes:
+            raise ClassCountMismatchError(
+                f"ID labels go up to {int(id_labels.max())} but the model predicts "
+                f"{id_acts.num_classes} classes; pass id_classes= to treat a subset as ID"
+            )
+        if (id_labels < 0).any() and not (id_labels < 0).all():
+            raise InvalidInputError(
+                f"{int((id_labels < 0).sum())} of {id_labels.size} ID test samples have no ID "
+                "class (label -1, or a class outside id_classes); remove them from the ID set"
+            )
+        return id_acts, pool_acts

@@ -1,0 +1,150 @@
+"""Training statistics shared by the feature-based detectors.
+
+Class means, scatter (covariance) matrices, Mahalanobis whitening, minimum Mahalanobis
+distances, exact nearest-neighbour search with faiss, row chunking and subsampling. Everything
+streams over rows in chunks so that 50k x 2048 features against a 100k-sample bank fit in memory;
+statistics accumulate in float64.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import faiss
+import numpy as np
+import torch
+
+from oodbench.detectors._math import as_tensor, l2_normalize
+from oodbench.errors import EmptyInputError, InvalidInputError
+from oodbench.extract.activations import Activations
+
+#: rows per chunk for streamed matrix products
+CHUNK = 4096
+
+
+def chunks(n: int, size: int = CHUNK) -> Iterator[slice]:
+    """Consecutive row slices of at most ``size`` rows covering ``range(n)``."""
+    for start in range(0, n, size):
+        yield slice(start, min(start + size, n))
+
+
+def subsample(n: int, fraction: float, seed: int, who: str) -> np.ndarray:
+    """Sorted indices of a random ``fraction`` of ``n`` rows (all rows when ``fraction == 1``)."""
+    if not 0.0 < fraction <= 1.0:
+        raise InvalidInputError(f"{who}: fit_fraction must be in (0, 1]; got {fraction}")
+    if fraction == 1.0:
+        return np.arange(n)
+    m = max(1, int(round(fraction * n)))
+    return np.sort(np.random.default_rng(seed).choice(n, size=m, replace=False))
+
+
+def labelled_rows(train: Activations, who: str) -> np.ndarray:
+    """Indices of the rows with an ID class label (label >= 0); raises if there are none."""
+    labels = np.asarray(train.labels)
+    rows = np.flatnonzero(labels >= 0)
+    if rows.size == 0:
+        raise EmptyInputError(
+            f"{who} needs class labels: none of the {len(labels)} training rows has a label >= 0 "
+            "(fit on the labelled ID training set)"
+        )
+    if labels.max() >= train.num_classes:
+        raise InvalidInputError(
+            f"{who}: a training label is {int(labels.max())} but the model has "
+            f"{train.num_classes} classes"
+        )
+    return rows
+
+
+def class_means(
+    features: np.ndarray, labels: np.ndarray, num_classes: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-class means of ``features`` (float64, (C, D)) and per-class counts ((C,), int64).
+
+    Classes without samples get a zero mean and count 0.
+    """
+    dim = features.shape[1]
+    sums = torch.zeros(num_classes, dim, dtype=torch.float64)
+    counts = torch.zeros(num_classes, dtype=torch.int64)
+    labels_t = torch.as_tensor(np.asarray(labels, dtype=np.int64))
+    for rows in chunks(len(features)):
+        sums.index_add_(0, labels_t[rows], as_tensor(features[rows]))
+        counts += torch.bincount(labels_t[rows], minlength=num_classes)
+    means = sums / counts.clamp(min=1).unsqueeze(1).to(torch.float64)
+    return means, counts
+
+
+def scatter_matrix(
+    features: np.ndarray, centres: torch.Tensor, labels: np.ndarray | None = None
+) -> torch.Tensor:
+    """``sum_i (x_i - c_i)(x_i - c_i)^T`` in float64, (D, D).
+
+    ``c_i`` is ``centres`` itself when it is one vector (D,), else ``centres[labels[i]]``.
+    Divide by the number of rows for the maximum-likelihood covariance (sklearn's
+    ``EmpiricalCovariance``; Lee et al. 2018).
+    """
+    dim = features.shape[1]
+    out = torch.zeros(dim, dim, dtype=torch.float64)
+    labels_t = None if labels is None else torch.as_tensor(np.asarray(labels, dtype=np.int64))
+    for rows in chunks(len(features)):
+        x = as_tensor(features[rows])
+        x = x - (centres if labels_t is None else centres[labels_t[rows]])
+        out += x.T @ x
+    return out
+
+
+def whitener(covariance: torch.Tensor) -> torch.Tensor:
+    """``M`` (D, r) with ``M M^T = pinv(covariance)``, so ``||(x - mu) M||^2`` is the Mahalanobis distance.
+
+    The pseudo-inverse keeps eigenvalues above ``max(D, D) * eps * max eigenvalue``, the default
+    of ``scipy.linalg.pinvh`` that sklearn's ``EmpiricalCovariance.precision_`` uses, so a
+    singular covariance (fewer samples than dimensions) still gives finite distances.
+    """
+    cov = (covariance + covariance.T) / 2
+    eigvals, eigvecs = torch.linalg.eigh(cov)
+    cutoff = eigvals.abs().max() * cov.shape[0] * torch.finfo(torch.float64).eps
+    keep = eigvals > cutoff
+    return eigvecs[:, keep] / eigvals[keep].sqrt()
+
+
+def min_sq_mahalanobis(
+    features: np.ndarray, centres: torch.Tensor, whiten: torch.Tensor
+) -> torch.Tensor:
+    """``min_k (x - mu_k)^T pinv(S) (x - mu_k)`` for every row of ``features``, float64, (N,).
+
+    Computed in whitened coordinates ``z = x M`` as ``||z||^2 - 2 z.m_k + ||m_k||^2`` in
+    float64, chunk by chunk (no (N, K, D) tensor).
+    """
+    m = centres @ whiten  # (K, r)
+    m_sq = (m * m).sum(dim=1)
+    out = torch.empty(len(features), dtype=torch.float64)
+    for rows in chunks(len(features)):
+        z = as_tensor(features[rows]) @ whiten
+        d = (z * z).sum(dim=1, keepdim=True) - 2.0 * (z @ m.T) + m_sq
+        out[rows] = d.min(dim=1).values.clamp(min=0.0)
+    return out
+
+
+def normalized_float32(features: np.ndarray) -> np.ndarray:
+    """Unit-L2 rows as a C-contiguous float32 array (what faiss indexes), chunk by chunk."""
+    out = np.empty(features.shape, dtype=np.float32)
+    for rows in chunks(len(features)):
+        out[rows] = l2_normalize(features[rows]).numpy()
+    return out
+
+
+def flat_index(bank: np.ndarray, metric: str) -> faiss.Index:
+    """An exact faiss index (``IndexFlatL2`` or ``IndexFlatIP``) holding the float32 ``bank``."""
+    bank = np.ascontiguousarray(bank, dtype=np.float32)
+    index = faiss.IndexFlatL2(bank.shape[1]) if metric == "l2" else faiss.IndexFlatIP(bank.shape[1])
+    index.add(bank)
+    return index
+
+
+def search(index: faiss.Index, queries: np.ndarray, k: int) -> np.ndarray:
+    """The ``k`` best values per query (squared L2 distances ascending for ``IndexFlatL2``,
+    inner products descending for ``IndexFlatIP``): float32 (N, k), chunk by chunk."""
+    out = np.empty((len(queries), k), dtype=np.float32)
+    for rows in chunks(len(queries)):
+        values, _ = index.search(np.ascontiguousarray(queries[rows], dtype=np.float32), k)
+        out[rows] = values
+    return out

@@ -1,0 +1,41 @@
+"""Energy: the negative free energy of the logits.
+
+Liu, Wang, Owens & Li, "Energy-based Out-of-distribution Detection", NeurIPS 2020
+(arXiv 2010.03759).
+
+    kappa(x) = -E(x; T) = T * log sum_c exp(z_c(x) / T)
+
+Default ``temperature=1`` (the paper's choice for post-hoc scoring). pytorch-ood 0.4.0
+``EnergyBased.score(logits, t)`` returns ``E = -kappa`` exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from oodbench.detectors._math import neg_energy
+from oodbench.detectors.base import Detector, register
+from oodbench.errors import InvalidInputError
+from oodbench.extract.activations import Activations
+
+
+@register
+@dataclass
+class Energy(Detector):
+    """Negative energy T * logsumexp(z / T)."""
+
+    name = "energy"
+    requires = frozenset({"logits"})
+    paper = "Liu et al., NeurIPS 2020, arXiv 2010.03759"
+
+    temperature: float = 1.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.temperature > 0:
+            raise InvalidInputError(f"energy: temperature must be > 0; got {self.temperature}")
+
+    def _score(self, acts: Activations) -> np.ndarray:
+        return neg_energy(acts.logits, self.temperature).numpy()

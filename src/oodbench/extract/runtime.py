@@ -1,0 +1,95 @@
+"""Where and how the forward pass runs: device, autocast precision and DataLoader workers.
+
+``device="auto"``
+    CUDA when ``torch.cuda.is_available()``, else CPU.
+``amp="auto"``
+    On CUDA: bfloat16 autocast (float16 on GPUs without bf16 support), with the model and the
+    batches in ``channels_last`` memory format. On CPU: off (float32). ``"off"`` forces float32
+    everywhere; ``"bf16"`` / ``"fp16"`` force that autocast dtype (on CPU through CPU autocast).
+    The resolved precision is part of the cache key, since it changes the numbers.
+``num_workers="auto"``
+    CPU: 0. The forward pass already uses every core through torch's intra-op threads; worker
+    processes would compete with it for the same cores, and decoding in the main process costs
+    only a few percent of a CPU forward pass (see ``benchmarks/bench_extract.py``).
+    CUDA: ``min(16, cpus - 1)`` workers (the GPU then waits on JPEG decoding, not the other way
+    round), 0 when there are fewer than two batches.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+
+import torch
+
+from oodbench.errors import InvalidInputError, UnknownNameError
+
+AMP_OPTIONS = ("auto", "off", "bf16", "fp16")
+_AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+PRECISION_NAMES = {None: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
+
+
+def resolve_device(device: str | torch.device = "auto") -> torch.device:
+    """``"auto"`` -> CUDA if available else CPU; anything else is checked and returned."""
+    if isinstance(device, str) and device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise InvalidInputError(
+            f"device {device!r} is not a torch device; use 'auto', 'cpu', 'cuda' or 'cuda:N'"
+        ) from err
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise InvalidInputError(
+            f"device {device!r} was asked for but torch sees no CUDA GPU; use device='cpu' "
+            "(or 'auto', which picks CUDA only when it is there)"
+        )
+    return resolved
+
+
+def resolve_amp(amp: str, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype for ``amp`` on ``device``; ``None`` means plain float32."""
+    if amp not in AMP_OPTIONS:
+        raise UnknownNameError("amp setting", str(amp), AMP_OPTIONS)
+    if amp == "off":
+        return None
+    if amp == "auto":
+        if device.type != "cuda":
+            return None
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return _AMP_DTYPES[amp]
+
+
+def precision_name(amp_dtype: torch.dtype | None) -> str:
+    """``"float32"``, ``"bfloat16"`` or ``"float16"``: the name stored in the cache key."""
+    return PRECISION_NAMES[amp_dtype]
+
+
+@contextlib.contextmanager
+def autocast(device: torch.device, amp_dtype: torch.dtype | None) -> Iterator[None]:
+    """``torch.autocast`` in ``amp_dtype`` on ``device``; a no-op when ``amp_dtype`` is None."""
+    if amp_dtype is None:
+        yield
+        return
+    with torch.autocast(device_type=device.type, dtype=amp_dtype):
+        yield
+
+
+def resolve_num_workers(num_workers: int | str, device: torch.device, n_batches: int) -> int:
+    """The number of DataLoader worker processes (see the module docstring for ``"auto"``)."""
+    if num_workers == "auto":
+        if device.type != "cuda" or n_batches < 2:
+            return 0
+        return max(1, min(16, _available_cpus() - 1))
+    if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
+        raise InvalidInputError(
+            f"num_workers must be 'auto' or an integer >= 0; got {num_workers!r}"
+        )
+    return num_workers
+
+
+def _available_cpus() -> int:
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1

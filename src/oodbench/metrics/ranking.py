@@ -1,0 +1,126 @@
+"""The one ranking kernel every ROC/PR metric is computed from.
+
+Sort once, group equal scores, count: with the distinct scores ``u_1 < ... < u_m`` of the pooled
+sample, :class:`Ranking` holds how many positives and negatives have each score. Every curve is
+a cumulative sum of those counts taken from the strict end (the highest score first), so ties
+enter a curve together, as in scikit-learn's ``_binary_clf_curve``; nothing depends on the order
+of the input. Cost: two ``O(n log n)`` sorts, one linear merge and ``O(n)`` counting; counts are
+int64, so curves are exact integer ratios and AUROC is one exactly rounded division.
+
+Positives are the class that high scores point to (ID for confidences);
+:meth:`Ranking.flipped` swaps the roles and negates the scores, which is how OOD-positive
+metrics (OpenOOD's ``-conf`` with ``label == -1`` as positive) are taken from the same sort.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+from numpy.typing import NDArray
+
+Float = NDArray[np.float64]
+Int = NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """Counts of positives and negatives at each distinct score.
+
+    Attributes:
+        values: the distinct scores, increasing (``-0.0`` and ``0.0`` are one value).
+        pos: ``pos[j]`` = number of positives whose score equals ``values[j]``.
+        neg: ``neg[j]`` = number of negatives whose score equals ``values[j]``.
+    """
+
+    values: Float
+    pos: Int
+    neg: Int
+
+    @classmethod
+    def from_scores(cls, positives: Float, negatives: Float) -> Ranking:
+        """Rank 1-D float64 scores of the positive and the negative class (NaN-free).
+
+        Either side may be empty (selective metrics allow "no errors"); the curve methods need
+        both sides, which the public metrics check first.
+        """
+        p, q = np.sort(positives), np.sort(negatives)
+        # two sorted runs: the stable sort (timsort) merges them in linear time
+        merged = np.sort(np.concatenate([p, q]), kind="stable")
+        first = np.ones(merged.size, dtype=bool)
+        np.not_equal(merged[1:], merged[:-1], out=first[1:])
+        values = merged[first]
+        # samples below values[j] minus those below values[j + 1] = samples equal to values[j]
+        pos = np.diff(np.searchsorted(p, values, side="left"), append=p.size)
+        neg = np.diff(np.searchsorted(q, values, side="left"), append=q.size)
+        return cls(values, pos.astype(np.int64), neg.astype(np.int64))
+
+    @cached_property
+    def n_pos(self) -> int:
+        return int(self.pos.sum())
+
+    @cached_property
+    def n_neg(self) -> int:
+        return int(self.neg.sum())
+
+    def flipped(self) -> Ranking:
+        """The ranking of the negated scores with the roles of the classes swapped."""
+        return Ranking(-self.values[::-1], self.neg[::-1], self.pos[::-1])
+
+    def cumulative(self) -> tuple[Int, Int]:
+        """``tps[j]``, ``fps[j]``: positives and negatives scoring at least the ``j``-th highest
+        distinct score, i.e. accepted by the threshold ``t_j = values[m - 1 - j]``."""
+        return np.cumsum(self.pos[::-1]), np.cumsum(self.neg[::-1])
+
+    def auroc(self) -> float:
+        """Mann-Whitney: ``P(s_pos > s_neg) + 1/2 P(s_pos = s_neg)`` over all pairs.
+
+        ``2U = sum_j neg_j (2 * #pos above u_j + pos_j)`` is an exact int64 (valid while
+        ``n_pos * n_neg < 4.6e18``); Python's int division rounds ``2U / (2 n_pos n_neg)`` once,
+        correctly. Equals the trapezoid area under the full ROC curve.
+        """
+        above = self.n_pos - np.cumsum(self.pos)
+        twice_u = int(np.dot(self.neg, 2 * above + self.pos))
+        return twice_u / (2 * self.n_pos * self.n_neg)
+
+    def roc_curve(self) -> tuple[Float, Float, Float]:
+        """``fpr, tpr, thresholds`` as ``sklearn.metrics.roc_curve(..., drop_intermediate=False)``:
+        one point per distinct score from the highest, after the point ``(0, 0)`` at ``+inf``."""
+        tps, fps = self.cumulative()
+        fpr = np.concatenate([[0], fps]) / self.n_neg
+        tpr = np.concatenate([[0], tps]) / self.n_pos
+        return fpr, tpr, np.concatenate([[np.inf], self.values[::-1]])
+
+    def fpr_at_tpr(self, tpr: float) -> float:
+        """FPR at the first threshold, from the highest, whose TPR reaches ``tpr``.
+
+        The same as ``fpr[np.argmax(tpr_curve >= tpr)]`` on :meth:`roc_curve` (the TPRs are the
+        same float divisions as scikit-learn's, so the comparison agrees bit for bit).
+        """
+        fpr, tpr_curve, _ = self.roc_curve()
+        return float(fpr[np.searchsorted(tpr_curve, tpr, side="left")])
+
+    def precision_recall_curve(self) -> tuple[Float, Float, Float]:
+        """``precision, recall, thresholds`` as ``sklearn.metrics.precision_recall_curve``
+        (scikit-learn >= 1.1, which keeps every threshold): recall decreasing, one point per
+        distinct score from the lowest, then the point ``(recall 0, precision 1)``."""
+        tps, fps = self.cumulative()
+        precision = tps / (tps + fps)
+        recall = tps / self.n_pos
+        return (
+            np.concatenate([precision[::-1], [1.0]]),
+            np.concatenate([recall[::-1], [0.0]]),
+            self.values,
+        )
+
+    def aupr(self) -> float:
+        """Trapezoid area under :meth:`precision_recall_curve` (``sklearn.metrics.auc``)."""
+        precision, recall, _ = self.precision_recall_curve()
+        return float(np.sum((recall[:-1] - recall[1:]) * (precision[:-1] + precision[1:])) / 2)
+
+    def average_precision(self) -> float:
+        """``AP = sum_j (R_j - R_{j-1}) P_j`` over thresholds from the highest
+        (``sklearn.metrics.average_precision_score``: a step function, no interpolation)."""
+        precision, recall, _ = self.precision_recall_curve()
+        return float(np.sum((recall[:-1] - recall[1:]) * precision[:-1]))

@@ -1,0 +1,275 @@
+"""The tidy results table: one row per model x detector x benchmark x OOD group x metric.
+
+Stored as ``<folder>/results.parquet`` (plus per-cell score arrays in ``<folder>/scores/``).
+A *cell* is one (model, detector configuration, benchmark) triple; every row carries the key of
+the cell that produced it, the time the cell finished and its status:
+
+    ``ok``       the cell ran; one row per (group, metric)
+    ``failed``   the cell raised; one row with the error message (``metric`` is empty)
+    ``skipped``  the detector does not apply to the model; one row with the reason
+
+Parquet files cannot be appended in place, so :meth:`ResultsTable.append` rewrites the file
+through a temporary file and an atomic rename: a crash never leaves a half-written table.
+Re-running a cell appends a new attempt; :func:`dedupe` keeps only the latest attempt of each
+cell, and a cell counts as finished when its latest attempt is ``ok`` or ``skipped``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import tempfile
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from oodbench.errors import DataError, InvalidInputError
+
+#: column -> pandas dtype of the long table, in order
+SCHEMA: dict[str, str] = {
+    "model": "string",
+    "detector": "string",
+    "hyperparams": "string",  # canonical JSON (sorted keys)
+    "benchmark": "string",
+    "group": "string",  # OOD group, or "level 3" for a C-OOD severity level
+    "kind": "string",  # near / far / severity / "" when the benchmark does not say
+    "severity": "Int64",  # C-OOD severity level (0 = easiest), <NA> elsewhere
+    "metric": "string",
+    "value": "float64",
+    "n_id": "Int64",
+    "n_ood": "Int64",
+    "status": "string",  # ok / failed / skipped
+    "error": "string",
+    "cell": "string",  # key of the (model, detector config, benchmark) cell
+    "seconds": "float64",  # wall time of the cell
+    "time": "string",  # UTC ISO-8601 time the cell finished (one value per attempt)
+    "versions": "string",  # JSON of the package versions that produced the row
+    "experiment": "string",
+}
+COLUMNS = tuple(SCHEMA)
+STATUSES = ("ok", "failed", "skipped")
+FILE_NAME = "results.parquet"
+SCORES_DIR = "scores"
+
+#: wide-result columns that identify a row rather than measure something
+_ID_COLUMNS = {"detector", "hyperparams", "group", "kind", "severity", "n_id", "n_ood"}
+_VERSIONED = ("oodbench", "torch", "torchvision", "timm", "numpy", "scikit-learn", "open_clip_torch")
+
+
+def package_versions() -> str:
+    """The versions of the packages that shape the numbers, as a JSON string."""
+    versions = {"python": platform.python_version()}
+    for name in _VERSIONED:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return json.dumps(versions, sort_keys=True)
+
+
+def now() -> str:
+    """The current UTC time in ISO-8601 with microseconds (sorts as text)."""
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
+def empty() -> pd.DataFrame:
+    """An empty table with the full schema."""
+    return pd.DataFrame({c: pd.Series(dtype=t) for c, t in SCHEMA.items()})
+
+
+def conform(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` with exactly the schema's columns and dtypes (missing optional ones filled)."""
+    required = {"model", "detector", "benchmark", "cell", "status", "time"}
+    missing = required - set(rows.columns)
+    if missing:
+        raise InvalidInputError(
+            f"results rows lack the column(s) {', '.join(sorted(missing))}; every row needs "
+            f"{', '.join(sorted(required))}"
+        )
+    bad = set(rows["status"].dropna().unique()) - set(STATUSES)
+    if bad:
+        raise InvalidInputError(f"results status must be one of {STATUSES}; got {sorted(bad)}")
+    out = pd.DataFrame(index=rows.index)
+    for column, dtype in SCHEMA.items():
+        if column in rows.columns:
+            out[column] = rows[column].astype(dtype)
+        else:
+            out[column] = pd.Series(pd.NA, index=rows.index, dtype=dtype)
+    return out.reset_index(drop=True)
+
+
+def from_wide(
+    wide: pd.DataFrame,
+    *,
+    model: str,
+    benchmark: str,
+    cell: str,
+    seconds: float,
+    time: str,
+    experiment: str = "",
+    versions: str | None = None,
+) -> pd.DataFrame:
+    """Turn a benchmark's wide result (one row per detector x group) into long ``ok`` rows.
+
+    Every numeric column that does not identify the row (``auroc``, ``fpr95_id``, ``percentile``,
+    mean kappas, ...) becomes one ``(metric, value)`` row; non-numeric extras are dropped.
+    """
+    if wide.empty:
+        raise InvalidInputError(
+            f"benchmark {benchmark!r} returned no rows for model {model!r}; it has no OOD group"
+        )
+    metric_columns = [
+        c
+        for c in wide.columns
+        if c not in _ID_COLUMNS and pd.api.types.is_numeric_dtype(wide[c])
+        and not pd.api.types.is_bool_dtype(wide[c])
+    ]
+    base = pd.DataFrame(
+        {
+            "detector": wide["detector"].astype(str),
+            "hyperparams": wide["hyperparams"].astype(str) if "hyperparams" in wide else "{}",
+            "group": wide["group"].astype(str),
+            "kind": wide["kind"].astype(str) if "kind" in wide else "",
+            "severity": wide["severity"] if "severity" in wide else pd.NA,
+            "n_id": wide["n_id"] if "n_id" in wide else pd.NA,
+            "n_ood": wide["n_ood"] if "n_ood" in wide else pd.NA,
+        }
+    )
+    long = base.join(wide[metric_columns]).melt(
+        id_vars=list(base.columns), value_vars=metric_columns, var_name="metric", value_name="value"
+    )
+    long = long.assign(
+        model=model, benchmark=benchmark, cell=cell, seconds=float(seconds), time=time,
+        status="ok", error="", experiment=experiment,
+        versions=versions if versions is not None else package_versions(),
+    )
+    return conform(long)
+
+
+def status_row(
+    *,
+    model: str,
+    detector: str,
+    hyperparams: str,
+    benchmark: str,
+    cell: str,
+    status: str,
+    error: str,
+    seconds: float,
+    time: str,
+    experiment: str = "",
+    versions: str | None = None,
+) -> pd.DataFrame:
+    """One row recording a ``failed`` or ``skipped`` cell and why."""
+    row = {
+        "model": model, "detector": detector, "hyperparams": hyperparams, "benchmark": benchmark,
+        "group": "", "kind": "", "metric": "", "value": np.nan, "status": status, "error": error,
+        "cell": cell, "seconds": float(seconds), "time": time, "experiment": experiment,
+        "versions": versions if versions is not None else package_versions(),
+    }
+    return conform(pd.DataFrame([row]))
+
+
+def dedupe(table: pd.DataFrame) -> pd.DataFrame:
+    """Keep only the latest attempt of every cell (and drop exact duplicate rows)."""
+    if table.empty:
+        return table.reset_index(drop=True)
+    latest = table.groupby("cell")["time"].transform("max")
+    kept = table[table["time"] == latest]
+    keys = ["cell", "group", "metric", "time"]
+    return kept.drop_duplicates(subset=keys, keep="last").reset_index(drop=True)
+
+
+class ResultsTable:
+    """The results of one output folder: ``results.parquet`` and ``scores/<cell>.npz``.
+
+    >>> table = ResultsTable("results/")          # doctest: +SKIP
+    >>> table.append(rows); table.read()          # doctest: +SKIP
+    """
+
+    def __init__(self, folder: str | os.PathLike[str]):
+        self.folder = Path(folder)
+        self.path = self.folder / FILE_NAME
+        self.scores_dir = self.folder / SCORES_DIR
+
+    def __repr__(self) -> str:
+        return f"ResultsTable({str(self.folder)!r})"
+
+    # -- rows ---------------------------------------------------------------------------------
+    def read(self, *, latest: bool = True) -> pd.DataFrame:
+        """Every row (only each cell's latest attempt when ``latest``); empty when none yet."""
+        if not self.path.exists():
+            return empty()
+        try:
+            table = pd.read_parquet(self.path)
+        except Exception as err:  # pyarrow raises several types for a damaged file
+            raise DataError(
+                f"cannot read the results table {self.path}: {err}. Move it away to start a "
+                "fresh table (finished cells will then run again)"
+            ) from err
+        table = conform(table)
+        return dedupe(table) if latest else table
+
+    def append(self, rows: pd.DataFrame) -> None:
+        """Add ``rows`` (conformed to the schema) and rewrite the file atomically."""
+        if rows.empty:
+            return
+        new = conform(rows)
+        old = self.read(latest=False)
+        table = new if old.empty else pd.concat([old, new], ignore_index=True)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".results-", suffix=".parquet", dir=self.folder)
+        os.close(fd)
+        try:
+            table.to_parquet(tmp, index=False)
+            os.replace(tmp, self.path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+    def finished_cells(self) -> set[str]:
+        """Keys of the cells whose latest attempt is ``ok`` or ``skipped``."""
+        table = self.read()
+        done = table[table["status"].isin(["ok", "skipped"])]
+        return set(done["cell"].astype(str))
+
+    def is_finished(self, cell: str) -> bool:
+        """Whether ``cell`` has a finished latest attempt (re-runs skip it)."""
+        return cell in self.finished_cells()
+
+    # -- per-cell score arrays ------------------------------------------------------------------
+    def scores_path(self, cell: str) -> Path:
+        return self.scores_dir / f"{cell}.npz"
+
+    def save_scores(self, cell: str, id_scores: np.ndarray, ood: Mapping[str, np.ndarray]) -> Path:
+        """Keep the ID scores and each OOD group's scores of a cell (compressed ``.npz``)."""
+        self.scores_dir.mkdir(parents=True, exist_ok=True)
+        groups = list(ood)
+        arrays = {f"ood_{i}": np.asarray(ood[g], dtype=np.float64) for i, g in enumerate(groups)}
+        path = self.scores_path(cell)
+        fd, tmp = tempfile.mkstemp(prefix=".scores-", suffix=".npz", dir=self.scores_dir)
+        os.close(fd)
+        try:
+            np.savez_compressed(
+                tmp, id=np.asarray(id_scores, dtype=np.float64), groups=np.array(groups, dtype=str),
+                **arrays,
+            )
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        return path
+
+    def load_scores(self, cell: str) -> tuple[np.ndarray, dict[str, np.ndarray]] | None:
+        """``(id_scores, {group: ood_scores})`` of a cell, or ``None`` when none were kept."""
+        path = self.scores_path(cell)
+        if not path.exists():
+            return None
+        with np.load(path, allow_pickle=False) as data:
+            groups: Sequence[str] = [str(g) for g in data["groups"]]
+            return data["id"], {g: data[f"ood_{i}"] for i, g in enumerate(groups)}
