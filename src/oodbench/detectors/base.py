@@ -118,7 +118,7 @@ class Detector(ABC):
         """Compute kappa for every row of ``acts`` (inputs are already validated)."""
 
     def _array_inputs(self) -> tuple[str, ...]:
-        names = []
+        names: list[str] = []
         for need in ("logits", "features", "feature_map"):
             if need in self.requires:
                 names.append(need)

@@ -101,9 +101,9 @@ class Activations:
 
         return replace(
             self,
-            logits=take(self.logits),
-            labels=take(self.labels),
-            ids=take(self.ids),
+            logits=np.asarray(self.logits[idx]),
+            labels=np.asarray(self.labels[idx]),
+            ids=np.asarray(self.ids[idx]),
             features=take(self.features),
             feature_map=take(self.feature_map),
             source_indices=take(self.source_indices),

@@ -156,12 +156,14 @@ class ActivationStore:
         Each file is written with ``numpy.lib.format.open_memmap`` shard by shard, so memory
         stays at one shard; the shard folders are deleted only after the manifest says complete.
         """
-        order = sorted(manifest["shards"], key=int)
-        filled = [int(k) for k in order if manifest["shards"][k]["rows"] > 0]
-        rows = sum(manifest["shards"][k]["rows"] for k in order)
+        shards = [manifest["shards"][k] for k in sorted(manifest["shards"], key=int)]
+        filled = [int(k) for k in sorted(manifest["shards"], key=int) if manifest["shards"][k]["rows"]]
+        if not filled:
+            raise CacheError(f"cache entry {self.path} has no rows to finalise")
+        rows = sum(record["rows"] for record in shards)
+        stored = manifest["shards"][str(filled[0])]["files"]
         final: dict[str, Any] = {}
-        names = [n for n in SHARD_ARRAYS if filled and f"{n}.npy" in manifest["shards"][str(filled[0])]["files"]]
-        for name in names:
+        for name in (n for n in SHARD_ARRAYS if f"{n}.npy" in stored):
             parts = [self._shard_array(k, name) for k in filled]
             final[name] = self._write_concatenated(name, parts, rows)
         for name, array in source_arrays.items():

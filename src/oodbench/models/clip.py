@@ -93,6 +93,9 @@ def resolve_templates(templates: str | Sequence[str | Template] | None) -> list[
 class ClipClassifier(Classifier):
     """An open_clip model used as a zero-shot classifier (see the module docstring)."""
 
+    _head_weight: torch.Tensor
+    class_names: list[str]
+
     def __init__(
         self,
         clip_model: torch.nn.Module,
