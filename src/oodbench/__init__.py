@@ -11,4 +11,21 @@ __version__ = "0.1.0"
 
 from oodbench.errors import OodbenchError
 
-__all__ = ["OodbenchError", "__version__"]
+__all__ = ["OodbenchError", "__version__", "run", "run_experiment", "tune"]
+
+
+def __getattr__(name: str):  # lazy: importing oodbench stays cheap
+    """``oodbench.run_experiment(path)`` and ``oodbench.run(path)`` (the callable ``run`` package)."""
+    if name == "run_experiment":
+        from oodbench.run import run_experiment
+
+        return run_experiment
+    if name == "run":
+        import importlib
+
+        return importlib.import_module("oodbench.run")
+    if name == "tune":  # the callable ``oodbench.tune`` module: oodbench.tune(detector, grid, ...)
+        import importlib
+
+        return importlib.import_module("oodbench.tune")
+    raise AttributeError(f"module 'oodbench' has no attribute {name!r}")

@@ -1,1 +1,104 @@
-"""oodbench.benchmarks (see DESIGN.md)."""
+"""Named benchmarks: the C-OOD severity benchmark and the standard near/far OOD benchmarks.
+
+    from oodbench import benchmarks
+    benchmarks.available()                       # {name: description}
+    bench = benchmarks.get("openood-v1.5-imagenet", root="/data/openood")
+    table = bench.run(model, [create("msp"), create("energy")])
+
+    benchmarks.get("cood", id_test=..., ood_pool=...)      # oodbench.benchmarks.cood
+    benchmarks.from_toml("my_benchmark.toml")              # a custom benchmark (see .spec)
+
+The standard benchmarks are data (``benchmarks/specs/*.toml``): which image lists or folders
+form the ID test set and each OOD group, which metrics to headline, how to aggregate.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from oodbench.benchmarks.base import Benchmark
+from oodbench.benchmarks.spec import (
+    BenchmarkSpec,
+    build,
+    builtin,
+    builtin_paths,
+    parse_spec,
+    read_toml,
+)
+from oodbench.benchmarks.standard import OodSetsBenchmark
+from oodbench.errors import InvalidInputError
+
+COOD_DESCRIPTION = (
+    "C-OOD severity benchmark (Galil, Dabbah & El-Yaniv, ICLR 2023): OOD classes from "
+    "ImageNet-21k graded into severity levels per model and detector; build with "
+    "get('cood', id_test=..., ood_pool=...)"
+)
+
+__all__ = [
+    "Benchmark",
+    "BenchmarkSpec",
+    "OodSetsBenchmark",
+    "available",
+    "from_spec",
+    "from_toml",
+    "get",
+    "spec",
+]
+
+
+def available() -> dict[str, str]:
+    """Every named benchmark: name -> one-line description (``oodbench list benchmarks``)."""
+    out = {"cood": COOD_DESCRIPTION}
+    out.update({name: builtin(name).description for name in builtin_paths()})
+    return out
+
+
+def spec(name: str) -> BenchmarkSpec:
+    """The validated spec of a built-in standard benchmark (no data needed)."""
+    return builtin(name)
+
+
+def get(name: str, **options: Any) -> Benchmark:
+    """Build the named benchmark.
+
+    ``"cood"``: ``options`` go to :class:`oodbench.benchmarks.cood.CoodBenchmark`.
+    A standard benchmark: ``root`` (its data folder) and/or ``paths`` (per set: a folder, a
+    Source or Activations); see :func:`oodbench.benchmarks.spec.build`.
+    Unknown names raise ``UnknownNameError`` with the closest names.
+    """
+    if name == "cood":
+        from oodbench.benchmarks.cood import CoodBenchmark
+
+        return CoodBenchmark(**options)
+    return _build(builtin(name), options, base_dir=None)
+
+
+def from_spec(spec: BenchmarkSpec | Mapping[str, Any], **options: Any) -> OodSetsBenchmark:
+    """A benchmark from a spec dict (as read from TOML) or a parsed :class:`BenchmarkSpec`."""
+    parsed = spec if isinstance(spec, BenchmarkSpec) else parse_spec(spec)
+    return _build(parsed, options, base_dir=None)
+
+
+def from_toml(path: str | os.PathLike[str], **options: Any) -> OodSetsBenchmark:
+    """A custom benchmark from a TOML spec; its relative ``root`` is taken from the file's folder.
+
+    Without a ``root`` (in the file or in ``options``) the spec's paths are relative to the
+    folder of the TOML file.
+    """
+    path = Path(path).expanduser()
+    parsed = parse_spec(read_toml(path))
+    if parsed.root is None and "root" not in options:
+        options = {**options, "root": path.parent}
+    return _build(parsed, options, base_dir=path.parent)
+
+
+def _build(parsed: BenchmarkSpec, options: dict[str, Any], base_dir: Path | None) -> OodSetsBenchmark:
+    unknown = sorted(set(options) - {"root", "paths"})
+    if unknown:
+        raise InvalidInputError(
+            f"benchmark {parsed.name!r} takes the options root= and paths=; got {unknown}"
+        )
+    return build(parsed, root=options.get("root"), paths=options.get("paths"), base_dir=base_dir)

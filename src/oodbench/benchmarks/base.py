@@ -62,6 +62,17 @@ def ensure_fitted(
             det.fit(fit_activations, model)
 
 
+def capture_for(detectors: Sequence[Detector]) -> tuple[str, ...]:
+    """What ``extract`` must capture for ``detectors``: logits, plus features / feature maps
+    when a detector reads them (a detector that needs the linear head reads features)."""
+    needs = {"logits"}
+    for det in detectors:
+        needs |= set(det.requires) & {"features", "feature_map"}
+        if "head" in det.requires:
+            needs.add("features")
+    return tuple(sorted(needs))
+
+
 def hyperparams_json(det: Detector) -> str:
     """The detector's hyper-parameters as a canonical JSON string (sorted keys)."""
     return json.dumps(det.hyperparams, sort_keys=True, default=str)

@@ -47,6 +47,18 @@ SELECTIONS = ("percentiles", "disjoint")
 
 
 # -- the pure algorithm --------------------------------------------------------------------------
+def group_labels(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(classes, inverse, counts)`` as ``np.unique(labels, return_inverse, return_counts)``.
+
+    Uses hashing (``pandas.factorize``, ``O(n)``) instead of sorting every label, then sorts the
+    few distinct classes, so labels need not be contiguous (wnid offsets are fine).
+    """
+    labels = np.asarray(labels).reshape(-1)
+    inverse, classes = pd.factorize(labels, sort=True)
+    inverse = inverse.astype(np.int64, copy=False)
+    return np.asarray(classes), inverse, np.bincount(inverse, minlength=len(classes))
+
+
 def per_class_mean(
     scores: np.ndarray, labels: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -67,8 +79,8 @@ def per_class_mean(
         raise NonFiniteError(
             f"per_class_mean: {int((~np.isfinite(scores)).sum())} scores are NaN or inf"
         )
-    classes, inverse, counts = np.unique(labels, return_inverse=True, return_counts=True)
-    sums = np.bincount(inverse.reshape(-1), weights=scores, minlength=classes.size)
+    classes, inverse, counts = group_labels(labels)
+    sums = np.bincount(inverse, weights=scores, minlength=classes.size)
     return classes, sums / counts, counts
 
 
@@ -226,11 +238,13 @@ def split_per_class(
     if images_per_class is not None and images_per_class < 2:
         raise InvalidInputError(f"images_per_class must be >= 2; got {images_per_class}")
     labels = np.asarray(labels).reshape(-1)
-    classes, inverse, counts = np.unique(labels, return_inverse=True, return_counts=True)
-    inverse = inverse.reshape(-1)
+    classes, inverse, counts = group_labels(labels)
     rng = np.random.default_rng(seed)
-    # a random order within each class: sort by (class, random key)
-    order = np.lexsort((rng.random(labels.size), inverse))
+    # a random rank within each class: shuffle, then stable-sort by class (a radix sort when the
+    # class index fits in 16 bits)
+    perm = rng.permutation(labels.size)
+    key = inverse[perm].astype(np.uint16 if classes.size <= 1 << 16 else np.int64)
+    order = perm[np.argsort(key, kind="stable")]
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
     rank = np.empty(labels.size, dtype=np.int64)
     rank[order] = np.arange(labels.size) - starts[inverse[order]]

@@ -6,6 +6,7 @@ Errors a user can cause (``OodbenchError``) are printed as one line with the fix
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 
@@ -46,6 +47,11 @@ def _register_commands() -> None:
 
     main.add_command(listing.list_cmd)
     # each sub-command module adds itself here, one line each:
+    main.add_command(importlib.import_module("oodbench.cli.cache").cache_cmd)
+    main.add_command(importlib.import_module("oodbench.cli.extract").extract_cmd)
+    main.add_command(importlib.import_module("oodbench.cli.paper").paper_cmd)
+    main.add_command(importlib.import_module("oodbench.cli.cood_pool").cood_pool_cmd)
+    main.add_command(importlib.import_module("oodbench.cli.data").data_cmd)
 
 
 _register_commands()

@@ -18,6 +18,7 @@ classes) plus a ``<stem>_classes.txt`` file with one wnid per label.
 
     report = build_pool("/data/imagenet21k", out="pool.txt")
     print(report.summary())
+    pool = pool_source("pool.txt", "/data/imagenet21k")   # a Source for CoodBenchmark
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from oodbench.data.image_list import ImageList
 from oodbench.data.imagenet import check_wnids, imagenet1k_wnids, imagenet21k_wnids, is_wnid
 from oodbench.data.wordnet import load_hierarchy
 from oodbench.errors import DataError, EmptyInputError, InvalidInputError, MissingDataError
@@ -191,3 +193,16 @@ def build_pool(
     if out is not None:
         report.write(out)
     return report
+
+
+def pool_source(list_file: str | Path, root: str | Path) -> ImageList:
+    """The pool written by ``build_pool`` as a ``Source`` whose class names are the wnids."""
+    list_file = Path(list_file)
+    classes_file = list_file.with_name(f"{list_file.stem}_classes.txt")
+    if not classes_file.is_file():
+        raise MissingDataError(
+            f"{classes_file} is missing: it is written next to {list_file} by "
+            "`oodbench cood-pool build` (one wnid per label)"
+        )
+    wnids = check_wnids(classes_file.read_text(encoding="utf-8").split(), what=str(classes_file))
+    return ImageList(list_file, root, name=list_file.stem, class_names=wnids)

@@ -9,7 +9,8 @@ bank), in float64:
   array without copying it (a chunked histogram selection), as ReAct's threshold needs.
 - ``percentile_per_unit``: ``np.percentile(x, q, axis=0)`` in column chunks.
 - ``head_energy``: ``logsumexp(shape(f) @ W.T + b)`` in row chunks.
-- ``keep_count`` / ``top_k_sum``: the per-sample top-k used by ASH and SCALE.
+- ``keep_count`` / ``sharpening``: the per-sample top-k and the ``exp(s1 / s2)`` factor of ASH
+  and SCALE.
 """
 
 from __future__ import annotations
@@ -37,15 +38,17 @@ def row_slices(n_rows: int, row_width: int) -> Iterator[slice]:
 
 
 def _flat_chunks(values: np.ndarray) -> Iterator[np.ndarray]:
+    """Flat chunks of ``values`` in float32 (float64 input stays float64): order is preserved."""
+    dtype = np.float64 if values.dtype == np.float64 else np.float32
     rows = values.reshape(len(values), -1) if values.ndim > 1 else values.reshape(-1, 1)
     for sl in row_slices(rows.shape[0], rows.shape[1]):
-        yield np.asarray(rows[sl], dtype=np.float64).ravel()
+        yield np.asarray(rows[sl], dtype=dtype).ravel()
 
 
 def _kth_smallest(values: np.ndarray, k: int) -> float:
     """The ``k``-th smallest entry (0-based) of ``values``, by repeated chunked histograms."""
-    lo = min(float(c.min()) for c in _flat_chunks(values))
-    hi = max(float(c.max()) for c in _flat_chunks(values))
+    extremes = np.array([(c.min(), c.max()) for c in _flat_chunks(values)])
+    lo, hi = float(extremes[:, 0].min()), float(extremes[:, 1].max())
     below = 0  # entries known to be < lo
     while lo < hi:
         scale = _BINS / (hi - lo)
@@ -86,7 +89,13 @@ def percentile(values: np.ndarray, q: float) -> float:
     a = _kth_smallest(values, below)
     if frac == 0.0:
         return a
-    b = _kth_smallest(values, below + 1)
+    # the next order statistic: a itself when tied, else the smallest entry above a
+    at_most_a, above = 0, np.inf
+    for chunk in _flat_chunks(values):
+        at_most_a += int(np.count_nonzero(chunk <= a))
+        bigger = chunk[chunk > a]
+        above = min(above, float(bigger.min())) if bigger.size else above
+    b = a if at_most_a >= below + 2 else above
     # numpy's lerp, evaluated from the nearer end exactly as np.percentile does
     return float(a + (b - a) * frac) if frac < 0.5 else float(b - (b - a) * (1.0 - frac))
 
@@ -103,10 +112,15 @@ def percentile_per_unit(features: np.ndarray, q: float) -> np.ndarray:
     )
 
 
+def required(acts: Activations, name: str) -> np.ndarray:
+    """``acts.<name>`` (e.g. ``"features"``), raising ``MissingActivationError`` when absent."""
+    acts.require(name, who="this detector")
+    return getattr(acts, name)
+
+
 def head_tensors(acts: Activations) -> tuple[torch.Tensor, torch.Tensor]:
     """The linear head ``(W (C, D), b (C,))`` of ``acts`` as float64 tensors."""
-    acts.require("head_weight", "head_bias", who="the activation-shaping detectors")
-    return as_tensor(acts.head_weight), as_tensor(acts.head_bias)  # type: ignore[arg-type]
+    return as_tensor(required(acts, "head_weight")), as_tensor(required(acts, "head_bias"))
 
 
 def check_feature_dim(features: np.ndarray, weight: torch.Tensor, who: str) -> None:
@@ -130,7 +144,7 @@ def head_energy(
         f = as_tensor(features[sl])
         if shape is not None:
             f = shape(f)
-        out[sl] = neg_energy(f @ weight.T + bias).numpy()
+        out[sl] = neg_energy((f @ weight.T + bias).numpy()).numpy()
     return out
 
 
@@ -149,18 +163,12 @@ def keep_count(n: int, percentile: float) -> int:
     return max(1, n - int(np.round(n * percentile / 100.0)))
 
 
-def top_k_sum(x: torch.Tensor, k: int) -> torch.Tensor:
-    """Sum of the ``k`` largest entries of each row of a (B, n) tensor: (B,)."""
-    return torch.topk(x, k, dim=1).values.sum(dim=1)
+def sharpening(total: torch.Tensor, kept: torch.Tensor) -> torch.Tensor:
+    """``exp(s1 / s2)``: the factor of ASH-S and SCALE from s1 = ``total``, s2 = ``kept`` sums.
 
-
-def sharpening(x: torch.Tensor, percentile: float) -> torch.Tensor:
-    """``exp(s1 / s2)`` per row: s1 = sum of all entries, s2 = sum of the top ``keep_count``.
-
-    The factor of ASH-S and SCALE. Where ``s2 == 0`` (an all-zero row of non-negative
-    activations) the row is zero and the factor is irrelevant; it is set to ``e`` (ratio 1).
+    s1 sums all activations of a sample, s2 its ``keep_count`` largest. Where ``s2 == 0`` (an
+    all-zero row of non-negative activations) the row is zero and the factor is irrelevant; it
+    is set to ``e`` (ratio 1) instead of NaN.
     """
-    s1 = x.sum(dim=1)
-    s2 = top_k_sum(x, keep_count(x.shape[1], percentile))
-    ratio = torch.where(s2 != 0, s1 / torch.where(s2 != 0, s2, 1.0), 1.0)
-    return torch.exp(ratio)
+    nonzero = kept != 0
+    return torch.exp(torch.where(nonzero, total / torch.where(nonzero, kept, 1.0), 1.0))

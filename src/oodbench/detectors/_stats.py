@@ -22,6 +22,18 @@ from oodbench.extract.activations import Activations
 CHUNK = 4096
 
 
+def features_of(acts: Activations) -> np.ndarray:
+    """``acts.features`` (present: ``Detector.fit``/``score`` validated ``requires``)."""
+    assert acts.features is not None
+    return acts.features
+
+
+def head_of(acts: Activations) -> tuple[np.ndarray, np.ndarray]:
+    """``(acts.head_weight, acts.head_bias)`` (present: validated through ``requires``)."""
+    assert acts.head_weight is not None and acts.head_bias is not None
+    return acts.head_weight, acts.head_bias
+
+
 def chunks(n: int, size: int = CHUNK) -> Iterator[slice]:
     """Consecutive row slices of at most ``size`` rows covering ``range(n)``."""
     for start in range(0, n, size):
@@ -71,6 +83,11 @@ def class_means(
         counts += torch.bincount(labels_t[rows], minlength=num_classes)
     means = sums / counts.clamp(min=1).unsqueeze(1).to(torch.float64)
     return means, counts
+
+
+def feature_mean(features: np.ndarray) -> torch.Tensor:
+    """The mean row of ``features`` in float64, (D,), chunked."""
+    return class_means(features, np.zeros(len(features), dtype=np.int64), 1)[0][0]
 
 
 def scatter_matrix(
@@ -124,6 +141,13 @@ def min_sq_mahalanobis(
     return out
 
 
+def take_rows(array: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``array[rows]``, without a copy when ``rows`` is every row in order."""
+    if len(rows) == len(array) and np.array_equal(rows, np.arange(len(array))):
+        return array
+    return np.asarray(array[rows])
+
+
 def normalized_float32(features: np.ndarray) -> np.ndarray:
     """Unit-L2 rows as a C-contiguous float32 array (what faiss indexes), chunk by chunk."""
     out = np.empty(features.shape, dtype=np.float32)
@@ -140,11 +164,14 @@ def flat_index(bank: np.ndarray, metric: str) -> faiss.Index:
     return index
 
 
-def search(index: faiss.Index, queries: np.ndarray, k: int) -> np.ndarray:
-    """The ``k`` best values per query (squared L2 distances ascending for ``IndexFlatL2``,
-    inner products descending for ``IndexFlatIP``): float32 (N, k), chunk by chunk."""
-    out = np.empty((len(queries), k), dtype=np.float32)
-    for rows in chunks(len(queries)):
-        values, _ = index.search(np.ascontiguousarray(queries[rows], dtype=np.float32), k)
+def knn_search(index: faiss.Index, features: np.ndarray, k: int) -> np.ndarray:
+    """The ``k`` best values for every L2-normalised row of ``features``: float32 (N, k).
+
+    Squared L2 distances in ascending order for ``IndexFlatL2``, inner products in descending
+    order for ``IndexFlatIP``; exact search, queries normalised and searched chunk by chunk.
+    """
+    out = np.empty((len(features), k), dtype=np.float32)
+    for rows in chunks(len(features)):
+        values, _ = index.search(normalized_float32(features[rows]), k)
         out[rows] = values
     return out

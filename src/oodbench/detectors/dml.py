@@ -25,7 +25,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from oodbench.detectors._math import as_tensor, cosine_similarities
-from oodbench.detectors._stats import chunks
+from oodbench.detectors._stats import (
+    chunks,
+    features_of,
+    head_of,
+)
 from oodbench.detectors.base import Detector, register
 from oodbench.extract.activations import Activations
 
@@ -34,7 +38,7 @@ def max_cosine(acts: Activations) -> np.ndarray:
     """max_c cos(f, w_c) per row, float64, chunked."""
     out = np.empty(len(acts), dtype=np.float64)
     for rows in chunks(len(acts)):
-        out[rows] = cosine_similarities(acts.features[rows], acts.head_weight).max(dim=1).values.numpy()
+        out[rows] = cosine_similarities(features_of(acts)[rows], head_of(acts)[0]).max(dim=1).values.numpy()
     return out
 
 
@@ -42,7 +46,7 @@ def max_norm(acts: Activations) -> np.ndarray:
     """||f||_2 per row, float64, chunked."""
     out = np.empty(len(acts), dtype=np.float64)
     for rows in chunks(len(acts)):
-        out[rows] = as_tensor(acts.features[rows]).norm(dim=1).numpy()
+        out[rows] = as_tensor(features_of(acts)[rows]).norm(dim=1).numpy()
     return out
 
 

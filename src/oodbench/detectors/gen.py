@@ -7,8 +7,9 @@ CVPR 2023 (https://github.com/XixiLiu95/GEN).
     kappa(x)   = -G_gamma(p)
 
 summed over the M largest probabilities (all classes when M >= C). Defaults ``gamma=0.1`` and
-``M=100``, the paper's ImageNet setting. Computed in float64 from ``log_softmax`` with
-``1 - p = -expm1(log p)``, so probabilities near 0 or 1 are exact.
+``M=100``, the paper's ImageNet setting. Computed in float64 in log space: ``1 - p`` is
+``-expm1(log p)`` for every class but the top one, whose ``1 - p`` is the sum of the other
+probabilities, so probabilities near 0 or 1 keep full relative precision.
 
 pytorch-ood 0.4.0 ``GEN.score(logits, gamma, M)`` returns the *mean* over the top-M terms
 (a constant factor min(M, C)) with p clamped to ``[1e-7, 1 - 1e-7]`` and, by default, ``M=None``
@@ -23,7 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from oodbench.detectors._math import log_softmax
+from oodbench.detectors._math import as_tensor
+from oodbench.detectors._stats import chunks
 from oodbench.detectors.base import Detector, register
 from oodbench.errors import InvalidInputError
 from oodbench.extract.activations import Activations
@@ -49,7 +51,22 @@ class GEN(Detector):
             raise InvalidInputError(f"gen: M must be a positive number of classes; got {self.M}")
 
     def _score(self, acts: Activations) -> np.ndarray:
-        log_p = log_softmax(acts.logits)
-        top = torch.topk(log_p, k=min(int(self.M), log_p.shape[1]), dim=1).values
-        log_q = torch.log(-torch.expm1(top))  # log(1 - p)
-        return -torch.exp(self.gamma * (top + log_q)).sum(dim=1).numpy()
+        out = np.empty(len(acts), dtype=np.float64)
+        for rows in chunks(len(acts)):
+            log_p, log_q = _log_p_and_log_one_minus_p(acts.logits[rows])
+            top = torch.topk(log_p, k=min(int(self.M), log_p.shape[1]), dim=1)
+            terms = self.gamma * (top.values + log_q.gather(1, top.indices))
+            out[rows] = -torch.exp(terms).sum(dim=1).numpy()
+        return out
+
+
+def _log_p_and_log_one_minus_p(logits: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    """``log p`` and ``log(1 - p)`` of ``p = softmax(logits)``, both accurate near p = 1."""
+    z = as_tensor(logits)
+    z = z - z.max(dim=1, keepdim=True).values
+    log_p = torch.log_softmax(z, dim=1)
+    log_q = torch.log(-torch.expm1(log_p))
+    top = z.argmax(dim=1, keepdim=True)
+    others = torch.exp(z).scatter(1, top, 0.0).sum(dim=1, keepdim=True)  # sum_{c != top} e^{z_c}
+    log_q.scatter_(1, top, torch.log(others) - torch.log1p(others))
+    return log_p, log_q

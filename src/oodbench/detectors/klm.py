@@ -52,7 +52,7 @@ class KLMatching(Detector):
         templates = sums[present] / counts[present].unsqueeze(1)
         # log 0 (an underflowed template entry) -> most negative float: p > 0 there gives KL ~ inf
         self.log_templates_ = templates.log().nan_to_num(neginf=torch.finfo(torch.float64).min)
-        self.template_classes_ = torch.flatnonzero(present).numpy()
+        self.template_classes_ = np.flatnonzero(present.numpy())
 
     def _score(self, acts: Activations) -> np.ndarray:
         out = np.empty(len(acts), dtype=np.float64)

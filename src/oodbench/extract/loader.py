@@ -20,7 +20,8 @@ from torch.utils.data import DataLoader, Dataset
 
 from oodbench.data.source import Source
 from oodbench.errors import InvalidInputError
-from oodbench.extract.runtime import resolve_device, resolve_num_workers
+from oodbench.extract.runtime import place_model, resolve_device, resolve_num_workers
+from oodbench.models.classifier import Classifier
 
 
 class SkippedImagesWarning(UserWarning):
@@ -36,7 +37,7 @@ class LoadedBatch(NamedTuple):
 
 
 class _Failure(NamedTuple):
-    index: int
+    position: int
     reason: str
 
 
@@ -65,7 +66,7 @@ class SourceDataset(Dataset):
 def collate_skipping_failures(items: Sequence[tuple[torch.Tensor, int] | _Failure]) -> LoadedBatch:
     """Stack the images that loaded; report the others instead of failing the batch."""
     loaded = [item for item in items if not isinstance(item, _Failure)]
-    failed = [(item.index, item.reason) for item in items if isinstance(item, _Failure)]
+    failed = [(item.position, item.reason) for item in items if isinstance(item, _Failure)]
     indices = np.array([index for _, index in loaded], dtype=np.int64)
     if not loaded:
         return LoadedBatch(None, indices, failed)
@@ -82,7 +83,7 @@ def collate_skipping_failures(items: Sequence[tuple[torch.Tensor, int] | _Failur
 def make_loader(
     source: Source,
     transform: Callable[[Any], torch.Tensor],
-    batches: Sequence[Sequence[int]],
+    batches: Sequence[Sequence[int] | np.ndarray],
     *,
     device: torch.device,
     num_workers: int | str = "auto",
@@ -104,10 +105,14 @@ def to_device(images: torch.Tensor, device: torch.device, channels_last: bool) -
     return images.contiguous(memory_format=torch.channels_last) if channels_last else images
 
 
-def plan_batches(indices: np.ndarray, batch_size: int) -> list[np.ndarray]:
-    """Consecutive chunks of ``indices`` of at most ``batch_size``."""
+def check_batch_size(batch_size: int) -> None:
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidInputError(f"batch_size must be a positive integer; got {batch_size!r}")
+
+
+def plan_batches(indices: np.ndarray, batch_size: int) -> list[np.ndarray]:
+    """Consecutive chunks of ``indices`` of at most ``batch_size``."""
+    check_batch_size(batch_size)
     return [indices[i : i + batch_size] for i in range(0, len(indices), batch_size)]
 
 
@@ -128,13 +133,24 @@ def warn_skipped(source: Source, skipped: Sequence[dict[str, Any]]) -> None:
         warnings.warn(skipped_summary(source, skipped), SkippedImagesWarning, stacklevel=3)
 
 
-def skipped_records(source_ids: Sequence[str], failed: list[tuple[int, str]]) -> list[dict[str, Any]]:
-    """``{"index", "id", "reason"}`` per failure (the id is the relative path for file sources)."""
-    return [{"index": int(i), "id": str(source_ids[i]), "reason": reason} for i, reason in failed]
+def skipped_records(
+    source: Source, source_ids: Sequence[str], failed: list[tuple[int, str]]
+) -> list[dict[str, Any]]:
+    """``{"index", "id", "reason"}`` per failure, plus ``"path"`` when the source has files
+    (``source.path(i)``, as ``ImageFolder`` and ``ImageList`` have); ids of file sources are
+    their relative paths."""
+    path = getattr(source, "path", None)
+    records = []
+    for i, reason in failed:
+        record: dict[str, Any] = {"index": int(i), "id": str(source_ids[i]), "reason": reason}
+        if callable(path):
+            record["path"] = str(path(i))
+        records.append(record)
+    return records
 
 
 def iterate_batches(
-    model: torch.nn.Module,
+    model: Classifier,
     source: Source,
     *,
     batch_size: int = 64,
@@ -160,14 +176,14 @@ def iterate_batches(
             f"indices must lie in [0, {len(source)}) for source {source.name!r}; "
             f"got min {order.min()}, max {order.max()}"
         )
-    model.to(dev)
+    place_model(model, dev)
     batches = plan_batches(order.astype(np.int64), batch_size)
     loader = make_loader(source, model.transform, batches, device=dev, num_workers=num_workers)
     ids = source.ids
     skipped: list[dict[str, Any]] = []
     try:
         for batch in loader:
-            skipped += skipped_records(ids, batch.failed)
+            skipped += skipped_records(source, ids, batch.failed)
             if batch.images is not None:
                 yield to_device(batch.images, dev, channels_last=False), batch.indices
     finally:

@@ -31,9 +31,10 @@ PRECISION_NAMES = {None: "float32", torch.bfloat16: "bfloat16", torch.float16: "
 
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
-    """``"auto"`` -> CUDA if available else CPU; anything else is checked and returned."""
+    """``"auto"`` -> CUDA if available else CPU; anything else is checked (``"cuda"`` becomes
+    the current GPU with its index, so it compares equal to the device of tensors on it)."""
     if isinstance(device, str) and device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        device = "cuda" if torch.cuda.is_available() else "cpu"
     try:
         resolved = torch.device(device)
     except (RuntimeError, TypeError) as err:
@@ -45,6 +46,8 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
             f"device {device!r} was asked for but torch sees no CUDA GPU; use device='cpu' "
             "(or 'auto', which picks CUDA only when it is there)"
         )
+    if resolved.type == "cuda" and resolved.index is None:  # "cuda" means the current GPU
+        resolved = torch.device("cuda", torch.cuda.current_device())
     return resolved
 
 
@@ -74,6 +77,21 @@ def autocast(device: torch.device, amp_dtype: torch.dtype | None) -> Iterator[No
         return
     with torch.autocast(device_type=device.type, dtype=amp_dtype):
         yield
+
+
+def place_model(model: torch.nn.Module, device: torch.device, channels_last: bool = False) -> None:
+    """Move ``model`` to ``device`` (and channels-last), skipping moves that change nothing.
+
+    ``Module.to`` always re-applies itself, and adapters forget their memoised weights digest
+    whenever it runs; skipping no-op moves keeps a cache hit from re-hashing the weights.
+    """
+    tensors = [*model.parameters(), *model.buffers()]
+    if any(t.device != device for t in tensors):
+        model.to(device)
+    if channels_last and any(
+        t.dim() == 4 and not t.is_contiguous(memory_format=torch.channels_last) for t in tensors
+    ):
+        model.to(memory_format=torch.channels_last)  # type: ignore[call-arg]
 
 
 def resolve_num_workers(num_workers: int | str, device: torch.device, n_batches: int) -> int:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -149,24 +149,28 @@ class ActivationStore:
         return np.load(self.shard_dir(index) / f"{name}.npy", mmap_mode="r")
 
     # final arrays -------------------------------------------------------------------------
-    def finalize(self, manifest: dict[str, Any], source_arrays: dict[str, np.ndarray]) -> None:
+    def finalize(
+        self,
+        manifest: dict[str, Any],
+        per_row: Callable[[np.ndarray], dict[str, np.ndarray]],
+    ) -> None:
         """Concatenate the shards into one contiguous file per array and mark the entry complete.
 
-        ``source_arrays`` holds the per-row arrays that come from the source (labels, ids).
-        Each file is written with ``numpy.lib.format.open_memmap`` shard by shard, so memory
-        stays at one shard; the shard folders are deleted only after the manifest says complete.
+        ``per_row(source_indices)`` gives the per-row arrays that come from the source (labels,
+        ids). Each array is written with ``numpy.lib.format.open_memmap`` shard by shard, so
+        memory stays at one shard; shard folders are deleted only once the manifest says complete.
         """
-        shards = [manifest["shards"][k] for k in sorted(manifest["shards"], key=int)]
-        filled = [int(k) for k in sorted(manifest["shards"], key=int) if manifest["shards"][k]["rows"]]
+        order = sorted(manifest["shards"], key=int)
+        filled = [int(k) for k in order if manifest["shards"][k]["rows"]]
         if not filled:
             raise CacheError(f"cache entry {self.path} has no rows to finalise")
-        rows = sum(record["rows"] for record in shards)
         stored = manifest["shards"][str(filled[0])]["files"]
+        rows = sum(manifest["shards"][k]["rows"] for k in order)
         final: dict[str, Any] = {}
         for name in (n for n in SHARD_ARRAYS if f"{n}.npy" in stored):
-            parts = [self._shard_array(k, name) for k in filled]
-            final[name] = self._write_concatenated(name, parts, rows)
-        for name, array in source_arrays.items():
+            final[name] = self._write_concatenated(name, [self._shard_array(k, name) for k in filled], rows)
+        source_indices = np.load(self.path / final["source_indices"]["file"], mmap_mode="r")
+        for name, array in per_row(np.asarray(source_indices)).items():
             path = self.path / f"{name}.npy"
             final[name] = _array_record(path, save_npy(path, array), array)
         manifest.update(complete=True, rows=rows, arrays=final)
@@ -190,12 +194,17 @@ class ActivationStore:
         """Every final array of a complete entry, memory-mapped read-only."""
         arrays = {}
         for name, record in manifest["arrays"].items():
-            array = np.load(self.path / record["file"], mmap_mode="r")
-            if list(array.shape) != record["shape"]:
+            try:
+                array = np.load(self.path / record["file"], mmap_mode="r")
+                shape = list(array.shape)
+                problem = None if shape == record["shape"] else f"has shape {shape}, not {record['shape']}"
+            except (OSError, ValueError) as err:
+                problem = f"cannot be read ({err})"
+            if problem:
                 raise CacheError(
-                    f"cache entry {self.path}: {record['file']} has shape {list(array.shape)}, "
-                    f"the manifest says {record['shape']}; run `oodbench cache verify "
-                    f"{self.key}` and remove the entry with `oodbench cache rm {self.key}`"
+                    f"cache entry {self.path}: {record['file']} {problem}; remove the entry with "
+                    f"`oodbench cache rm {self.key}` and extract again (`oodbench cache verify` "
+                    "checks every entry)"
                 )
             arrays[name] = array
         return arrays

@@ -36,9 +36,9 @@ SCHEMA: dict[str, str] = {
     "detector": "string",
     "hyperparams": "string",  # canonical JSON (sorted keys)
     "benchmark": "string",
-    "group": "string",  # OOD group, or "level 3" for a C-OOD severity level
-    "kind": "string",  # near / far / severity / "" when the benchmark does not say
-    "severity": "Int64",  # C-OOD severity level (0 = easiest), <NA> elsewhere
+    "group": "string",  # OOD group (a named set, or "level_3" for a C-OOD severity level)
+    "kind": "string",  # near / far, "" when the benchmark does not say
+    "level": "Int64",  # C-OOD severity level (0 = easiest), <NA> elsewhere
     "metric": "string",
     "value": "float64",
     "n_id": "Int64",
@@ -57,7 +57,7 @@ FILE_NAME = "results.parquet"
 SCORES_DIR = "scores"
 
 #: wide-result columns that identify a row rather than measure something
-_ID_COLUMNS = {"detector", "hyperparams", "group", "kind", "severity", "n_id", "n_ood"}
+_ID_COLUMNS = {"detector", "hyperparams", "group", "kind", "level", "n_id", "n_ood"}
 _VERSIONED = ("oodbench", "torch", "torchvision", "timm", "numpy", "scikit-learn", "open_clip_torch")
 
 
@@ -116,8 +116,9 @@ def from_wide(
 ) -> pd.DataFrame:
     """Turn a benchmark's wide result (one row per detector x group) into long ``ok`` rows.
 
-    Every numeric column that does not identify the row (``auroc``, ``fpr95_id``, ``percentile``,
-    mean kappas, ...) becomes one ``(metric, value)`` row; non-numeric extras are dropped.
+    Every numeric column that does not identify the row (``auroc``, ``fpr95_id``, C-OOD's
+    ``severity`` score and ``percentile``, mean kappas, ...) becomes one ``(metric, value)`` row;
+    non-numeric extras are dropped.
     """
     if wide.empty:
         raise InvalidInputError(
@@ -135,7 +136,7 @@ def from_wide(
             "hyperparams": wide["hyperparams"].astype(str) if "hyperparams" in wide else "{}",
             "group": wide["group"].astype(str),
             "kind": wide["kind"].astype(str) if "kind" in wide else "",
-            "severity": wide["severity"] if "severity" in wide else pd.NA,
+            "level": wide["level"] if "level" in wide else pd.NA,
             "n_id": wide["n_id"] if "n_id" in wide else pd.NA,
             "n_ood": wide["n_ood"] if "n_ood" in wide else pd.NA,
         }

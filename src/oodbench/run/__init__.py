@@ -1,1 +1,103 @@
-"""oodbench.run (see DESIGN.md)."""
+"""Experiments: models x detectors x benchmarks from a TOML file, run locally or on Ray.
+
+    import oodbench
+    df = oodbench.run_experiment("experiment.toml")   # the tidy results as a DataFrame
+    df = oodbench.run("experiment.toml")              # the same: this package is callable
+
+``run_experiment`` plans the grid (:mod:`oodbench.run.plan`), skips the cells already finished
+in ``<output>/results.parquet``, runs the rest (:class:`~oodbench.run.local.LocalExecutor`, or
+:class:`~oodbench.run.ray_executor.RayExecutor` with ``executor="ray"``) and returns the latest
+rows of every cell of the experiment. The CLI equivalent is ``oodbench run EXPERIMENT.toml``.
+
+``oodbench.run`` is both this package and a function: the package's module object is callable
+and forwards to :func:`run_experiment`, so ``oodbench.run(path)`` and
+``from oodbench.run.experiment import load_experiment`` both work. ``run_experiment`` is the
+name to use in code that wants to be explicit.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+__all__ = ["run_experiment"]
+
+
+def run_experiment(
+    experiment: str | Path | Mapping[str, Any] | Any,
+    *,
+    executor: str | Any = "local",
+    progress: bool = True,
+) -> pd.DataFrame:
+    """Run an experiment and return its results (one row per cell x group x metric).
+
+    Args:
+        experiment: a TOML file path, a parsed :class:`~oodbench.run.experiment.Experiment`, or
+            a mapping with the TOML's structure (relative paths resolved against the current
+            folder).
+        executor: ``"local"`` (this process), ``"ray"`` (one Ray task per model; needs
+            ``pip install oodbench[ray]``) or an object with ``run(plan, table)``.
+        progress: show progress bars.
+
+    Returns:
+        The latest rows of every cell of this experiment (finished earlier or now), with the
+        columns of :data:`oodbench.results.table.SCHEMA`.
+    """
+    from oodbench.results.table import ResultsTable
+    from oodbench.run.experiment import Experiment, load_experiment, parse_experiment
+    from oodbench.run.plan import make_plan
+
+    if isinstance(experiment, Experiment):
+        exp = experiment
+    elif isinstance(experiment, Mapping):
+        exp = parse_experiment(experiment, base_dir=Path.cwd())
+    else:
+        exp = load_experiment(experiment)
+    plan = make_plan(exp)
+    table = ResultsTable(exp.output)
+    save_configuration(exp)
+    pending = plan.pending(table.finished_cells())
+    if pending.models:
+        _executor(executor, progress).run(pending, table)
+    keys = {c.key for c in plan.cells}
+    rows = table.read()
+    return rows[rows["cell"].isin(keys)].reset_index(drop=True)
+
+
+def save_configuration(exp: Any) -> None:
+    """Keep the experiment next to its results (``experiment.toml`` and ``experiment.json``)."""
+    exp.output.mkdir(parents=True, exist_ok=True)
+    if exp.text:
+        (exp.output / "experiment.toml").write_text(exp.text, encoding="utf-8")
+    (exp.output / "experiment.json").write_text(exp.to_json() + "\n", encoding="utf-8")
+
+
+def _executor(executor: str | Any, progress: bool) -> Any:
+    if executor == "local":
+        from oodbench.run.local import LocalExecutor
+
+        return LocalExecutor(progress=progress)
+    if executor == "ray":
+        from oodbench.run.ray_executor import RayExecutor
+
+        return RayExecutor(progress=progress)
+    if isinstance(executor, str):
+        from oodbench.errors import UnknownNameError
+
+        raise UnknownNameError("executor", executor, ["local", "ray"])
+    return executor
+
+
+class _CallableModule(types.ModuleType):
+    """Makes ``oodbench.run(experiment)`` call :func:`run_experiment` (see the docstring)."""
+
+    def __call__(self, experiment: Any, **kwargs: Any) -> pd.DataFrame:
+        return run_experiment(experiment, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

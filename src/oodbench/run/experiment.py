@@ -48,6 +48,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
+#: values of ``[experiment].amp`` (see ``oodbench.extract``)
+AMP_OPTIONS = ("auto", "off", "bf16", "fp16")
 #: kinds of OOD group a custom benchmark may declare
 GROUP_KINDS = ("near", "far")
 #: names that expand to every registered detector that applies to a model
@@ -61,16 +63,19 @@ class ExperimentError(InvalidInputError):
 # -- sources ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class SourceSpec:
-    """Where images come from: an image folder, an OpenOOD image list, or sklearn's digits.
+    """Where images come from: an image folder, an OpenOOD image list, digits or demo sets.
 
     TOML: ``{ folder = "dir" }`` (``dir/<class>/<image>``), ``{ list = "file.txt", root = "dir" }``
-    (``relative/path label`` lines; label -1 = OOD), or ``{ digits = [0, 1, 2] }``.
+    (``relative/path label`` lines; label -1 = OOD), ``{ digits = [0, 1, 2] }`` (sklearn's
+    digits), or ``{ demo = "id_test", seed = 0 }`` (a set of :mod:`oodbench.data.demo`).
     """
 
-    kind: str  # folder | list | digits
+    kind: str  # folder | list | digits | demo
     path: Path | None = None
     root: Path | None = None
     classes: tuple[int, ...] | None = None
+    demo: str | None = None
+    seed: int = 0
     where: str = ""
 
     def build(self) -> Any:
@@ -82,6 +87,10 @@ class SourceSpec:
             return data.ImageFolder(self.path)
         if self.kind == "list":
             return data.ImageList(self.path, self.root)
+        if self.kind == "demo":
+            from oodbench.data.demo import demo_data
+
+            return demo_data(seed=self.seed).source(str(self.demo))
         return data.DigitsSource(classes=list(self.classes) if self.classes is not None else None)
 
     def check_exists(self) -> None:
@@ -112,6 +121,8 @@ class SourceSpec:
             out["root"] = str(self.root)
         if self.classes is not None:
             out["classes"] = list(self.classes)
+        if self.demo is not None:
+            out.update(demo=self.demo, seed=self.seed)
         return out
 
 
@@ -132,19 +143,18 @@ class ModelSpec:
     weights: Path | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
 
-    def load(self, device: str | None = None) -> Any:
-        """Build the :class:`~oodbench.models.classifier.Classifier` in eval mode."""
+    def load(self) -> Any:
+        """Build the :class:`~oodbench.models.classifier.Classifier` (on the CPU, eval mode).
+
+        The extraction moves it to the experiment's device.
+        """
         if self.spec is not None:
             from oodbench import models
 
-            return models.load(
-                self.spec, pretrained=self.pretrained, weights=self.weights, device=device
-            )
-        return self._load_factory(device)
+            return models.load(self.spec, pretrained=self.pretrained, weights=self.weights)
+        return self._load_factory()
 
-    def _load_factory(self, device: str | None) -> Any:
-        import torch
-
+    def _load_factory(self) -> Any:
         from oodbench.models.classifier import Classifier
 
         assert self.factory is not None
@@ -164,8 +174,6 @@ class ModelSpec:
             )
         if self.weights is not None:
             model.load_state_dict(load_state_dict(self.weights))
-        if device not in (None, "auto"):
-            model.to(torch.device(device))
         return model.eval()
 
     def describe(self) -> dict[str, Any]:
@@ -308,7 +316,7 @@ class Experiment:
     device: str = "auto"
     batch_size: int = 64
     num_workers: int | str = "auto"
-    amp: bool | str = "auto"
+    amp: str = "auto"
     file: Path | None = None
     text: str = ""
 
@@ -422,7 +430,9 @@ class _Reader:
         num_workers = self.get(head, "num_workers", (int, str), "[experiment]", "auto")
         if isinstance(num_workers, str) and num_workers != "auto":
             raise self.fail("[experiment].num_workers", f"use an integer or 'auto', got {num_workers!r}")
-        amp = self.get(head, "amp", (bool, str), "[experiment]", "auto")
+        amp = self.get(head, "amp", str, "[experiment]", "auto")
+        if amp not in AMP_OPTIONS:
+            raise self.fail("[experiment].amp", f"use one of {', '.join(AMP_OPTIONS)}, got {amp!r}")
         device = self.get(head, "device", str, "[experiment]", "auto")
 
         models = tuple(self.model(m, f"[[models]] #{i + 1}")
@@ -470,14 +480,25 @@ class _Reader:
         if isinstance(value, str):
             value = {"folder": value}
         table = self.table(value, where)
-        self.keys(table, ["folder", "list", "root", "digits"], where)
-        kinds = [k for k in ("folder", "list", "digits") if k in table]
+        self.keys(table, ["folder", "list", "root", "digits", "demo", "seed"], where)
+        kinds = [k for k in ("folder", "list", "digits", "demo") if k in table]
         if len(kinds) != 1:
             raise self.fail(
                 where, "give exactly one of folder = \"dir\", list = \"file.txt\" (with root = "
-                "\"dir\") or digits = [classes]"
+                "\"dir\"), digits = [classes] or demo = \"id_test\""
             )
         kind = kinds[0]
+        if "seed" in table and kind != "demo":
+            raise self.fail(f"{where}.seed", "seed only goes with demo = \"...\"")
+        if kind == "demo":
+            from oodbench.data.demo import SOURCES
+            from oodbench.errors import UnknownNameError
+
+            name = self.get(table, "demo", str, where)
+            seed = self.get(table, "seed", int, where, 0)
+            if name not in SOURCES:
+                raise self.fail(f"{where}.demo", str(UnknownNameError("demo source", name, SOURCES)))
+            return SourceSpec("demo", demo=name, seed=seed, where=f"{self.file}: {where}")
         if kind == "digits":
             classes = self.get(table, "digits", list, where)
             if not all(isinstance(c, int) and 0 <= c <= 9 for c in classes):

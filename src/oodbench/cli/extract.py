@@ -1,0 +1,80 @@
+"""``oodbench extract MODEL_SPEC PATH``: cache one forward pass over an image folder."""
+
+from __future__ import annotations
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from oodbench.cli.cache import human_bytes
+
+
+def _workers(value: str) -> int | str:
+    return value if value == "auto" else int(value)
+
+
+@click.command("extract")
+@click.argument("model_spec")
+@click.argument("path", type=click.Path(exists=True, file_okay=False))
+@click.option(
+    "--capture", "-c", multiple=True, default=("logits", "features"), show_default=True,
+    help="logits, features, feature_map (repeat or comma-separate)",
+)
+@click.option("--batch-size", "-b", default=64, show_default=True, type=click.IntRange(min=1))
+@click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda, cuda:N")
+@click.option("--amp", default="auto", show_default=True,
+              type=click.Choice(["auto", "off", "bf16", "fp16"]))
+@click.option("--workers", "num_workers", default="auto", show_default=True,
+              help="DataLoader workers (auto: 0 on CPU, up to 16 on CUDA)")
+@click.option("--feature-map-dtype", default="float32", show_default=True,
+              type=click.Choice(["float32", "float16"]))
+@click.option("--pretrained/--random-init", default=True, show_default=True,
+              help="load the model's pretrained weights")
+@click.option("--weights", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="a local checkpoint (loaded with weights_only=True / safetensors)")
+@click.option("--no-progress", is_flag=True, help="no progress bar")
+def extract_cmd(
+    model_spec: str,
+    path: str,
+    capture: tuple[str, ...],
+    batch_size: int,
+    device: str,
+    amp: str,
+    num_workers: str,
+    feature_map_dtype: str,
+    pretrained: bool,
+    weights: str | None,
+    no_progress: bool,
+) -> None:
+    """Run MODEL_SPEC (e.g. timm:resnet50) once over the image folder PATH and cache the result.
+
+    PATH holds one sub-folder per class (ImageFolder layout). A second run is a cache hit.
+    """
+    from oodbench.data import ImageFolder
+    from oodbench.extract import extract
+    from oodbench.models import load
+
+    names = tuple(n.strip() for c in capture for n in c.split(",") if n.strip())
+    model = load(model_spec, pretrained=pretrained, weights=weights)
+    source = ImageFolder(path)
+    acts = extract(
+        model, source, capture=names, batch_size=batch_size, device=device, amp=amp,
+        num_workers=_workers(num_workers), feature_map_dtype=feature_map_dtype,
+        progress=not no_progress,
+    )
+    meta = acts.meta
+    table = Table(title=f"{model_spec} on {source.name}", show_header=False)
+    table.add_row("cache key", meta["cache_key"])
+    table.add_row("cache", "hit (no forward pass)" if meta["cache_hit"] else "written")
+    table.add_row("rows", f"{len(acts)} of {meta['n_source']} images")
+    table.add_row("skipped", str(len(meta["skipped"])))
+    for name in ("logits", "features", "feature_map"):
+        array = getattr(acts, name)
+        if array is not None:
+            table.add_row(name, f"{tuple(array.shape)} {array.dtype} ({human_bytes(array.nbytes)})")
+    table.add_row("precision", f"{meta['precision']} on {meta['device']}")
+    timings = meta["timings"]
+    if not meta["cache_hit"] and timings.get("images"):
+        table.add_row("speed", f"{timings['images'] / timings['total_s']:.1f} images/s")
+    table.add_row("path", str(meta["cache_path"]))
+    Console().print(table)

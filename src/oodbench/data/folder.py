@@ -1,0 +1,121 @@
+"""``ImageFolder``: torchvision's ``root/<class>/<image>`` layout as a :class:`Source`."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from oodbench.data._images import IMG_EXTENSIONS, files_fingerprint, open_rgb, readonly_labels
+from oodbench.data.source import Source
+from oodbench.errors import EmptyInputError, InvalidInputError, MissingDataError
+
+
+class ImageFolder(Source):
+    """Images laid out as ``root/<class>/<image>`` (any depth below the class folder).
+
+    As in torchvision: class folders are sorted by name and a sample's label is the index of its
+    class; files are sorted by relative path within a class, so the order is deterministic;
+    files directly under ``root`` are ignored.
+
+    Args:
+        root: the folder holding one sub-folder per class.
+        extensions: accepted file extensions, compared case-insensitively.
+        class_names: the label order to use instead of the sorted folder names (for example
+            the 1000 ImageNet wnids, so that labels match a model's outputs). Every class folder
+            must appear in it; listed classes without a folder simply have no samples.
+        name: the source's name in logs and results (default: the root folder's name).
+
+    ``ids`` are the POSIX relative paths (``"cat/001.png"``). ``fingerprint()`` hashes the
+    ordered (relative path, label, size, mtime_ns) records; ``fingerprint(mode="content")``
+    hashes the file bytes instead (slow on big datasets, but exact).
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        extensions: Sequence[str] = IMG_EXTENSIONS,
+        class_names: Sequence[str] | None = None,
+        name: str | None = None,
+    ):
+        self.root = Path(root).expanduser()
+        if not self.root.is_dir():
+            raise MissingDataError(
+                f"ImageFolder root {os.fspath(self.root)!r} is not an existing folder; expected "
+                "root/<class>/<image> with extensions " + ", ".join(extensions)
+            )
+        self.extensions = tuple(e.lower() for e in extensions)
+        folders = sorted(e.name for e in os.scandir(self.root) if e.is_dir())
+        if class_names is None:
+            self.class_names: list[str] = folders
+        else:
+            self.class_names = list(class_names)
+            unknown = sorted(set(folders) - set(self.class_names))
+            if unknown:
+                raise InvalidInputError(
+                    f"ImageFolder {os.fspath(self.root)!r}: folders {unknown[:10]} are not in "
+                    "class_names; add them to class_names or move them out of the root"
+                )
+        self.class_to_idx: dict[str, int] = {c: i for i, c in enumerate(self.class_names)}
+        relpaths: list[str] = []
+        labels: list[int] = []
+        for folder in folders:
+            found = self._scan(self.root / folder)
+            relpaths += found
+            labels += [self.class_to_idx[folder]] * len(found)
+        if not relpaths:
+            raise EmptyInputError(self._empty_message(folders))
+        self._relpaths = relpaths
+        self._labels = readonly_labels(labels)
+        self.name = name or self.root.name
+
+    def _scan(self, class_dir: Path) -> list[str]:
+        out = []
+        for dirpath, dirnames, filenames in os.walk(class_dir, followlinks=True):
+            dirnames.sort()
+            for fname in sorted(filenames):
+                if fname.lower().endswith(self.extensions):
+                    out.append(Path(dirpath, fname).relative_to(self.root).as_posix())
+        return out
+
+    def _empty_message(self, folders: list[str]) -> str:
+        where = f"ImageFolder {os.fspath(self.root)!r}"
+        if not folders:
+            loose = [f for f in os.listdir(self.root) if f.lower().endswith(self.extensions)]
+            hint = (
+                f" ({len(loose)} images lie directly in the root: move them into a class folder,"
+                " or list them in an ImageList file)"
+                if loose
+                else ""
+            )
+            return f"{where} has no class sub-folders{hint}; expected root/<class>/<image>"
+        return (
+            f"{where} holds no images with extensions {', '.join(self.extensions)} in its "
+            f"{len(folders)} class folders"
+        )
+
+    def __len__(self) -> int:
+        return len(self._relpaths)
+
+    def load(self, index: int) -> Image.Image:
+        return open_rgb(self.root / self._relpaths[index])
+
+    @property
+    def labels(self) -> np.ndarray:
+        return self._labels
+
+    @property
+    def ids(self) -> list[str]:
+        return list(self._relpaths)
+
+    def path(self, index: int) -> Path:
+        """The file of sample ``index``."""
+        return self.root / self._relpaths[index]
+
+    def fingerprint(self, mode: str = "stat") -> str:
+        """sha256 of the ordered (relative path, label, size + mtime_ns | bytes) records."""
+        return files_fingerprint("ImageFolder", self.root, self._relpaths, self._labels, mode)

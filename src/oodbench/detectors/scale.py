@@ -1,0 +1,62 @@
+"""SCALE: scale all penultimate activations by the ASH-S factor, scored with the energy.
+
+Xu, Chen, Franchi & Yao, "Scaling for Training Time and Post-hoc Out-of-distribution Detection
+Enhancement", ICLR 2024 (arXiv 2310.00227).
+
+Per sample, with a = the D penultimate activations and k = D - round(D * p / 100):
+
+    s1 = sum_j a_j,   s2 = sum of the k largest a_j
+    a' = a * exp(s1 / s2)                  (nothing is pruned, unlike ASH-S)
+    kappa = logsumexp(W a' + b)            (negative energy, T = 1)
+
+Nothing is fitted. Default ``percentile=85`` (the paper's ImageNet ResNet-50 setting), applied
+after global average pooling as in the paper.
+
+Relation to pytorch-ood 0.4.0 ``SCALE``: identical on a (B, D, 1, 1) input with
+``percentile = p / 100``; its score is ``-kappa``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from oodbench.detectors._shaping import (
+    check_feature_dim,
+    check_percentile,
+    head_energy,
+    head_tensors,
+    keep_count,
+    required,
+    sharpening,
+)
+from oodbench.detectors.base import Detector, register
+from oodbench.extract.activations import Activations
+
+
+@register
+@dataclass
+class SCALE(Detector):
+    """Energy of the head after scaling features by exp(total sum / top-k sum)."""
+
+    percentile: float = 85.0
+
+    name = "scale"
+    requires = frozenset({"features", "head"})
+    paper = "Xu, Chen, Franchi & Yao, ICLR 2024, arXiv 2310.00227"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_percentile(self.percentile, "SCALE percentile", below_100=True)
+
+    def _shape(self, f: torch.Tensor) -> torch.Tensor:
+        kept = torch.topk(f, keep_count(f.shape[1], self.percentile), dim=1).values.sum(dim=1)
+        return f * sharpening(f.sum(dim=1), kept)[:, None]
+
+    def _score(self, acts: Activations) -> np.ndarray:
+        weight, bias = head_tensors(acts)
+        features = required(acts, "features")
+        check_feature_dim(features, weight, self.name)
+        return head_energy(features, weight, bias, self._shape)

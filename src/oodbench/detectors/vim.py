@@ -1,0 +1,92 @@
+"""ViM: virtual-logit matching.
+
+Wang, Li, Feng & Zhang, "ViM: Out-Of-Distribution with Virtual-logit Matching", CVPR 2022
+(arXiv 2203.10807, https://github.com/haoqiwang/vim).
+
+Fit (labels not used), with ``W``, ``b`` the linear head and ``f`` the fit features:
+
+    u     = -pinv(W) b                               (origin where all logits are 0)
+    S     = 1/N sum_i (f_i - u)(f_i - u)^T           (uncentred about u)
+    R     = eigenvectors of S beyond the ``dim`` largest eigenvalues (the residual space)
+    alpha = mean_i max_c z_ic / mean_i ||(f_i - u)^T R||
+
+Score (the log-odds form of the paper's virtual-logit softmax, the same ranking):
+
+    kappa(x) = log sum_c exp(z_c(x)) - alpha ||(f(x) - u)^T R||
+
+The paper's softmax probability of the virtual logit ``v = alpha ||x^{P perp}||`` is
+``e^v / (e^v + sum_c e^{z_c})``, a decreasing function of kappa. ``dim`` (the principal-space
+dimension D) defaults as in the paper: 1000 when the feature dimension is >= 1536, 512 when it
+is >= 768, else half of it (the official code uses 1000 if >= 2048 else 512). Float64.
+
+pytorch-ood 0.4.0 ``ViM(encoder, d, w, b)`` returns ``alpha ||x^{P perp}|| - logsumexp(z) =
+-kappa`` (float32).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from oodbench.detectors._math import as_tensor, neg_energy
+from oodbench.detectors._stats import (
+    chunks,
+    features_of,
+    head_of,
+    scatter_matrix,
+)
+from oodbench.detectors.base import Detector, register
+from oodbench.errors import InvalidInputError
+from oodbench.extract.activations import Activations
+
+
+def default_principal_dim(feature_dim: int) -> int:
+    """The ViM paper's principal-space dimension for a feature dimension."""
+    if feature_dim >= 1536:
+        return 1000
+    if feature_dim >= 768:
+        return 512
+    return feature_dim // 2
+
+
+@register
+@dataclass
+class ViM(Detector):
+    """Energy minus the scaled norm of the feature residual outside the principal space."""
+
+    name = "vim"
+    requires = frozenset({"features", "logits", "head", "train"})
+    paper = "Wang et al., CVPR 2022, arXiv 2203.10807"
+
+    dim: int | None = None
+
+    def _fit(self, train: Activations | None, model: object) -> None:
+        assert train is not None
+        feature_dim = features_of(train).shape[1]
+        dim = default_principal_dim(feature_dim) if self.dim is None else int(self.dim)
+        if not 0 < dim < feature_dim:
+            raise InvalidInputError(
+                f"detector {self.name!r}: dim (principal-space dimension) must be in "
+                f"[1, {feature_dim - 1}] for {feature_dim}-d features; got {dim}"
+            )
+        weight, bias = (as_tensor(a) for a in head_of(train))
+        self.origin_ = -(torch.linalg.pinv(weight) @ bias)
+        eigvals, eigvecs = torch.linalg.eigh(scatter_matrix(features_of(train), self.origin_) / len(train))
+        order = torch.argsort(eigvals, descending=True)
+        self.residual_space_ = eigvecs[:, order[dim:]].contiguous()
+        self.principal_dim_ = dim
+        max_logit = sum(
+            float(np.max(train.logits[rows], axis=1).sum(dtype=np.float64)) for rows in chunks(len(train))
+        ) / len(train)
+        self.alpha_ = float(max_logit / self._residual_norm(features_of(train)).mean())
+
+    def _residual_norm(self, features: np.ndarray) -> torch.Tensor:
+        out = torch.empty(len(features), dtype=torch.float64)
+        for rows in chunks(len(features)):
+            out[rows] = ((as_tensor(features[rows]) - self.origin_) @ self.residual_space_).norm(dim=1)
+        return out
+
+    def _score(self, acts: Activations) -> np.ndarray:
+        return (neg_energy(acts.logits) - self.alpha_ * self._residual_norm(features_of(acts))).numpy()

@@ -1,0 +1,61 @@
+"""Every metric of one ID set against one OOD set, from one sort."""
+
+from __future__ import annotations
+
+import math
+
+from numpy.typing import ArrayLike
+
+from oodbench.metrics._validate import as_bool, as_scores, check_tpr, same_length
+from oodbench.metrics.ood import rank_id_vs_ood
+from oodbench.metrics.selective import rank_correctness, risk_coverage_area
+
+
+def fpr_key(tpr: float) -> str:
+    """The key stem of FPR at ``tpr``: ``fpr95`` for 0.95, ``fpr99.5`` for 0.995."""
+    return f"fpr{tpr * 100:g}"
+
+
+def evaluate(
+    id_scores: ArrayLike,
+    ood_scores: ArrayLike,
+    *,
+    id_correct: ArrayLike | None = None,
+    tpr: float = 0.95,
+) -> dict[str, float]:
+    """All OOD metrics (and, given ``id_correct``, the ID-set metrics) under stable keys.
+
+    Scores are confidences, higher = more in-distribution (see :mod:`oodbench.metrics.ood`).
+
+    Keys (``95`` stands for ``tpr * 100``):
+        ``auroc``: :func:`~oodbench.metrics.auroc`.
+        ``fpr95_id``: :func:`~oodbench.metrics.fpr_at_tpr` with ``positive="id"`` (ODIN, Energy,
+        KNN papers). ``fpr95_ood``: with ``positive="ood"`` (OpenOOD v1.5, pytorch-ood).
+        ``aupr_in``, ``aupr_out``: OpenOOD's trapezoid AUPR, ID resp. OOD positive.
+        ``ap_in``, ``ap_out``: scikit-learn's average precision, ID resp. OOD positive.
+        With ``id_correct`` (one bool per ID sample: was the prediction right?):
+        ``id_accuracy``, ``id_auroc`` (NaN when all ID predictions are right, or all wrong:
+        undefined), ``aurc`` (:func:`~oodbench.metrics.aurc` of the ID scores).
+    """
+    target = check_tpr(tpr)
+    ranking = rank_id_vs_ood(id_scores, ood_scores)
+    flipped = ranking.flipped()
+    stem = fpr_key(target)
+    result = {
+        "auroc": ranking.auroc(),
+        f"{stem}_id": ranking.fpr_at_tpr(target),
+        f"{stem}_ood": flipped.fpr_at_tpr(target),
+        "aupr_in": ranking.aupr(),
+        "aupr_out": flipped.aupr(),
+        "ap_in": ranking.average_precision(),
+        "ap_out": flipped.average_precision(),
+    }
+    if id_correct is not None:
+        conf, correct = as_scores(id_scores, "id_scores"), as_bool(id_correct, "id_correct")
+        same_length(conf, correct, "id_scores", "id_correct")
+        correctness = rank_correctness(conf, correct)
+        both = correctness.n_pos > 0 and correctness.n_neg > 0
+        result["id_accuracy"] = correctness.n_pos / conf.size
+        result["id_auroc"] = correctness.auroc() if both else math.nan
+        result["aurc"] = risk_coverage_area(correctness)
+    return result

@@ -1,0 +1,89 @@
+"""Loading local checkpoints safely: ``torch.load(weights_only=True)`` or safetensors, never a
+full unpickle, and a strict key-and-shape check that says exactly what does not fit."""
+
+from __future__ import annotations
+
+import os
+import pickle
+from collections.abc import Mapping
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from oodbench.errors import ClassCountMismatchError, InvalidInputError, MissingDataError
+
+#: keys under which training scripts commonly nest the state dict
+_NESTED_KEYS = ("state_dict", "model", "model_state_dict", "module")
+
+
+def read_state_dict(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
+    """The tensors of a checkpoint file on the CPU.
+
+    ``.safetensors`` files are read with safetensors; anything else with
+    ``torch.load(weights_only=True)``, which refuses pickled code. A state dict nested under
+    ``state_dict`` / ``model`` / ``model_state_dict`` / ``module`` is unwrapped, and a
+    ``module.`` prefix (DataParallel) is stripped.
+    """
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise MissingDataError(f"checkpoint {os.fspath(file)!r} does not exist")
+    try:
+        if file.suffix == ".safetensors":
+            from safetensors.torch import load_file
+
+            obj: object = load_file(os.fspath(file), device="cpu")
+        else:
+            obj = torch.load(file, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        raise InvalidInputError(
+            f"checkpoint {os.fspath(file)!r} holds Python objects that weights_only loading "
+            f"refuses ({err}); re-save it as a plain state dict (torch.save(model.state_dict(), "
+            "path)) or as safetensors"
+        ) from err
+    except Exception as err:
+        raise InvalidInputError(
+            f"cannot read checkpoint {os.fspath(file)!r}: {type(err).__name__}: {err}"
+        ) from err
+    for key in _NESTED_KEYS:
+        if isinstance(obj, Mapping) and isinstance(obj.get(key), Mapping):
+            obj = obj[key]
+            break
+    if not isinstance(obj, Mapping) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
+        raise InvalidInputError(
+            f"checkpoint {os.fspath(file)!r} is not a state dict (a mapping of names to tensors)"
+        )
+    state = {str(k): v for k, v in obj.items()}
+    if state and all(k.startswith("module.") for k in state):
+        state = {k[len("module.") :]: v for k, v in state.items()}
+    return state
+
+
+def load_strict(model: nn.Module, state: Mapping[str, torch.Tensor], origin: str) -> None:
+    """``model.load_state_dict(state)`` after checking that every key and shape matches.
+
+    ``origin`` names the checkpoint in the error. A head of the wrong size raises
+    :class:`ClassCountMismatchError` suggesting ``num_classes=``.
+    """
+    target = model.state_dict()
+    missing = [k for k in target if k not in state]
+    unexpected = [k for k in state if k not in target]
+    mismatched = [
+        f"{k}: checkpoint {tuple(state[k].shape)} vs model {tuple(v.shape)}"
+        for k, v in target.items()
+        if k in state and tuple(state[k].shape) != tuple(v.shape)
+    ]
+    if not (missing or unexpected or mismatched):
+        model.load_state_dict(state, strict=True)
+        return
+    parts = []
+    for label, items in (("missing", missing), ("unexpected", unexpected), ("shape", mismatched)):
+        if items:
+            more = f" (+{len(items) - 5} more)" if len(items) > 5 else ""
+            parts.append(f"{len(items)} {label}: {', '.join(items[:5])}{more}")
+    message = f"checkpoint {origin} does not fit {type(model).__name__}: " + "; ".join(parts)
+    if mismatched and not (missing or unexpected):
+        raise ClassCountMismatchError(
+            message + ". If only the classifier differs, pass num_classes=<the checkpoint's>"
+        )
+    raise InvalidInputError(message + ". Check that the checkpoint is for this architecture")

@@ -1,0 +1,124 @@
+"""timm models as :class:`Classifier` (spec ``timm:<name>``, e.g. ``timm:resnet50.a1_in1k``).
+
+timm gives every architecture the same split, which is exactly the one the OOD literature uses:
+
+    feature_map = model.forward_features(x)                  (B, C, H, W), or ViT tokens (B, N, D)
+    features    = model.forward_head(fmap, pre_logits=True)  pooling, norm, pre-logits layers
+    logits      = model.get_classifier()(features)           the linear head
+
+Preprocessing is the model's own eval transform from its pretrained config
+(``timm.data.resolve_data_config`` + ``create_transform``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+
+import torch
+from torch import nn
+
+from oodbench.errors import InvalidInputError, MissingDataError, UnknownNameError
+from oodbench.models._adapter import ModuleHeadClassifier
+from oodbench.models.checkpoint import load_strict, read_state_dict
+
+
+class TimmClassifier(ModuleHeadClassifier):
+    """A timm model split into ``forward_features`` -> ``forward_head(pre_logits=True)`` -> head."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        *,
+        spec: str,
+        transform: Callable[..., torch.Tensor] | None = None,
+        class_names: Sequence[str] | None = None,
+    ):
+        num_classes = int(getattr(model, "num_classes", 0) or 0)
+        if num_classes <= 0:
+            raise InvalidInputError(
+                f"{spec}: the timm model has no classifier head (num_classes=0); create it with "
+                "num_classes > 0"
+            )
+        super().__init__(
+            spec=spec,
+            transform=transform or eval_transform(model),
+            num_classes=num_classes,
+            class_names=class_names,
+        )
+        self.model = model
+        head = model.get_classifier()  # type: ignore[operator]
+        if not isinstance(head, nn.Module):  # distilled models return (head, head_dist)
+            raise InvalidInputError(
+                f"{spec}: the model has {len(head)} classifier heads (a distilled model?); use "
+                "its single-head variant or oodbench.models.wrap"
+            )
+
+    def head_module(self) -> nn.Module:
+        return self.model.get_classifier()  # type: ignore[operator,no-any-return]
+
+    def forward_feature_map(self, x: torch.Tensor) -> torch.Tensor:
+        return self.model.forward_features(x)  # type: ignore[operator,no-any-return]
+
+    def pool(self, feature_map: torch.Tensor) -> torch.Tensor:
+        return self.model.forward_head(feature_map, pre_logits=True)  # type: ignore[operator,no-any-return]
+
+
+def eval_transform(model: nn.Module) -> Callable[..., torch.Tensor]:
+    """The model's eval preprocessing from its pretrained config (resize, crop, normalise)."""
+    from timm.data import create_transform, resolve_data_config
+
+    config = resolve_data_config({}, model=model)
+    return create_transform(**config, is_training=False)  # type: ignore[no-any-return]
+
+
+def imagenet_class_names(model: nn.Module) -> list[str] | None:
+    """Human-readable ImageNet class names (timm's ``ImageNetInfo``) when the model's output
+    count is that of an ImageNet subset timm knows (1k, 12k, 21k, 22k), else ``None``."""
+    from timm.data import ImageNetInfo, infer_imagenet_subset
+
+    subset = infer_imagenet_subset(model)
+    if subset is None:
+        return None
+    return list(ImageNetInfo(subset).label_descriptions())
+
+
+def create_timm_model(
+    name: str, *, pretrained: bool, weights: str | os.PathLike[str] | None, num_classes: int | None
+) -> nn.Module:
+    """``timm.create_model`` with clear errors for unknown names and weights that are offline."""
+    import timm
+
+    if not timm.is_model(name):
+        raise UnknownNameError("timm model", name, timm.list_models())
+    extra = {} if num_classes is None else {"num_classes": num_classes}
+    if weights is not None:
+        model = timm.create_model(name, pretrained=False, **extra)
+        load_strict(model, read_state_dict(weights), origin=repr(os.fspath(weights)))
+        return model
+    try:
+        return timm.create_model(name, pretrained=pretrained, **extra)
+    except (OSError, RuntimeError) as err:  # LocalEntryNotFoundError, URLError, no weights
+        if not pretrained:
+            raise
+        raise MissingDataError(
+            f"timm:{name}: pretrained weights are not available ({type(err).__name__}: {err}). "
+            "Offline, timm reads them from the Hugging Face cache (HF_HOME, default "
+            "~/.cache/huggingface/hub; set HF_HUB_OFFLINE=1 to skip network retries): download "
+            f"them once where there is network (timm.create_model({name!r}, pretrained=True)), "
+            "or pass weights=PATH to a local .safetensors / .pth state dict, or "
+            "pretrained=False for random weights"
+        ) from err
+
+
+def load_timm(
+    name: str,
+    *,
+    pretrained: bool = True,
+    weights: str | os.PathLike[str] | None = None,
+    num_classes: int | None = None,
+) -> TimmClassifier:
+    """Loader of the ``timm:`` family (see :func:`oodbench.models.load`)."""
+    model = create_timm_model(name, pretrained=pretrained, weights=weights, num_classes=num_classes)
+    names = imagenet_class_names(model) if pretrained and weights is None else None
+    return TimmClassifier(model, spec=f"timm:{name}", class_names=names)

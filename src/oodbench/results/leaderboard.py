@@ -1,0 +1,145 @@
+"""Leaderboards and summaries computed from the tidy results table (pure pandas, no I/O).
+
+    leaderboard(table, "cood")        # one row per model x detector config, best AUROC first
+    by_group(table, "openood", "auroc")   # the same rows, one column per OOD group / level
+    near_far(table, "openood")        # mean AUROC and FPR@95 over near and over far groups
+
+A leaderboard value is the unweighted mean over the benchmark's OOD groups (C-OOD: over its
+severity levels), as OpenOOD reports its near/far means. Both FPR@95 conventions are kept and
+labelled by name: *ID positive* (the threshold keeps 95 % of ID samples; ODIN, Energy, KNN
+papers) and *OOD positive* (the threshold catches 95 % of OOD samples; OpenOOD v1.5).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import pandas as pd
+
+#: display names of the metrics (FPR@95 conventions named explicitly)
+METRIC_LABELS = {
+    "auroc": "AUROC",
+    "fpr95_id": "FPR@95 (ID positive)",
+    "fpr95_ood": "FPR@95 (OOD positive, OpenOOD)",
+    "aupr_in": "AUPR-In",
+    "aupr_out": "AUPR-Out",
+    "ap_in": "AP-In",
+    "ap_out": "AP-Out",
+    "id_accuracy": "ID accuracy",
+    "id_auroc": "ID-AUROC",
+    "aurc": "AURC",
+}
+#: whether a larger value is better, per metric
+HIGHER_IS_BETTER = {
+    "auroc": True, "fpr95_id": False, "fpr95_ood": False, "aupr_in": True, "aupr_out": True,
+    "ap_in": True, "ap_out": True, "id_accuracy": True, "id_auroc": True, "aurc": False,
+}
+DEFAULT_METRICS = ("auroc", "fpr95_id", "fpr95_ood", "aupr_in", "aupr_out")
+KEYS = ["model", "detector", "hyperparams"]
+
+
+def ok_rows(table: pd.DataFrame, benchmark: str | None = None) -> pd.DataFrame:
+    """The rows of finished cells (``status == "ok"``), optionally of one benchmark."""
+    rows = table[table["status"] == "ok"]
+    if benchmark is not None:
+        rows = rows[rows["benchmark"] == benchmark]
+    return rows
+
+
+def benchmarks(table: pd.DataFrame) -> list[str]:
+    """The benchmarks with results, in order of first appearance."""
+    return list(dict.fromkeys(ok_rows(table)["benchmark"].astype(str)))
+
+
+def is_severity(table: pd.DataFrame, benchmark: str) -> bool:
+    """Whether the benchmark's groups are C-OOD severity levels."""
+    rows = ok_rows(table, benchmark)
+    return bool(len(rows)) and bool(rows["level"].notna().all())
+
+
+def detector_labels(rows: pd.DataFrame) -> pd.Series:
+    """``detector`` plus the hyper-parameters that differ between its configurations here."""
+    labels = rows["detector"].astype(str).copy()
+    for name, group in rows.groupby("detector"):
+        configs = [json.loads(h) for h in dict.fromkeys(group["hyperparams"].astype(str))]
+        if len(configs) < 2:
+            continue
+        varying = sorted(k for k in configs[0] if len({json.dumps(c.get(k)) for c in configs}) > 1)
+        for hp in configs:
+            mask = (rows["detector"] == name) & (rows["hyperparams"] == json.dumps(hp, sort_keys=True))
+            shown = ", ".join(f"{k}={hp[k]}" for k in varying)
+            labels[mask] = f"{name} ({shown})"
+    return labels
+
+
+def leaderboard(
+    table: pd.DataFrame,
+    benchmark: str,
+    *,
+    metrics: Sequence[str] = DEFAULT_METRICS,
+    sort_by: str = "auroc",
+) -> pd.DataFrame:
+    """One row per (model, detector configuration): each metric's mean over the OOD groups.
+
+    Sorted best first by ``sort_by`` (``rank`` 1 = best); ``id_accuracy`` is added when the
+    benchmark reports it, ``groups`` counts the OOD groups averaged.
+    """
+    rows = ok_rows(table, benchmark)
+    if rows.empty:
+        return pd.DataFrame(columns=["rank", *KEYS, "label", *metrics, "groups"])
+    wanted = [*metrics] + (["id_accuracy"] if "id_accuracy" not in metrics else [])
+    rows = rows[rows["metric"].isin(wanted)]
+    wide = rows.pivot_table(index=KEYS, columns="metric", values="value", aggfunc="mean")
+    groups = rows[rows["metric"] == metrics[0]].groupby(KEYS)["group"].nunique()
+    board = wide.reindex(columns=[m for m in wanted if m in wide.columns]).reset_index()
+    board["groups"] = board.set_index(KEYS).index.map(groups).to_numpy()
+    board["label"] = detector_labels(board).to_numpy()
+    if sort_by in board.columns:
+        board = board.sort_values(sort_by, ascending=not HIGHER_IS_BETTER.get(sort_by, True),
+                                  kind="stable")
+    board.insert(0, "rank", range(1, len(board) + 1))
+    return board.reset_index(drop=True)
+
+
+def by_group(table: pd.DataFrame, benchmark: str, metric: str = "auroc") -> pd.DataFrame:
+    """One row per (model, detector configuration), one column per OOD group (levels in order)."""
+    rows = ok_rows(table, benchmark)
+    rows = rows[rows["metric"] == metric]
+    if rows.empty:
+        return pd.DataFrame(columns=[*KEYS, "label"])
+    order = (rows.sort_values(["level", "group"])["group"].drop_duplicates().tolist()
+             if rows["level"].notna().all() else list(dict.fromkeys(rows["group"])))
+    wide = rows.pivot_table(index=KEYS, columns="group", values="value", aggfunc="mean")
+    wide = wide.reindex(columns=order).reset_index()
+    wide.columns.name = None
+    wide.insert(3, "label", detector_labels(wide).to_numpy())
+    return wide
+
+
+def near_far(
+    table: pd.DataFrame, benchmark: str, metrics: Sequence[str] = ("auroc", "fpr95_id", "fpr95_ood")
+) -> pd.DataFrame:
+    """Per (model, detector configuration): each metric's mean over the near and the far groups.
+
+    Columns ``<metric> near`` / ``<metric> far``; empty when no group of the benchmark is
+    labelled near or far. Sorted by far AUROC when present.
+    """
+    rows = ok_rows(table, benchmark)
+    rows = rows[rows["kind"].isin(["near", "far"]) & rows["metric"].isin(metrics)]
+    if rows.empty:
+        return pd.DataFrame(columns=KEYS)
+    wide = rows.pivot_table(index=KEYS, columns=["metric", "kind"], values="value", aggfunc="mean")
+    wide.columns = [f"{m} {k}" for m, k in wide.columns]
+    ordered = [f"{m} {k}" for m in metrics for k in ("near", "far") if f"{m} {k}" in wide.columns]
+    out = wide[ordered].reset_index()
+    out.insert(3, "label", detector_labels(out).to_numpy())
+    sort = "auroc far" if "auroc far" in out.columns else ordered[0]
+    return out.sort_values(sort, ascending=not HIGHER_IS_BETTER.get(sort.split()[0], True),
+                           kind="stable").reset_index(drop=True)
+
+
+def problems(table: pd.DataFrame, status: str = "failed") -> pd.DataFrame:
+    """The ``failed`` (or ``skipped``) cells: model, detector, benchmark and the message."""
+    rows = table[table["status"] == status]
+    return rows[["model", "detector", "hyperparams", "benchmark", "error"]].reset_index(drop=True)

@@ -1,0 +1,260 @@
+"""Run a plan in this process, cell by cell, appending each result as soon as it exists.
+
+For each model: load it once; extract the ID fit source once (when a detector needs training
+statistics); create every detector configuration once and fit it on first use; then run each
+benchmark with one detector at a time, so one failing cell is recorded (status ``failed`` and the
+error) and the rest goes on. Every extraction goes through the activation cache with the same
+``capture`` for all of a model's detectors, so each (model, source) pair is one forward pass.
+
+Each finished cell is appended to ``results.parquet`` at once (nothing is lost on a crash), its
+per-sample scores go to ``scores/<cell>.npz``, and a failure's traceback to ``failures.log``.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from oodbench.results import table as results_table
+from oodbench.results.table import ResultsTable
+from oodbench.run.experiment import Experiment
+from oodbench.run.plan import Cell, ModelPlan, Plan
+
+Scores = tuple[np.ndarray, dict[str, np.ndarray]]
+
+
+@dataclass
+class CellResult:
+    """What one cell produced: its long rows, its scores (when kept) and a failure's traceback."""
+
+    cell: Cell
+    rows: pd.DataFrame
+    scores: Scores | None = None
+    traceback: str = ""
+
+    @property
+    def status(self) -> str:
+        return str(self.rows["status"].iloc[0])
+
+
+Sink = Callable[[CellResult], None]
+
+
+class _Lazy:
+    """A value built on first use; a failure to build it is kept and raised on every use."""
+
+    def __init__(self, build: Callable[[], Any]):
+        self._build = build
+        self._value: Any = None
+        self._error: BaseException | None = None
+        self._done = False
+
+    def get(self) -> Any:
+        if not self._done:
+            try:
+                self._value = self._build()
+            except Exception as err:
+                self._error = err
+            self._done = True
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+@dataclass
+class Resources:
+    """The sources and benchmark objects of an experiment, built once per process on first use."""
+
+    experiment: Experiment
+    _lazy: dict[str, _Lazy] = field(default_factory=dict)
+
+    def _get(self, key: str, build: Callable[[], Any]) -> Any:
+        return self._lazy.setdefault(key, _Lazy(build)).get()
+
+    def id_test(self) -> Any:
+        spec = self.experiment.id_test
+        return None if spec is None else self._get("id_test", spec.build)
+
+    def id_fit(self) -> Any:
+        spec = self.experiment.id_fit
+        return None if spec is None else self._get("id_fit", spec.build)
+
+    def benchmark(self, name: str) -> Any:
+        spec = next(b for b in self.experiment.benchmarks if b.name == name)
+        needs_id = spec.type != "standard"
+        return self._get(f"bench:{name}", lambda: spec.build(self.id_test() if needs_id else None))
+
+
+def not_applicable(requires: frozenset[str], model: Any, experiment: Experiment) -> str | None:
+    """Why a detector with these ``requires`` cannot run on ``model`` here (None: it can)."""
+    if "text_embeddings" in requires and not hasattr(model, "encode_text"):
+        return f"needs CLIP text embeddings; {model.spec} is not a CLIP model (load a clip: spec)"
+    if "train" in requires and experiment.id_fit is None:
+        return ("needs ID training activations; add [id] fit = { folder = \"...\" } (ID training "
+                "images) to the experiment")
+    return None
+
+
+@contextmanager
+def recording(detector: Any) -> Iterator[list[tuple[Any, np.ndarray]]]:
+    """Record every ``(activations, scores)`` that ``detector.score`` returns inside the block."""
+    calls: list[tuple[Any, np.ndarray]] = []
+    score = detector.score
+
+    def recorded(acts: Any) -> np.ndarray:
+        out = score(acts)
+        calls.append((acts, out))
+        return out
+
+    detector.score = recorded
+    try:
+        yield calls
+    finally:
+        del detector.score
+
+
+def split_scores(bench: Any, detector: Any, calls: Sequence[tuple[Any, np.ndarray]]) -> Scores | None:
+    """The ID scores and each OOD group's scores of one benchmark run, from recorded calls.
+
+    C-OOD: the ID call and, per severity level, the level's test images of the pool call.
+    Benchmarks of named OOD sets: the call on each group's source. ``None`` when the calls cannot
+    be matched to groups (the histograms then skip this cell).
+    """
+    from oodbench.benchmarks.cood import CoodBenchmark
+
+    pool = getattr(bench, "ood_pool", None)
+    if isinstance(bench, CoodBenchmark) and detector.name in bench.levels_:
+        id_calls = [s for a, s in calls if a.source is not pool]
+        pool_calls = [(a, s) for a, s in calls if a.source is pool]
+        if len(id_calls) != 1 or len(pool_calls) != 1:
+            return None
+        acts, pool_scores = pool_calls[0]
+        positions = np.asarray(acts.source_indices)
+        is_test = np.isin(positions, bench.test_idx_)
+        labels = bench.pool_labels_[positions]
+        levels = {f"level_{i}": pool_scores[is_test & np.isin(labels, classes)]
+                  for i, classes in enumerate(bench.levels_[detector.name])}
+        return id_calls[0], levels
+    groups: dict[str, Any] = dict(getattr(bench, "ood", {}) or {})
+    id_source = getattr(bench, "id_test", None)
+    if not groups or id_source is None:
+        return None
+    by_source = {id(a.source): s for a, s in calls if a.source is not None}
+    if id(id_source) not in by_source or not all(id(s) in by_source for s in groups.values()):
+        return None
+    return by_source[id(id_source)], {g: by_source[id(s)] for g, s in groups.items()}
+
+
+def run_model(
+    model_plan: ModelPlan,
+    experiment: Experiment,
+    sink: Sink,
+    *,
+    resources: Resources | None = None,
+    on_start: Callable[[Cell], None] | None = None,
+    progress: bool = True,
+) -> None:
+    """Run every cell of one model, handing each :class:`CellResult` to ``sink`` as it finishes."""
+    from oodbench import detectors
+    from oodbench.extract import extract
+
+    resources = resources or Resources(experiment)
+    options = {**experiment.extract_options, "capture": model_plan.capture, "progress": progress}
+    model_lazy = _Lazy(model_plan.model.load)
+    fit_lazy = _Lazy(lambda: extract(model_lazy.get(), resources.id_fit(), **options))
+    made: dict[tuple[str, str], _Lazy] = {}
+    for cell in model_plan.cells:
+        if on_start is not None:
+            on_start(cell)
+        start = time.perf_counter()
+        try:
+            model = model_lazy.get()
+            requires = detectors.detector_class(cell.detector).requires
+            reason = not_applicable(requires, model, experiment)
+            if reason is not None:
+                sink(status_result(cell, "skipped", reason, experiment, start))
+                continue
+            key = (cell.detector, cell.hyperparams)
+            det = made.setdefault(key, _Lazy(lambda c=cell: detectors.create(c.detector, **c.params))).get()
+            bench = resources.benchmark(cell.benchmark.name)
+            fit = fit_lazy.get() if "train" in requires else None
+            with recording(det) as calls:
+                wide = bench.run(model, [det], fit_activations=fit, **options)
+            rows = results_table.from_wide(
+                wide, model=cell.model.name, benchmark=cell.benchmark.name, cell=cell.key,
+                seconds=time.perf_counter() - start, time=results_table.now(),
+                experiment=experiment.name,
+            )
+            sink(CellResult(cell, rows, split_scores(bench, det, calls)))
+        except Exception as err:
+            message = f"{type(err).__name__}: {err}".replace("\n", " ")
+            sink(status_result(cell, "failed", message, experiment, start, traceback.format_exc()))
+
+
+def failed(cell: Cell, message: str, experiment: Experiment) -> CellResult:
+    """A ``failed`` result for a cell that never ran (e.g. its Ray worker died)."""
+    return status_result(cell, "failed", message, experiment, time.perf_counter())
+
+
+def status_result(cell: Cell, status: str, message: str, experiment: Experiment, start: float,
+                  trace: str = "") -> CellResult:
+    """A ``failed`` or ``skipped`` result of ``cell`` with its reason."""
+    rows = results_table.status_row(
+        model=cell.model.name, detector=cell.detector, hyperparams=cell.hyperparams,
+        benchmark=cell.benchmark.name, cell=cell.key, status=status, error=message,
+        seconds=time.perf_counter() - start, time=results_table.now(), experiment=experiment.name,
+    )
+    return CellResult(cell, rows, traceback=trace)
+
+
+def write_result(table: ResultsTable, result: CellResult) -> None:
+    """Append a cell's rows, keep its scores and log a failure's traceback."""
+    if result.scores is not None:
+        table.save_scores(result.cell.key, *result.scores)
+    if result.traceback:
+        table.folder.mkdir(parents=True, exist_ok=True)
+        with open(table.folder / "failures.log", "a", encoding="utf-8") as log:
+            log.write(f"== {results_table.now()} {result.cell.label()} [{result.cell.key}]\n")
+            log.write(result.traceback + "\n")
+    table.append(result.rows)
+
+
+class LocalExecutor:
+    """Runs the cells in this process, model after model, with a rich progress bar."""
+
+    def __init__(self, *, progress: bool = True, console: Any = None):
+        self.progress = progress
+        self.console = console
+
+    def run(self, plan: Plan, table: ResultsTable) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        console = self.console or Console(stderr=True)
+        resources = Resources(plan.experiment)
+        total = len(plan.cells)
+        with Progress(TextColumn("[bold]cells[/]"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn(), TextColumn("{task.description}"), console=console,
+                      disable=not self.progress) as bar:
+            task = bar.add_task("", total=total)
+
+            def start(cell: Cell) -> None:
+                bar.update(task, description=cell.label())
+
+            def sink(result: CellResult) -> None:
+                write_result(table, result)
+                if result.status == "failed":
+                    bar.console.print(f"[red]failed[/] {result.cell.label()}: {result.rows['error'].iloc[0]}")
+                bar.advance(task)
+
+            for model_plan in plan.models:
+                run_model(model_plan, plan.experiment, sink, resources=resources, on_start=start,
+                          progress=self.progress)
+            bar.update(task, description="done")

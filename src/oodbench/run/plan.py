@@ -1,0 +1,148 @@
+"""The grid of an experiment: one *cell* per (model, detector configuration, benchmark).
+
+A cell's key is a digest of everything that determines its numbers (the model entry, the
+detector's name and full hyper-parameters, the benchmark's description and the ID sources), so
+re-running an experiment skips every cell whose key already has a finished result, and changing
+any of those settings makes a new cell. Keys use the configured paths, not the image contents:
+after replacing images in place, write the results to a new output folder.
+
+Cells are grouped per model (:class:`ModelPlan`): a model is loaded once and each (model,
+source) pair is extracted once through the cache with the union of what the model's detectors
+need (``capture``), so every detector reads the same cached pass.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, replace
+from typing import Any
+
+from oodbench.run.experiment import ALL_DETECTORS, BenchmarkSpec, Experiment, ModelSpec
+
+#: detector inputs every classifier provides (text embeddings only CLIP models do)
+_CLASSIFIER_INPUTS = frozenset({"logits", "features", "feature_map", "head", "train", "model"})
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One (model, detector configuration, benchmark) result."""
+
+    model: ModelSpec
+    detector: str
+    hyperparams: str  # canonical JSON with every hyper-parameter (defaults filled in)
+    benchmark: BenchmarkSpec
+    key: str
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return dict(json.loads(self.hyperparams))
+
+    def label(self) -> str:
+        """``model · benchmark · detector(k=v)`` for logs and progress bars."""
+        params = ", ".join(f"{k}={v}" for k, v in self.params.items())
+        return f"{self.model.name} · {self.benchmark.name} · {self.detector}({params})"
+
+
+@dataclass(frozen=True)
+class ModelPlan:
+    """The cells of one model, and what its single extraction per source must capture."""
+
+    model: ModelSpec
+    cells: tuple[Cell, ...]
+    capture: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Every cell of an experiment, grouped by model (models in file order)."""
+
+    experiment: Experiment
+    models: tuple[ModelPlan, ...]
+
+    @property
+    def cells(self) -> list[Cell]:
+        return [c for m in self.models for c in m.cells]
+
+    def pending(self, finished: set[str]) -> Plan:
+        """The plan without the cells whose key is in ``finished`` (models left empty dropped)."""
+        models = []
+        for m in self.models:
+            cells = tuple(c for c in m.cells if c.key not in finished)
+            if cells:
+                models.append(replace(m, cells=cells))
+        return replace(self, models=tuple(models))
+
+    def summary(self) -> str:
+        """One line: how many models, detector configurations, benchmarks and cells."""
+        cells = self.cells
+        configs = {(c.detector, c.hyperparams) for c in cells}
+        benches = {c.benchmark.name for c in cells}
+        return (f"{len(self.models)} model(s) x {len(configs)} detector configuration(s) x "
+                f"{len(benches)} benchmark(s) = {len(cells)} cell(s)")
+
+
+def capture_for(requires: set[str]) -> tuple[str, ...]:
+    """What the extraction must capture for detectors needing ``requires`` (always logits)."""
+    needs = {"logits"}
+    if requires & {"features", "head"}:
+        needs.add("features")
+    if "feature_map" in requires:
+        needs.add("feature_map")
+    return tuple(sorted(needs))
+
+
+def detector_configurations(experiment: Experiment) -> list[tuple[str, dict[str, Any]]]:
+    """Every (detector name, full hyper-parameters) of the experiment, ``"all"`` expanded.
+
+    ``"all"`` stands for every registered detector with its defaults, except those that need
+    CLIP text embeddings when no model is a CLIP model; the runner records the remaining ones
+    that do not apply to a given model as ``skipped`` with the reason.
+    """
+    from oodbench import detectors
+
+    any_clip = any((m.spec or "").startswith("clip:") for m in experiment.models)
+    out: list[tuple[str, dict[str, Any]]] = []
+    seen: set[tuple[str, str]] = set()
+    for spec in experiment.detectors:
+        if spec.name == ALL_DETECTORS:
+            entries = [(row["name"], {}) for row in detectors.available()
+                       if any_clip or set(row["requires"]) <= _CLASSIFIER_INPUTS]
+        else:
+            entries = [(spec.name, config) for config in spec.configurations()]
+        for name, config in entries:
+            full = detectors.create(name, **config).hyperparams
+            key = (name, canonical_json(full))
+            if key not in seen:
+                seen.add(key)
+                out.append((name, full))
+    return out
+
+
+def make_plan(experiment: Experiment) -> Plan:
+    """Expand the experiment into cells (models x detector configurations x benchmarks)."""
+    from oodbench import detectors
+
+    configs = detector_configurations(experiment)
+    id_sources = {
+        "test": experiment.id_test.describe() if experiment.id_test else None,
+        "fit": experiment.id_fit.describe() if experiment.id_fit else None,
+    }
+    models = []
+    for model in experiment.models:
+        cells = []
+        requires: set[str] = set()
+        for bench in experiment.benchmarks:
+            for name, params in configs:
+                requires |= set(detectors.detector_class(name).requires)
+                ident = {"model": model.describe(), "detector": name, "hyperparams": params,
+                         "benchmark": bench.describe(), "id": id_sources}
+                cells.append(Cell(model, name, canonical_json(params), bench,
+                                  hashlib.sha256(canonical_json(ident).encode()).hexdigest()[:20]))
+        models.append(ModelPlan(model, tuple(cells), capture_for(requires)))
+    return Plan(experiment, tuple(models))
+
+
+def canonical_json(value: Any) -> str:
+    """JSON with sorted keys (the form hyper-parameters take in results and keys)."""
+    return json.dumps(value, sort_keys=True, default=str)

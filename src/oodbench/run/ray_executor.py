@@ -1,0 +1,67 @@
+"""Run a plan on a Ray cluster: one Ray task per model, results written by the driver.
+
+Each task runs :func:`oodbench.run.local.run_model` for one model on a worker (asking for
+``num_gpus`` GPUs and ``num_cpus`` CPUs) and returns its :class:`~oodbench.run.local.CellResult`
+list; the driver appends each model's results to the table as its task finishes, so finished
+models are kept when a later one fails. The workers need the same data paths and the same
+activation cache location (``OODBENCH_CACHE`` on shared storage) to reuse extractions.
+
+Install with ``pip install oodbench[ray]``; connect to a running cluster with ``address="auto"``
+(or start a local one with the default ``address=None``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from oodbench.errors import MissingDependencyError
+from oodbench.results.table import ResultsTable
+from oodbench.run.experiment import Experiment
+from oodbench.run.local import CellResult, failed, write_result
+from oodbench.run.plan import ModelPlan, Plan
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise MissingDependencyError(
+            "the Ray executor needs the 'ray' package: pip install oodbench[ray] "
+            "(or run with executor='local' / without --ray)"
+        ) from None
+    return ray
+
+
+def _run_model_task(model_plan: ModelPlan, experiment: Experiment) -> list[CellResult]:
+    """The body of one Ray task: every cell of one model, collected."""
+    from oodbench.run.local import run_model
+
+    results: list[CellResult] = []
+    run_model(model_plan, experiment, results.append, progress=False)
+    return results
+
+
+class RayExecutor:
+    """One Ray task per model (``num_gpus`` / ``num_cpus`` each); the driver writes the table."""
+
+    def __init__(self, *, address: str | None = None, num_gpus: float = 0, num_cpus: float = 1,
+                 progress: bool = True):
+        self.address, self.num_gpus, self.num_cpus = address, num_gpus, num_cpus
+        self.progress = progress
+
+    def run(self, plan: Plan, table: ResultsTable) -> None:
+        ray = _import_ray()
+        if not ray.is_initialized():
+            ray.init(address=self.address, ignore_reinit_error=True, log_to_driver=self.progress)
+        task = ray.remote(num_gpus=self.num_gpus, num_cpus=self.num_cpus)(_run_model_task)
+        refs = {task.remote(m, plan.experiment): m for m in plan.models}
+        pending = list(refs)
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            try:
+                results = ray.get(done[0])
+            except ray.exceptions.RayError as err:  # the worker died: the model's cells failed
+                message = f"Ray task failed: {type(err).__name__}: {err}".replace("\n", " ")
+                results = [failed(cell, message, plan.experiment) for cell in refs[done[0]].cells]
+            for result in results:
+                write_result(table, result)

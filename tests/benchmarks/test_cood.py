@@ -1,0 +1,325 @@
+"""The C-OOD severity benchmark: hand-checked level construction and end-to-end evaluation."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.metrics import roc_auc_score
+
+from oodbench.benchmarks.cood import (
+    CoodBenchmark,
+    group_labels,
+    per_class_mean,
+    severity_levels,
+    severity_windows,
+    split_per_class,
+)
+from oodbench.detectors import create
+from oodbench.detectors.base import Detector
+from oodbench.errors import EmptyInputError, InvalidInputError, NonFiniteError
+from oodbench.extract.activations import Activations
+
+
+@dataclass
+class Logit0(Detector):
+    """Test-only detector (not registered): kappa = the first logit, so tests set it directly."""
+
+    name = "logit0"
+
+    def _score(self, acts: Activations) -> np.ndarray:
+        return np.asarray(acts.logits)[:, 0]
+
+
+def _acts(kappa: np.ndarray, labels: np.ndarray, n_classes: int = 3) -> Activations:
+    """Activations whose first logit is ``kappa`` (the rest zeros)."""
+    logits = np.zeros((len(kappa), n_classes), dtype=np.float64)
+    logits[:, 0] = kappa
+    return Activations(logits=logits, labels=np.asarray(labels, dtype=np.int64),
+                       ids=np.array([f"s{i}" for i in range(len(kappa))]))
+
+
+# -- severity_levels: hand-checked ---------------------------------------------------------------
+def test_windows_sorted_and_started_as_the_paper() -> None:
+    scores = np.array([5.0, 1, 3, 2, 4, 0, 6, 9, 8, 7])
+    # ascending order of scores 0..9 -> class indices 5,1,3,2,4,0,6,9,8,7
+    # 8 windows of 3; starts int(q * 8) for q = 0, 1/3, 2/3, 1 -> 0, 2, 5, 8 - 1 = 7
+    sev = severity_windows(scores, window=3, n_levels=4)
+    assert sev.order.tolist() == [5, 1, 3, 2, 4, 0, 6, 9, 8, 7]
+    assert sev.starts.tolist() == [0, 2, 5, 7]
+    assert [c.tolist() for c in sev.classes] == [[5, 1, 3], [3, 2, 4], [0, 6, 9], [9, 8, 7]]
+    assert sev.scores.tolist() == [1.0, 3.0, 6.0, 8.0]  # means of (0,1,2), (2,3,4), (5,6,7), (7,8,9)
+    np.testing.assert_allclose(sev.percentiles, [0, 1 / 3, 2 / 3, 1])
+    assert [c.tolist() for c in severity_levels(scores, window=3, n_levels=4)] == [
+        c.tolist() for c in sev.classes
+    ]
+
+
+def test_eleven_levels_start_indices() -> None:
+    # 100 classes, window 10: 91 windows; int(i / 10 * 91) = 0, 9, 18, ..., 81 and 91 - 1 = 90
+    scores = np.arange(100.0)[::-1]  # class 99 is the easiest
+    sev = severity_windows(scores, window=10, n_levels=11)
+    assert sev.starts.tolist() == [0, 9, 18, 27, 36, 45, 54, 63, 72, 81, 90]
+    assert sev.classes[0].tolist() == list(range(99, 89, -1))
+    assert sev.classes[-1].tolist() == list(range(9, -1, -1))
+    assert np.all(np.diff(sev.scores) > 0)  # level 0 easiest, level 10 hardest
+
+
+def test_last_level_moved_back_into_range() -> None:
+    # window 1 over 5 classes: 5 windows; q = 1 gives int(5) = 5, moved back to 4 (the hardest)
+    sev = severity_windows(np.array([3.0, 0.0, 4.0, 1.0, 2.0]), window=1, n_levels=2)
+    assert sev.starts.tolist() == [0, 4]
+    assert [c.tolist() for c in sev.classes] == [[1], [2]]
+    # window = all classes: one window, every level... needs n_levels <= n_windows
+    with pytest.raises(InvalidInputError, match="n_levels"):
+        severity_windows(np.arange(5.0), window=5, n_levels=2)
+
+
+def test_ties_keep_class_index_order() -> None:
+    sev = severity_windows(np.array([1.0, 1.0, 1.0, 0.0]), window=2, n_levels=2)
+    assert [c.tolist() for c in sev.classes] == [[3, 0], [1, 2]]
+
+
+def test_disjoint_selection() -> None:
+    scores = np.array([5.0, 1, 3, 2, 4, 0, 6, 9, 8, 7])  # order 5,1,3,2,4,0,6,9,8,7
+    sev = severity_windows(scores, window=3, n_levels=3, selection="disjoint")
+    assert sev.starts.tolist() == [0, 3, 6]
+    assert [c.tolist() for c in sev.classes] == [[5, 1, 3], [2, 4, 0], [6, 9, 8]]
+    two = severity_levels(scores, window=3, n_levels=2, selection="disjoint")
+    assert [c.tolist() for c in two] == [[5, 1, 3], [6, 9, 8]]  # blocks 0 and 2
+    np.testing.assert_allclose(sev.percentiles, [0, 3 / 7, 6 / 7])
+    with pytest.raises(InvalidInputError, match="non-overlapping"):
+        severity_levels(scores, window=3, n_levels=4, selection="disjoint")
+
+
+def test_matches_a_literal_loop_of_the_paper_algorithm() -> None:
+    rng = np.random.default_rng(3)
+    scores = rng.normal(size=257)
+    window, n_levels = 40, 11
+    # reference: explicit loops, as described in the paper's code
+    order = sorted(range(scores.size), key=lambda c: (scores[c], c))
+    sorted_scores = [scores[c] for c in order]
+    means = [sum(sorted_scores[s : s + window]) / window for s in range(scores.size - window + 1)]
+    starts = [int(q * len(means)) for q in np.linspace(0, 1, n_levels)]
+    starts[-1] -= 1
+    sev = severity_windows(scores, window=window, n_levels=n_levels)
+    assert sev.starts.tolist() == starts
+    assert [c.tolist() for c in sev.classes] == [order[s : s + window] for s in starts]
+    np.testing.assert_allclose(sev.scores, [means[s] for s in starts], rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("scores", "kwargs", "error", "match"),
+    [
+        (np.arange(5.0), {"window": 6}, InvalidInputError, "larger than the 5 OOD classes"),
+        (np.arange(5.0), {"window": 0}, InvalidInputError, "positive integer"),
+        (np.arange(5.0), {"window": 2, "n_levels": 1}, InvalidInputError, "n_levels >= 2"),
+        (np.arange(5.0), {"window": 2, "n_levels": 5}, InvalidInputError, "only 4 windows"),
+        (np.arange(5.0), {"window": 2, "selection": "x"}, InvalidInputError, "selection"),
+        (np.array([0.0, np.nan]), {"window": 1, "n_levels": 2}, NonFiniteError, "NaN"),
+        (np.zeros((2, 2)), {"window": 1}, InvalidInputError, "1-D"),
+        (np.zeros(0), {"window": 1}, EmptyInputError, "at least one"),
+    ],
+)
+def test_bad_arguments_are_explained(scores, kwargs, error, match) -> None:
+    with pytest.raises(error, match=match):
+        severity_levels(scores, **kwargs)
+
+
+# -- per-class means and the split -----------------------------------------------------------------
+def test_per_class_mean_with_non_contiguous_labels() -> None:
+    rng = np.random.default_rng(0)
+    labels = rng.choice([7, 1000, 42, 99999], size=500)
+    scores = rng.normal(size=500)
+    classes, means, counts = per_class_mean(scores, labels)
+    expected = pd.Series(scores).groupby(labels).agg(["mean", "size"])
+    assert classes.tolist() == expected.index.tolist() == [7, 42, 1000, 99999]
+    np.testing.assert_allclose(means, expected["mean"].to_numpy(), rtol=1e-12)
+    assert counts.tolist() == expected["size"].tolist()
+
+
+def test_group_labels_equals_np_unique() -> None:
+    rng = np.random.default_rng(5)
+    for labels in (rng.integers(-5, 5, 300), rng.choice(10**8, 50)[rng.integers(0, 50, 1000)]):
+        got = group_labels(labels)
+        expected = np.unique(labels, return_inverse=True, return_counts=True)
+        for a, b in zip(got, expected):
+            assert np.array_equal(a, b.reshape(-1))
+
+
+def test_split_per_class_is_seeded_and_per_class() -> None:
+    labels = np.repeat([5, 17, 3], [200, 200, 7])
+    est, test, dropped = split_per_class(labels, estimation_fraction=0.75, seed=1)
+    assert dropped.size == 0
+    assert np.intersect1d(est, test).size == 0 and est.size + test.size == labels.size
+    for c, n_est in ((5, 150), (17, 150), (3, 5)):  # round(0.75 * 7) = 5
+        assert (labels[est] == c).sum() == n_est
+    again = split_per_class(labels, estimation_fraction=0.75, seed=1)
+    other = split_per_class(labels, estimation_fraction=0.75, seed=2)
+    assert np.array_equal(est, again[0]) and np.array_equal(test, again[1])
+    assert not np.array_equal(est, other[0])
+    # images_per_class: sample 100 of each class first; classes with fewer are dropped
+    est, test, dropped = split_per_class(labels, images_per_class=100, seed=1)
+    assert dropped.tolist() == [3]
+    assert (labels[est] == 5).sum() == 75 and (labels[test] == 5).sum() == 25
+    with pytest.raises(InvalidInputError, match="estimation_fraction"):
+        split_per_class(labels, estimation_fraction=1.0)
+
+
+# -- the benchmark on synthetic activations ----------------------------------------------------------
+def _pool(n_classes: int, per_class: int, rng: np.random.Generator, offset: int = 1000):
+    """Pool labels (non-contiguous ids) and per-class severity shifts."""
+    ids = offset + 7 * np.arange(n_classes)  # labels need not be contiguous
+    labels = np.repeat(ids, per_class)
+    return labels, rng.normal(size=n_classes)
+
+
+def test_perfect_detector_gets_auroc_one_at_every_level() -> None:
+    rng = np.random.default_rng(0)
+    n_id, n_cls = 300, 10
+    id_labels = rng.integers(0, n_cls, n_id)
+    id_logits = rng.normal(size=(n_id, n_cls))
+    id_logits[np.arange(n_id), id_labels] += 20.0  # confident and correct
+    pool_labels, _ = _pool(60, 20, rng)
+    pool_logits = rng.normal(scale=0.1, size=(pool_labels.size, n_cls))  # near-uniform softmax
+    id_acts = Activations(logits=id_logits, labels=id_labels, ids=np.arange(n_id).astype(str))
+    pool_acts = Activations(logits=pool_logits, labels=pool_labels,
+                            ids=np.arange(pool_labels.size).astype(str))
+    bench = CoodBenchmark(id_acts, pool_acts, n_levels=5)  # window = 10 ID classes
+    df = bench.run(None, [create("msp"), create("maxlogit")])
+    assert len(df) == 10
+    assert df["group"].tolist()[:5] == [f"level_{i}" for i in range(5)]
+    assert (df["auroc"] == 1.0).all()
+    assert (df["fpr95_id"] == 0.0).all() and (df["fpr95_ood"] == 0.0).all()
+    assert (df["id_accuracy"] == 1.0).all()
+    assert (df["n_classes"] == 10).all() and (df["n_ood"] == 10 * 5).all()  # 25 % of 20
+    assert (df["n_id"] == n_id).all()
+    for name in ("msp", "maxlogit"):
+        levels = bench.level_classes(name)
+        assert len(levels) == 5 and all(lv.size == 10 for lv in levels)
+        assert set(np.concatenate(levels)) <= set(pool_labels)
+        sub = df[df["detector"] == name]
+        assert np.all(np.diff(sub["severity"].to_numpy()) >= 0)  # severity grows with level
+
+
+def test_random_detector_gets_auroc_near_half() -> None:
+    rng = np.random.default_rng(1)
+    n_id, n_cls = 2000, 10
+    id_acts = Activations(logits=rng.normal(size=(n_id, n_cls)),
+                          labels=rng.integers(0, n_cls, n_id), ids=np.arange(n_id).astype(str))
+    pool_labels, _ = _pool(80, 40, rng)
+    pool_acts = Activations(logits=rng.normal(size=(pool_labels.size, n_cls)), labels=pool_labels,
+                            ids=np.arange(pool_labels.size).astype(str))
+    df = CoodBenchmark(id_acts, pool_acts, window=20, n_levels=5).run(None, [create("msp")])
+    # each level: 20 classes x 10 test images vs 2000 ID; AUROC standard error ~ 0.02
+    assert np.all(np.abs(df["auroc"] - 0.5) < 0.08), df["auroc"].tolist()
+
+
+def test_levels_and_metrics_match_an_independent_computation() -> None:
+    rng = np.random.default_rng(2)
+    pool_labels, shift = _pool(50, 12, rng)
+    kappa_pool = shift[(pool_labels - 1000) // 7] + rng.normal(scale=0.5, size=pool_labels.size)
+    kappa_id = rng.normal(loc=1.0, size=400)
+    id_labels = rng.integers(0, 3, 400)
+    bench = CoodBenchmark(_acts(kappa_id, id_labels), _acts(kappa_pool, pool_labels),
+                          window=8, n_levels=6, seed=5)
+    df = bench.run(None, [Logit0()])
+
+    # reference: pandas means over the estimation images, a sorted list, windows by slicing
+    est, test = bench.estimation_idx_, bench.test_idx_
+    means = pd.Series(kappa_pool[est]).groupby(pool_labels[est]).mean()
+    ordered = means.sort_values(kind="stable")
+    n_windows = len(ordered) - 8 + 1
+    starts = [int(q * n_windows) for q in np.linspace(0, 1, 6)]
+    starts[-1] -= 1
+    id_correct = np.zeros((400, 3))
+    id_correct[:, 0] = kappa_id
+    correct = id_correct.argmax(1) == id_labels
+    for level, s in enumerate(starts):
+        classes = ordered.index[s : s + 8].to_numpy()
+        assert bench.level_classes("logit0", level).tolist() == classes.tolist()
+        ood = kappa_pool[test][np.isin(pool_labels[test], classes)]
+        row = df.iloc[level]
+        assert row["n_ood"] == ood.size == 8 * 3  # 12 images: 9 estimation, 3 test
+        assert row["auroc"] == pytest.approx(
+            roc_auc_score(np.r_[np.ones(400), np.zeros(ood.size)], np.r_[kappa_id, ood]), abs=1e-12
+        )
+        assert row["severity"] == pytest.approx(ordered.iloc[s : s + 8].mean(), rel=1e-12)
+        assert row["ood_mean_kappa"] == pytest.approx(ood.mean(), rel=1e-12)
+        assert row["id_mean_kappa"] == pytest.approx(kappa_id.mean(), rel=1e-12)
+        assert row["id_accuracy"] == pytest.approx(correct.mean())
+        assert row["percentile"] == pytest.approx(level / 5)
+    assert set(df.columns) >= {
+        "detector", "hyperparams", "group", "severity", "percentile", "n_id", "n_ood",
+        "n_classes", "auroc", "fpr95_id", "fpr95_ood", "aupr_in", "aupr_out", "id_accuracy",
+        "id_auroc", "id_mean_kappa", "ood_mean_kappa",
+    }
+
+
+def test_seed_determines_the_split_and_results() -> None:
+    rng = np.random.default_rng(4)
+    pool_labels, shift = _pool(30, 10, rng)
+    kappa_pool = shift[(pool_labels - 1000) // 7] + rng.normal(size=pool_labels.size)
+    id_a = _acts(rng.normal(1.0, size=200), rng.integers(0, 3, 200))
+    pool_a = _acts(kappa_pool, pool_labels)
+
+    def run(seed: int) -> pd.DataFrame:
+        return CoodBenchmark(id_a, pool_a, window=5, n_levels=4, seed=seed).run(None, [Logit0()])
+
+    pd.testing.assert_frame_equal(run(0), run(0))
+    assert not run(0)["auroc"].equals(run(1)["auroc"])
+
+
+def test_pool_class_that_is_an_id_class_is_rejected() -> None:
+    rng = np.random.default_rng(0)
+    id_a = _acts(rng.normal(size=30), np.repeat([0, 1, 2], 10))
+    id_a.meta["class_names"] = ["cat", "dog", "tench"]
+    pool_a = _acts(rng.normal(size=40), np.repeat([0, 1, 2, 3], 10))
+    pool_a.meta["class_names"] = ["goldfish", "tench", "zebra", "dog"]
+    with pytest.raises(InvalidInputError, match="2 OOD pool classes are also ID classes: dog, tench"):
+        CoodBenchmark(id_a, pool_a, window=2, n_levels=2)
+    pool_a.meta["class_names"] = ["goldfish", "hare", "zebra", "ox"]
+    bench = CoodBenchmark(id_a, pool_a, window=2, n_levels=2)
+    bench.run(None, [Logit0()])
+    names = bench.level_classes("logit0", names=True)
+    assert len(names) == 2 and all(len(n) == 2 for n in names)
+    assert set(sum(names, [])) <= {"goldfish", "hare", "zebra", "ox"}
+
+
+def test_id_classes_restrict_the_logits_and_the_overlap_check() -> None:
+    rng = np.random.default_rng(0)
+    labels = np.repeat(np.arange(6), 12)
+    acts = Activations(logits=rng.normal(size=(72, 6)), labels=labels,
+                       ids=np.arange(72).astype(str), meta={"class_names": list("abcdef")})
+    id_rows, pool_rows = np.flatnonzero(labels < 2), np.flatnonzero(labels >= 2)
+    bench = CoodBenchmark(acts.subset(id_rows), acts.subset(pool_rows), id_classes=[0, 1],
+                          n_levels=2)
+    df = bench.run(None, [create("msp")])
+    assert (df["n_classes"] == 2).all()  # window = the 2 ID classes
+    expected_acc = (acts.logits[id_rows][:, :2].argmax(1) == labels[id_rows]).mean()
+    assert df["id_accuracy"].iloc[0] == pytest.approx(expected_acc)
+    with pytest.raises(InvalidInputError, match="also ID classes: c"):
+        CoodBenchmark(acts.subset(id_rows), acts.subset(pool_rows), id_classes=[0, 2])
+
+
+def test_input_errors() -> None:
+    rng = np.random.default_rng(0)
+    id_a = _acts(rng.normal(size=20), np.zeros(20))
+    with pytest.raises(InvalidInputError, match="label -1"):
+        CoodBenchmark(id_a, _acts(rng.normal(size=20), -np.ones(20)))
+    with pytest.raises(InvalidInputError, match="Source or Activations"):
+        CoodBenchmark(id_a, np.zeros(3))  # type: ignore[arg-type]
+    pool = _acts(rng.normal(size=40), np.repeat(np.arange(4), 10))
+    with pytest.raises(InvalidInputError, match="4 classes give only 2 windows of 3 classes"):
+        # the window defaults to the number of ID classes (3 logits)
+        CoodBenchmark(id_a, pool, n_levels=3).run(None, [Logit0()])
+    with pytest.raises(InvalidInputError, match="window=5 is larger than the 4"):
+        CoodBenchmark(id_a, pool, window=5).run(None, [Logit0()])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        CoodBenchmark(id_a, _acts(rng.normal(size=11), np.r_[np.zeros(10), 1]), window=1,
+                      n_levels=1, selection="disjoint")
+    assert any("dropped 1 pool classes" in str(w.message) for w in caught)

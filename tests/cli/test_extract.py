@@ -1,0 +1,48 @@
+"""``oodbench extract MODEL_SPEC PATH`` on a tiny timm model and a small image folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from PIL import Image
+
+from oodbench.cli.main import main
+from oodbench.extract import list_cache
+
+
+@pytest.fixture
+def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("OODBENCH_CACHE", str(tmp_path / "cache"))
+    rng = np.random.default_rng(0)
+    for cls in ("a", "b"):
+        (tmp_path / "imgs" / cls).mkdir(parents=True)
+        for i in range(3):
+            pixels = rng.integers(0, 256, (20, 20, 3), dtype=np.uint8)
+            Image.fromarray(pixels).save(tmp_path / "imgs" / cls / f"{i}.png")
+    (tmp_path / "imgs" / "b" / "broken.png").write_bytes(b"not an image")
+    return tmp_path / "imgs"
+
+
+def test_extract_writes_the_cache_then_hits_it(folder: Path):
+    args = ["extract", "timm:test_resnet", str(folder), "--random-init", "-b", "4",
+            "-c", "logits,features", "--capture", "feature_map", "--no-progress"]
+    runner = CliRunner()
+    first = runner.invoke(main, args, env={"COLUMNS": "200"})
+    assert first.exit_code == 0, first.output
+    assert "written" in first.output and "6 of 7 images" in first.output
+    (entry,) = list_cache()
+    assert entry["complete"] and entry["n"] == 6 and entry["skipped"] == 1
+    assert entry["capture"] == ["feature_map", "features", "logits"]
+    assert entry["key"] in first.output
+    second = runner.invoke(main, args, env={"COLUMNS": "200"})
+    assert second.exit_code == 0 and "hit (no forward pass)" in second.output
+
+
+def test_unknown_capture_is_a_friendly_error(folder: Path):
+    result = CliRunner().invoke(
+        main, ["extract", "timm:test_resnet", str(folder), "--random-init", "-c", "logit"]
+    )
+    assert result.exit_code == 2 and "unknown activation to capture 'logit'" in result.output

@@ -1,0 +1,49 @@
+"""MC-dropout: the mean softmax equals pytorch-ood's MCD.run_mean under the same seed, scores
+are deterministic under a seed, and a model without dropout is refused."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from pytorch_ood.detector import MCD
+
+from oodbench.detectors import create
+from oodbench.detectors.mcdropout import batch_seed
+from oodbench.errors import InvalidInputError
+from tests.detectors._shaping_fixtures import live_setup, transformed
+
+
+def test_matches_pytorch_ood_mean_softmax():
+    model, source, acts = live_setup(10)
+    ours = create("mc_dropout", passes=30, seed=3, batch_size=64, device="cpu")
+    ours = ours.fit(None, model=model).score(acts)
+    torch.manual_seed(batch_seed(3, 0))  # the seed of our first (and only) batch
+    p = MCD.run_mean(model, transformed(model, source), 30).double()
+    expected = (p * p.log()).sum(dim=1).numpy()
+    np.testing.assert_allclose(ours, expected, rtol=1e-5)
+    assert not model.training and not model.dropout.training  # modes restored
+
+
+def test_deterministic_under_seed_and_random_across_seeds():
+    model, _, acts = live_setup(10)
+    state = torch.get_rng_state()
+
+    def run(seed, batch_size=4):
+        det = create("mc_dropout", passes=5, seed=seed, batch_size=batch_size, device="cpu")
+        return det.fit(None, model=model).score(acts)
+
+    first, again, other = run(0), run(0), run(1)
+    np.testing.assert_array_equal(first, again)
+    assert np.abs(first - other).max() > 1e-6
+    assert torch.equal(torch.get_rng_state(), state)  # the caller's RNG is untouched
+    # negative entropy: between -log(C) and 0
+    assert (first <= 1e-12).all() and (first >= -np.log(3) - 1e-9).all()
+
+
+def test_refuses_a_model_without_dropout():
+    model, _, _ = live_setup(3, dropout=0.0)
+    with pytest.raises(InvalidInputError, match="dropout layer"):
+        create("mc_dropout").fit(None, model=model)
+    with pytest.raises(InvalidInputError, match="positive integer"):
+        create("mc_dropout", passes=0)

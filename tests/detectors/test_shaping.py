@@ -1,0 +1,60 @@
+"""The shared shaping maths: exact chunked percentiles, chunked head energy, top-k helpers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from scipy.special import logsumexp
+
+from oodbench.detectors import _shaping
+from oodbench.errors import InvalidInputError
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(1,), (2,), (400, 37), (60, 8, 3, 3)])
+def test_percentile_equals_numpy(dtype, shape):
+    rng = np.random.default_rng(0)
+    x = np.maximum(rng.normal(size=shape), 0).astype(dtype)  # many exact zeros (ties)
+    for q in [0, 1, 33.3, 50, 90, 99.9, 100]:
+        expected = np.percentile(x.astype(np.float64), q)
+        assert _shaping.percentile(x, q) == pytest.approx(expected, rel=1e-12, abs=1e-12)
+
+
+def test_percentile_multi_pass_selection_and_ties(monkeypatch):
+    """Force several histogram refinements (tiny direct-sort limit) on tied, rounded values."""
+    monkeypatch.setattr(_shaping, "_DIRECT", 7)
+    monkeypatch.setattr(_shaping, "CHUNK_BYTES", 4096)  # many row chunks
+    rng = np.random.default_rng(1)
+    for x in (np.round(rng.normal(size=(3000, 7)), 1), rng.exponential(size=(500, 40)) ** 4):
+        for q in np.linspace(0, 100, 23):
+            assert _shaping.percentile(x, q) == pytest.approx(np.percentile(x, q), rel=1e-12)
+
+
+def test_percentile_per_unit_and_validation(monkeypatch):
+    monkeypatch.setattr(_shaping, "CHUNK_BYTES", 8 * 50 * 3)  # three columns per chunk
+    x = np.random.default_rng(2).gamma(2.0, size=(50, 11)).astype(np.float32)
+    np.testing.assert_allclose(
+        _shaping.percentile_per_unit(x, 37.5), np.percentile(x.astype(np.float64), 37.5, axis=0)
+    )
+    with pytest.raises(InvalidInputError, match="empty"):
+        _shaping.percentile(np.zeros((0, 3)), 50)
+    with pytest.raises(InvalidInputError, match=r"\[0, 100\]"):
+        _shaping.percentile(x, 101)
+
+
+def test_head_energy_in_chunks(monkeypatch):
+    monkeypatch.setattr(_shaping, "CHUNK_BYTES", 8 * 16 * 5)  # five rows per chunk
+    rng = np.random.default_rng(3)
+    f = rng.random((23, 16)).astype(np.float32)
+    w, b = rng.normal(size=(9, 16)), rng.normal(size=9)
+    got = _shaping.head_energy(f, torch.as_tensor(w), torch.as_tensor(b), lambda t: t * 2)
+    np.testing.assert_allclose(got, logsumexp(2 * f.astype(np.float64) @ w.T + b, axis=1))
+
+
+def test_keep_count_and_sharpening():
+    assert _shaping.keep_count(2048, 90) == 2048 - 1843
+    assert _shaping.keep_count(10, 99.9) == 1  # never prunes everything
+    total = torch.tensor([6.0, 0.0])
+    kept = torch.tensor([3.0, 0.0])
+    np.testing.assert_allclose(_shaping.sharpening(total, kept).numpy(), [np.exp(2.0), np.e])

@@ -1,0 +1,66 @@
+import numpy as np
+import pytest
+import scipy.special
+import torch
+from sklearn.covariance import EmpiricalCovariance
+
+from oodbench.detectors import create
+from oodbench.detectors.vim import default_principal_dim
+from oodbench.errors import InvalidInputError, MissingActivationError
+from tests.detectors._reference import assert_rel, float32_casts_as_float64, pod, tensor
+
+
+def _official(train, acts, dim: int) -> np.ndarray:
+    """The computation of the ViM authors' benchmark.py, in float64 numpy."""
+    w, b = train.head_weight.astype(np.float64), train.head_bias.astype(np.float64)
+    f_train, f = train.features.astype(np.float64), acts.features.astype(np.float64)
+    u = -np.linalg.pinv(w) @ b
+    cov = EmpiricalCovariance(assume_centered=True).fit(f_train - u).covariance_
+    eig_vals, eig_vecs = np.linalg.eigh(cov)
+    ns = eig_vecs[:, np.argsort(-eig_vals)[dim:]]
+    alpha = (f_train @ w.T + b).max(axis=1).mean() / np.linalg.norm((f_train - u) @ ns, axis=1).mean()
+    vlogit = np.linalg.norm((f - u) @ ns, axis=1) * alpha
+    return scipy.special.logsumexp(acts.logits.astype(np.float64), axis=1) - vlogit
+
+
+@pytest.mark.parametrize("dim", [8, 16, 24])
+def test_matches_official_code_and_pytorch_ood(id_train, id_test, ood_test, dim):
+    det = create("vim", dim=dim).fit(id_train)
+    with float32_casts_as_float64():  # pytorch-ood's ViM casts everything with .float()
+        ref = pod().ViM(None, d=dim, w=tensor(id_train.head_weight), b=tensor(id_train.head_bias))
+        ref.fit_features(tensor(id_train.features), tensor(id_train.labels, None))
+        refs = [ref.predict_features(tensor(acts.features)) for acts in (id_test, ood_test)]
+    np.testing.assert_allclose(det.alpha_, ref.alpha, rtol=1e-10)
+    for acts, pt in zip((id_test, ood_test), refs):
+        ours = det.score(acts)
+        official = _official(id_train, acts, dim)  # alpha from float64 logits, ours from stored
+        np.testing.assert_allclose(ours, official, rtol=1e-7, atol=1e-9 * np.abs(official).max())
+        # scores cross zero; pytorch-ood recomputes the logits from the features (ours: stored float32)
+        assert_rel(ours, -pt, rtol=1e-5, floor=1e-6)
+
+
+def test_agrees_with_pytorch_ood_in_float32_to_its_precision(id_train, id_test):
+    """pytorch-ood's own float32 run: its eigenvectors carry ~1e-4 relative error."""
+    det = create("vim", dim=16).fit(id_train)
+    ref = pod().ViM(None, d=16, w=tensor(id_train.head_weight), b=tensor(id_train.head_bias))
+    ref.fit_features(tensor(id_train.features), tensor(id_train.labels, None))
+    pt = -ref.predict_features(tensor(id_test.features, torch.float32)).numpy()
+    assert np.abs(det.score(id_test) - pt).max() < 1e-3 * np.abs(pt).max()
+
+
+def test_default_principal_dimension():
+    assert [default_principal_dim(d) for d in (2048, 1536, 1280, 768, 512, 32)] == [1000, 1000, 512, 512, 256, 16]
+    assert create("vim").dim is None
+
+
+def test_default_dim_is_used(id_train, id_test):
+    det = create("vim").fit(id_train)
+    assert det.principal_dim_ == 16
+    np.testing.assert_allclose(det.score(id_test), _official(id_train, id_test, 16), rtol=1e-6)
+
+
+def test_errors(id_train, make_acts):
+    with pytest.raises(InvalidInputError, match="dim"):
+        create("vim", dim=32).fit(id_train)
+    with pytest.raises(MissingActivationError, match="head_weight"):
+        create("vim").fit(make_acts(40, 10, 32, with_head=False))

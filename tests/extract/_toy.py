@@ -1,0 +1,129 @@
+"""Tiny, deterministic stand-ins for a real source and classifier (importable by subprocesses)."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from PIL import Image
+from torch import nn
+from torchvision import transforms
+
+from oodbench.data.source import Source
+from oodbench.errors import CorruptImageError
+from oodbench.models.classifier import Classifier
+
+
+class RandomImages(Source):
+    """``n`` random RGB images of ``size`` px with random labels; ``corrupt`` positions fail."""
+
+    def __init__(
+        self,
+        n: int,
+        size: int = 12,
+        num_classes: int = 3,
+        seed: int = 0,
+        corrupt: Sequence[int] = (),
+        name: str = "random",
+        labels: np.ndarray | None = None,
+    ):
+        rng = np.random.default_rng(seed)
+        self.images = rng.integers(0, 256, size=(n, size, size, 3), dtype=np.uint8)
+        self._labels = (
+            rng.integers(0, num_classes, size=n).astype(np.int64) if labels is None else labels
+        )
+        self.corrupt = set(corrupt)
+        self.name = name
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def load(self, index: int) -> Image.Image:
+        if index in self.corrupt:
+            raise CorruptImageError(f"{self.name}:{index} is corrupt (on purpose)")
+        return Image.fromarray(self.images[index])
+
+    @property
+    def labels(self) -> np.ndarray:
+        return self._labels
+
+    @property
+    def ids(self) -> list[str]:
+        return [f"{self.name}:{i}" for i in range(len(self))]
+
+    def fingerprint(self) -> str:
+        h = hashlib.sha256(self.images.tobytes())
+        h.update(np.asarray(self._labels, dtype="<i8").tobytes())
+        h.update(repr(sorted(self.corrupt)).encode())
+        return h.hexdigest()
+
+
+class TinyNet(Classifier):
+    """conv-relu-conv-relu -> average pool -> linear head; counts forward passes.
+
+    ``delay`` seconds of sleep per forward pass slow it down for the kill-and-resume test (the
+    delay is no part of the weights or the spec, so it does not change the cache key).
+    """
+
+    def __init__(self, num_classes: int = 3, width: int = 8, seed: int = 0, delay: float = 0.0):
+        super().__init__()
+        generator = torch.Generator().manual_seed(seed)
+        self.body = nn.Sequential(
+            nn.Conv2d(3, width, 3, padding=1), nn.ReLU(),
+            nn.Conv2d(width, 2 * width, 3, padding=1, stride=2), nn.ReLU(),
+        )
+        self.fc = nn.Linear(2 * width, num_classes)
+        for p in self.parameters():
+            with torch.no_grad():
+                p.copy_(torch.randn(p.shape, generator=generator) * 0.3)
+        self.spec = f"test:tinynet-{num_classes}-{width}"
+        self.transform = transforms.Compose(
+            [transforms.ToTensor(), transforms.Normalize([0.5] * 3, [0.25] * 3)]
+        )
+        self.num_classes = num_classes
+        self.delay = delay
+        self.calls = 0
+
+    def forward_feature_map(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        if self.delay:
+            time.sleep(self.delay)
+        return self.body(x)
+
+    def pool(self, feature_map: torch.Tensor) -> torch.Tensor:
+        return feature_map.mean(dim=(2, 3))
+
+    def head(self, features: torch.Tensor) -> torch.Tensor:
+        return self.fc(features)
+
+    @property
+    def head_weight(self) -> torch.Tensor:
+        return self.fc.weight
+
+    @property
+    def head_bias(self) -> torch.Tensor:
+        return self.fc.bias
+
+    def weights_digest(self) -> str:
+        h = hashlib.sha256()
+        for name, tensor in sorted(self.state_dict().items()):
+            h.update(name.encode())
+            h.update(tensor.detach().cpu().numpy().tobytes())
+        return h.hexdigest()
+
+
+def reference_forward(model: TinyNet, source: Source, rows: Sequence[int]) -> dict[str, np.ndarray]:
+    """The same model applied directly (no DataLoader, no cache) to ``rows``, one image at a time."""
+    out: dict[str, list[np.ndarray]] = {"logits": [], "features": [], "feature_map": []}
+    with torch.no_grad():
+        for i in rows:
+            x = model.transform(source.load(int(i)))[None]
+            fmap = model.forward_feature_map(x)
+            feats = model.pool(fmap)
+            out["feature_map"].append(fmap[0].numpy())
+            out["features"].append(feats[0].numpy())
+            out["logits"].append(model.head(feats)[0].numpy())
+    return {k: np.stack(v) for k, v in out.items()}

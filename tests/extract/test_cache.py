@@ -1,0 +1,105 @@
+"""Cache management: list_cache, remove, verify."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from oodbench.errors import CacheError, InvalidInputError, UnknownNameError
+from oodbench.extract import extract, list_cache, remove, resolve_key, verify
+from tests.extract._toy import RandomImages, TinyNet
+
+
+def _two_entries():
+    a = extract(TinyNet(), RandomImages(5, name="five"), progress=False)
+    b = extract(TinyNet(), RandomImages(3, name="three", corrupt=[0]), progress=False)
+    return a, b
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_list_cache_describes_every_entry():
+    a, b = _two_entries()
+    entries = {e["key"]: e for e in list_cache()}
+    assert set(entries) == {a.meta["cache_key"], b.meta["cache_key"]}
+    five, three = entries[a.meta["cache_key"]], entries[b.meta["cache_key"]]
+    assert five["model"] == "test:tinynet-3-8" and five["source"] == "five"
+    assert (five["n"], five["n_source"], five["skipped"]) == (5, 5, 0)
+    assert (three["n"], three["n_source"], three["skipped"]) == (2, 3, 1)
+    assert five["complete"] and three["complete"]
+    assert five["size_bytes"] == sum(p.stat().st_size for p in Path(five["path"]).rglob("*"))
+    assert five["capture"] == ["features", "logits"] and five["precision"] == "float32"
+
+
+def test_list_cache_on_an_empty_cache():
+    assert list_cache() == [] and verify() == []
+
+
+def test_an_interrupted_entry_is_listed_as_incomplete():
+    class Stop(TinyNet):
+        def forward_feature_map(self, x):
+            if self.calls == 2:
+                raise KeyboardInterrupt
+            return super().forward_feature_map(x)
+
+    with pytest.raises(KeyboardInterrupt):
+        extract(Stop(), RandomImages(6), batch_size=2, shard_size=2, progress=False)
+    (entry,) = list_cache()
+    assert not entry["complete"] and (entry["shards_done"], entry["n_shards"]) == (2, 3)
+    assert entry["n"] == 4
+    (report,) = verify()
+    assert report["ok"] and not report["complete"]
+
+
+def test_verify_finds_damaged_and_missing_files():
+    acts = extract(TinyNet(), RandomImages(4), progress=False)
+    key, folder = acts.meta["cache_key"], Path(acts.meta["cache_path"])
+    assert verify(key) == [{"key": key, "complete": True, "ok": True, "problems": []}]
+    del acts  # release the memory maps before changing the files
+    data = bytearray((folder / "features.npy").read_bytes())
+    data[-2] ^= 0x01
+    (folder / "features.npy").write_bytes(bytes(data))
+    (folder / "labels.npy").unlink()
+    (report,) = verify(key[:10])
+    assert not report["ok"]
+    assert sorted(report["problems"]) == [
+        "features.npy does not match its checksum",
+        "labels.npy is missing",
+    ]
+
+
+def test_remove_by_key_or_unique_prefix():
+    a = extract(TinyNet(), RandomImages(2), progress=False).meta["cache_key"]
+    b = extract(TinyNet(seed=3), RandomImages(2), progress=False).meta["cache_key"]
+    prefix = a[: len(os.path.commonprefix([a, b])) + 1]
+    assert resolve_key(prefix) == a
+    assert remove(prefix) == a
+    assert [e["key"] for e in list_cache()] == [b]
+    with pytest.raises(UnknownNameError, match="cache entry"):
+        remove(a)
+    with pytest.raises(InvalidInputError, match="non-empty prefix"):
+        remove("")
+    assert remove(b) == b and list_cache() == []
+
+
+def test_an_ambiguous_prefix_is_refused(cache_root: Path):
+    for key in ("abc1", "abc2"):
+        (cache_root / "activations" / key).mkdir(parents=True)
+    with pytest.raises(InvalidInputError, match="matches 2 entries"):
+        remove("abc")
+    assert {e["key"] for e in list_cache()} == {"abc1", "abc2"}
+    assert all(not r["ok"] and r["problems"] == ["manifest.json is missing"] for r in verify())
+
+
+def test_a_truncated_final_array_is_a_cache_error_naming_the_fix():
+    acts = extract(TinyNet(), RandomImages(4), progress=False)
+    key, logits = acts.meta["cache_key"], Path(acts.meta["cache_path"]) / "logits.npy"
+    del acts
+    logits.write_bytes(logits.read_bytes()[:-8])
+    with pytest.raises(CacheError, match=f"logits.npy cannot be read.*oodbench cache rm {key}"):
+        extract(TinyNet(), RandomImages(4), progress=False)
+    remove(key)
+    model = TinyNet()
+    assert not extract(model, RandomImages(4), progress=False).meta["cache_hit"]
+    assert model.calls == 1

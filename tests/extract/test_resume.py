@@ -1,0 +1,168 @@
+"""Interrupted extractions resume from the last complete shard, bit-identical to a clean run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from oodbench.extract import extract
+from oodbench.extract.store import ActivationStore
+from tests.conftest import REPO
+from tests.extract._toy import RandomImages, TinyNet
+
+ALL = ("logits", "features", "feature_map")
+FIELDS = (*ALL, "labels", "ids", "source_indices")
+N, BATCH, SHARD = 48, 3, 6  # 8 shards of 2 batches
+CORRUPT = (4, 31)
+
+_CHILD = f"""
+import sys
+sys.path.insert(0, {str(REPO)!r})
+import torch
+torch.set_num_threads(1)
+from oodbench.extract import extract
+from tests.extract._toy import RandomImages, TinyNet
+extract(TinyNet(delay=float(sys.argv[1])), RandomImages({N}, corrupt={CORRUPT}), capture={ALL},
+        batch_size={BATCH}, shard_size={SHARD}, progress=False)
+"""
+
+
+def _clean_run(root: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("OODBENCH_CACHE", str(root))
+    with pytest.warns(UserWarning):
+        return extract(TinyNet(), RandomImages(N, corrupt=CORRUPT), capture=ALL,
+                       batch_size=BATCH, shard_size=SHARD, progress=False)
+
+
+def _manifest(root: Path) -> dict | None:
+    found = list((root / "activations").glob("*/manifest.json"))
+    try:
+        return json.loads(found[0].read_text()) if found else None
+    except (OSError, ValueError):  # replaced while we read it
+        return None
+
+
+def _start_and_kill(root: Path, min_shards: int, extra_wait: float) -> dict:
+    """Run the child until ``min_shards`` shards are complete, wait ``extra_wait``, SIGKILL it."""
+    env = {**os.environ, "OODBENCH_CACHE": str(root), "PYTHONWARNINGS": "ignore"}
+    child = subprocess.Popen([sys.executable, "-c", _CHILD, "0.08"], env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and child.poll() is None:
+            manifest = _manifest(root)
+            if manifest and len(manifest["shards"]) >= min_shards:
+                break
+            time.sleep(0.005)
+        time.sleep(extra_wait)
+        assert child.poll() is None, "the child finished before it could be killed; slow it down"
+        child.send_signal(signal.SIGKILL)
+    finally:
+        child.wait()
+    manifest = _manifest(root)
+    assert manifest is not None and not manifest["complete"]
+    return manifest
+
+
+@pytest.mark.heavy
+def test_sigkilled_run_resumes_bit_identical(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the same process configuration as the child
+    try:
+        clean = _clean_run(tmp_path / "clean", monkeypatch)
+        killed = tmp_path / "killed"
+        # killed twice: once right after a shard completed, once between shard writes
+        first = _start_and_kill(killed, min_shards=2, extra_wait=0.0)
+        second = _start_and_kill(killed, min_shards=len(first["shards"]) + 1, extra_wait=0.13)
+        assert 2 <= len(first["shards"]) <= len(second["shards"]) < N // SHARD
+        model = TinyNet()
+        monkeypatch.setenv("OODBENCH_CACHE", str(killed))
+        with pytest.warns(UserWarning):
+            resumed = extract(model, RandomImages(N, corrupt=CORRUPT), capture=ALL,
+                              batch_size=BATCH, shard_size=SHARD, progress=False)
+    finally:
+        torch.set_num_threads(threads)
+    remaining = N // SHARD - len(_kept_shards(second))
+    assert model.calls == remaining * SHARD // BATCH  # only the missing shards were computed
+    assert not resumed.meta["cache_hit"]
+    for name in FIELDS:
+        assert np.array_equal(getattr(resumed, name), getattr(clean, name)), name
+    assert resumed.meta["skipped"] == clean.meta["skipped"]
+    assert resumed.meta["cache_key"] == clean.meta["cache_key"]
+
+
+def _kept_shards(manifest: dict) -> list[str]:
+    return sorted(manifest["shards"])
+
+
+class _Interrupt(TinyNet):
+    def forward_feature_map(self, x):
+        if self.calls == 5:
+            raise KeyboardInterrupt
+        return super().forward_feature_map(x)
+
+
+def test_ctrl_c_keeps_completed_shards(cache_root: Path, capsys: pytest.CaptureFixture[str]):
+    source = RandomImages(12)
+    with pytest.raises(KeyboardInterrupt):
+        extract(_Interrupt(), source, batch_size=2, shard_size=4, progress=False)
+    assert "2 of 3 shards are kept" in capsys.readouterr().err
+    (folder,) = (cache_root / "activations").iterdir()
+    assert sorted(json.loads((folder / "manifest.json").read_text())["shards"]) == ["0", "1"]
+    model = TinyNet()
+    resumed = extract(model, source, batch_size=2, shard_size=4, progress=False)
+    assert model.calls == 2
+    clean = extract(TinyNet(), source, batch_size=2, shard_size=4, cache=False, progress=False)
+    np.testing.assert_array_equal(resumed.logits, clean.logits)
+    np.testing.assert_array_equal(resumed.features, clean.features)
+
+
+def test_crash_during_finalize_resumes(cache_root: Path, monkeypatch: pytest.MonkeyPatch):
+    source = RandomImages(10)
+    original = ActivationStore._write_concatenated
+    calls = []
+
+    def crash_after_first_file(self, name, parts, rows):
+        if calls:
+            raise RuntimeError("simulated crash")
+        calls.append(name)
+        return original(self, name, parts, rows)
+
+    monkeypatch.setattr(ActivationStore, "_write_concatenated", crash_after_first_file)
+    with pytest.raises(RuntimeError, match="simulated"):
+        extract(TinyNet(), source, capture=ALL, batch_size=3, shard_size=3, progress=False)
+    monkeypatch.setattr(ActivationStore, "_write_concatenated", original)
+    model = TinyNet()
+    resumed = extract(model, source, capture=ALL, batch_size=3, shard_size=3, progress=False)
+    assert model.calls == 0  # every shard was complete: only the concatenation was redone
+    clean = extract(TinyNet(), source, capture=ALL, batch_size=3, shard_size=3, cache=False,
+                    progress=False)
+    for name in FIELDS:
+        assert np.array_equal(getattr(resumed, name), getattr(clean, name)), name
+
+
+def test_damaged_or_half_written_shards_are_recomputed(cache_root: Path):
+    source = RandomImages(12)
+    with pytest.raises(KeyboardInterrupt):
+        extract(_Interrupt(), source, batch_size=2, shard_size=4, progress=False)
+    (folder,) = (cache_root / "activations").iterdir()
+    logits = folder / "shards" / "000001" / "logits.npy"
+    data = bytearray(logits.read_bytes())
+    data[-1] ^= 0xFF
+    logits.write_bytes(bytes(data))  # shard 1 no longer matches its checksum
+    (folder / "shards" / "000002").mkdir()
+    (folder / "shards" / "000002" / ".logits.npy.123.tmp").write_bytes(b"half")  # killed writer
+    model = TinyNet()
+    resumed = extract(model, source, batch_size=2, shard_size=4, progress=False)
+    assert model.calls == 4  # shards 1 and 2 (2 batches each); shard 0 was intact
+    clean = extract(TinyNet(), source, batch_size=2, shard_size=4, cache=False, progress=False)
+    np.testing.assert_array_equal(resumed.logits, clean.logits)
