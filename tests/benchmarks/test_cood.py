@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -20,7 +21,12 @@ from oodbench.benchmarks.cood import (
 )
 from oodbench.detectors import create
 from oodbench.detectors.base import Detector
-from oodbench.errors import EmptyInputError, InvalidInputError, NonFiniteError
+from oodbench.errors import (
+    EmptyInputError,
+    InvalidInputError,
+    MissingDependencyError,
+    NonFiniteError,
+)
 from oodbench.extract.activations import Activations
 
 
@@ -273,6 +279,28 @@ def test_seed_determines_the_split_and_results() -> None:
     assert not run(0)["auroc"].equals(run(1)["auroc"])
 
 
+def test_levels_per_detector_configuration() -> None:
+    rng = np.random.default_rng(6)
+    pool_labels = np.repeat(np.arange(30), 8)
+    pool = Activations(logits=rng.normal(size=(240, 4)) * rng.uniform(0.1, 3, size=(240, 1)),
+                       labels=pool_labels, ids=np.arange(240).astype(str))
+    id_a = Activations(logits=rng.normal(size=(50, 4)) * 3, labels=rng.integers(0, 4, 50),
+                       ids=np.arange(50).astype(str))
+    bench = CoodBenchmark(id_a, pool, window=4, n_levels=3)
+    cold, hot = create("energy", temperature=1.0), create("energy", temperature=50.0)
+    df = bench.run(None, [cold, hot])
+    assert df["hyperparams"].nunique() == 2 and len(df) == 6
+    assert bench.level_classes("energy") is bench.level_classes(hot)  # a name: the last run
+    for det in (cold, hot):
+        kappa = det.score(pool)[bench.estimation_idx_]
+        means = pd.Series(kappa).groupby(pool_labels[bench.estimation_idx_]).mean()
+        expected = severity_levels(means.to_numpy(), window=4, n_levels=3)
+        got = bench.level_classes(det)
+        assert [g.tolist() for g in got] == [means.index[e].tolist() for e in expected]
+    with pytest.raises(InvalidInputError, match="has not been run"):
+        bench.level_classes(create("energy", temperature=2.0))
+
+
 def test_pool_class_that_is_an_id_class_is_rejected() -> None:
     rng = np.random.default_rng(0)
     id_a = _acts(rng.normal(size=30), np.repeat([0, 1, 2], 10))
@@ -318,8 +346,122 @@ def test_input_errors() -> None:
         CoodBenchmark(id_a, pool, n_levels=3).run(None, [Logit0()])
     with pytest.raises(InvalidInputError, match="window=5 is larger than the 4"):
         CoodBenchmark(id_a, pool, window=5).run(None, [Logit0()])
+    with pytest.raises(InvalidInputError, match="window=5 is larger"):  # before any extraction
+        CoodBenchmark(id_a, pool, window=5)
+    with pytest.raises(InvalidInputError, match="live network"):
+        CoodBenchmark(id_a, pool, id_classes=[0, 1], window=2, n_levels=2).run(
+            None, [create("odin")]
+        )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         CoodBenchmark(id_a, _acts(rng.normal(size=11), np.r_[np.zeros(10), 1]), window=1,
                       n_levels=1, selection="disjoint")
     assert any("dropped 1 pool classes" in str(w.message) for w in caught)
+
+
+# -- through the extraction engine ---------------------------------------------------------------
+def test_sources_are_extracted_once_and_corrupt_images_skipped() -> None:
+    from scipy.special import softmax
+
+    from oodbench.extract import SkippedImagesWarning, extract
+    from tests.extract._toy import RandomImages, TinyNet
+
+    model = TinyNet(num_classes=3)
+    id_src = RandomImages(60, num_classes=3, seed=0, name="id")
+    pool_labels = np.repeat(100 + 5 * np.arange(12), 10)  # 12 pool classes, ids 100..155
+    pool_src = RandomImages(120, seed=1, name="pool", labels=pool_labels, corrupt=[3, 57])
+    bench = CoodBenchmark(id_src, pool_src, window=3, n_levels=4)
+    with pytest.warns(SkippedImagesWarning):
+        df = bench.run(model, [create("msp")], progress=False, batch_size=32)
+    calls = model.calls
+    with pytest.warns(SkippedImagesWarning):  # the cache remembers and reports the skipped images
+        bench.run(model, [create("msp")], progress=False, batch_size=32)
+    assert model.calls == calls  # the second run reads the cache
+
+    # independent: the cached activations, softmax by scipy, AUROC by scikit-learn
+    id_acts = extract(model, id_src, capture=("logits",), progress=False, batch_size=32)
+    unlabelled = RandomImages(120, seed=1, name="pool", labels=-np.ones(120, np.int64),
+                              corrupt=[3, 57])  # the same images, extracted as OOD (label -1)
+    with pytest.warns(SkippedImagesWarning):
+        pool_acts = extract(model, unlabelled, capture=("logits",), progress=False, batch_size=32)
+    assert 3 not in pool_acts.source_indices and 57 not in pool_acts.source_indices
+    id_msp = softmax(np.asarray(id_acts.logits, dtype=np.float64), axis=1).max(1)
+    pool_msp = softmax(np.asarray(pool_acts.logits, dtype=np.float64), axis=1).max(1)
+    position = np.asarray(pool_acts.source_indices)
+    is_test = np.isin(position, bench.test_idx_)
+    for level in range(4):
+        classes = bench.level_classes("msp", level)
+        ood = pool_msp[is_test & np.isin(pool_labels[position], classes)]
+        row = df.iloc[level]
+        assert row["n_ood"] == ood.size
+        assert row["auroc"] == pytest.approx(
+            roc_auc_score(np.r_[np.ones(60), np.zeros(ood.size)], np.r_[id_msp, ood]), abs=1e-9
+        )
+    assert df["n_ood"].sum() <= 4 * 3 * 3  # 3 classes x (at most) 3 test images, minus corrupt
+
+
+# -- real data: EfficientNet-Lite0 (real weights) on real ImageNet images ---------------------------
+REAL_DETECTORS = ("msp", "maxlogit", "entropy", "energy")
+
+
+@pytest.mark.heavy
+def test_efficientnet_lite0_severity_levels_on_real_images(imagenet_val_1300: Path) -> None:
+    from oodbench import models
+    from oodbench.data.imagenet_val import ImageNetVal
+    from oodbench.extract import extract
+
+    try:
+        model = models.load("efficientnet_lite0", device="cpu")
+    except MissingDependencyError as err:
+        pytest.skip(f"EfficientNet-Lite0 weights are not installed: {err}")
+    val = ImageNetVal(imagenet_val_1300)
+    labels = np.asarray(val.labels)
+    present = np.unique(labels)  # 725 classes
+    rng = np.random.default_rng(0)
+    shuffled = rng.permutation(present)
+    id_classes = np.sort(shuffled[: present.size // 2])
+    id_rows = np.flatnonzero(np.isin(labels, id_classes))
+    pool_rows = np.flatnonzero(~np.isin(labels, id_classes))
+
+    bench = CoodBenchmark(val.subset(id_rows), val.subset(pool_rows), id_classes=id_classes,
+                          window=20, n_levels=11, seed=0)
+    df = bench.run(model, [create(name) for name in REAL_DETECTORS], progress=False, batch_size=50)
+
+    table = df.pivot(index="level", columns="detector", values="auroc")[list(REAL_DETECTORS)]
+    print("\nEfficientNet-Lite0, C-OOD AUROC per severity level "
+          f"({id_classes.size} ID classes, {id_rows.size} ID images; pool {pool_rows.size} "
+          f"images of {present.size - id_classes.size} classes, window 20):")
+    print(table.round(4).to_string())
+    print(df[df["detector"] == "msp"][["group", "severity", "percentile", "n_ood", "auroc",
+                                        "fpr95_id", "id_accuracy"]].round(4).to_string(index=False))
+
+    assert len(df) == 11 * len(REAL_DETECTORS)
+    # the restricted model classifies its ID half well (top-1 of Lite0 on all 1000: ~75 %)
+    assert df["id_accuracy"].iloc[0] > 0.7
+    assert (df["n_classes"] == 20).all() and (df["n_ood"] >= 20).all()
+    # severity: the easiest level is clearly easier to detect than the hardest
+    for name in REAL_DETECTORS:
+        auroc = table[name].to_numpy()
+        assert auroc[0] > 0.8 and auroc[0] > auroc[-1] + 0.15, (name, auroc)
+
+    # the MSP rows again, independently from the cached activations with scikit-learn
+    id_acts = extract(model, val.subset(id_rows), capture=("logits",), progress=False)
+    logits = np.asarray(id_acts.logits, dtype=np.float64)[:, id_classes]
+    id_msp = np.exp(logits - logits.max(1, keepdims=True))
+    id_msp = (id_msp / id_msp.sum(1, keepdims=True)).max(1)
+    msp_rows = df[df["detector"] == "msp"].reset_index(drop=True)
+    assert msp_rows["id_mean_kappa"].iloc[0] == pytest.approx(id_msp.mean(), rel=1e-9)
+    pool_acts = bench.pool_activations_
+    pool_logits = np.asarray(pool_acts.logits, dtype=np.float64)
+    assert pool_logits.shape == (pool_rows.size, id_classes.size)
+    pool_msp = np.exp(pool_logits - pool_logits.max(1, keepdims=True))
+    pool_msp = (pool_msp / pool_msp.sum(1, keepdims=True)).max(1)
+    position = np.asarray(pool_acts.source_indices)
+    test_mask = np.isin(position, bench.test_idx_)
+    for level in (0, 5, 10):
+        classes = bench.level_classes("msp", level)
+        ood = pool_msp[test_mask & np.isin(labels[pool_rows][position], classes)]
+        assert msp_rows["n_ood"].iloc[level] == ood.size
+        expected = roc_auc_score(np.r_[np.ones(id_msp.size), np.zeros(ood.size)],
+                                 np.r_[id_msp, ood])
+        assert msp_rows["auroc"].iloc[level] == pytest.approx(expected, abs=1e-9)

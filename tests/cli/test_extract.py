@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from PIL import Image
 
 from oodbench.cli.main import main
-from oodbench.extract import list_cache
+from oodbench.extract import SkippedImagesWarning, list_cache
 
 
 @pytest.fixture
@@ -30,14 +30,16 @@ def test_extract_writes_the_cache_then_hits_it(folder: Path):
     args = ["extract", "timm:test_resnet", str(folder), "--random-init", "-b", "4",
             "-c", "logits,features", "--capture", "feature_map", "--no-progress"]
     runner = CliRunner()
-    first = runner.invoke(main, args, env={"COLUMNS": "200"})
+    with pytest.warns(SkippedImagesWarning, match="b/broken.png"):
+        first = runner.invoke(main, args, env={"COLUMNS": "200"})
     assert first.exit_code == 0, first.output
     assert "written" in first.output and "6 of 7 images" in first.output
     (entry,) = list_cache()
     assert entry["complete"] and entry["n"] == 6 and entry["skipped"] == 1
     assert entry["capture"] == ["feature_map", "features", "logits"]
     assert entry["key"] in first.output
-    second = runner.invoke(main, args, env={"COLUMNS": "200"})
+    with pytest.warns(SkippedImagesWarning):
+        second = runner.invoke(main, args, env={"COLUMNS": "200"})
     assert second.exit_code == 0 and "hit (no forward pass)" in second.output
 
 

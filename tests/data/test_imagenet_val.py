@@ -166,14 +166,14 @@ def test_archive_instead_of_folder(tmp_path: Path) -> None:
         tar.add(tmp_path / "src" / val_name(1), arcname=val_name(1))
     with pytest.raises(DataError, match="is an archive") as err:
         discover(archive)
-    assert getattr(err.value, "kind") == "not-extracted"
+    assert err.value.kind == "not-extracted"
 
 
 def test_nested_one_folder_too_deep(tmp_path: Path) -> None:
     flat_folder(tmp_path / "ILSVRC2012" / "valimages", [1])
     with pytest.raises(MissingDataError, match="pass .*valimages instead") as err:
         discover(tmp_path)
-    assert getattr(err.value, "kind") == "nested"
+    assert err.value.kind == "nested"
 
 
 def test_missing_folder(tmp_path: Path) -> None:

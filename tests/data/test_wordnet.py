@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -47,7 +47,7 @@ def test_dog_descendants_in_imagenet1k_are_classes_151_to_268() -> None:
 def test_related_matches_a_naive_recursive_closure() -> None:
     h = load_hierarchy()
 
-    @lru_cache(maxsize=None)
+    @cache
     def above(w: str) -> frozenset[str]:
         out: set[str] = set()
         for p in h.parents.get(w, ()):

@@ -19,7 +19,9 @@ def maps():
     return make_activations(40, 10, 32, seed=3, feature_map=(5, 4))
 
 
-def test_matches_numpy_svd(maps):
+@pytest.mark.parametrize(("dim", "hw"), [(32, (5, 4)), (8, (6, 5))])  # HW < C and HW > C
+def test_matches_numpy_svd(dim, hw):
+    maps = make_activations(40, 10, dim, seed=3, feature_map=hw)
     expected = []
     for m in maps.feature_map.astype(np.float64):
         x = m.reshape(m.shape[0], -1)

@@ -95,7 +95,9 @@ def brute_force(id_scores, ood_scores, tpr: Fraction = Fraction(95, 100)) -> dic
     (ID positive: accept s >= t; OOD positive: flag s <= t).
     """
     ids, oods = [Fraction(x) for x in id_scores], [Fraction(x) for x in ood_scores]
-    pairs = sum(Fraction(1) if a > b else Fraction(1, 2) if a == b else 0 for a in ids for b in oods)
+    pairs = sum(
+        Fraction(1) if a > b else Fraction(1, 2) if a == b else 0 for a in ids for b in oods
+    )
     out = {"auroc": pairs / (len(ids) * len(oods))}
     for name, pos, neg, accept in (
         ("id", ids, oods, lambda s, t: s >= t),

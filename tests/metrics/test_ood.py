@@ -54,7 +54,9 @@ def test_matches_sklearn_on_random_cases(seed):
     for _ in range(100):
         id_scores, ood_scores = random_case(rng)
         tpr = float(rng.choice([0.95, 0.0, 0.5, 0.9, 0.99, 1.0, rng.uniform()]))
-        assert_matches(ours(id_scores, ood_scores, tpr), sklearn_metrics(id_scores, ood_scores, tpr))
+        assert_matches(
+            ours(id_scores, ood_scores, tpr), sklearn_metrics(id_scores, ood_scores, tpr)
+        )
 
 
 @pytest.mark.parametrize("n_id, n_ood", [(1, 1), (1, 20_000), (20_000, 1), (20, 19_980)])
@@ -73,7 +75,7 @@ score_lists = st.lists(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None, database=None)
 @given(id_scores=score_lists, ood_scores=score_lists, tpr=st.floats(0, 1))
 def test_matches_sklearn_hypothesis(id_scores, ood_scores, tpr):
     """Python lists of any floats (subnormals, ±0, ±inf, the largest doubles) and any tpr."""

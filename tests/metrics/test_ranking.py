@@ -67,4 +67,3 @@ def test_one_side_may_be_empty():
     np.testing.assert_array_equal(ranking.values, [1.0, 2.0])
     np.testing.assert_array_equal(ranking.pos, [1, 2])
     np.testing.assert_array_equal(ranking.neg, [0, 0])
-

@@ -23,6 +23,7 @@ Levels depend on (model, kappa) by design: every detector gets its own levels.
 
 from __future__ import annotations
 
+import hashlib
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from PIL import Image
 
 from oodbench.benchmarks.base import Benchmark, ensure_fitted, hyperparams_json
 from oodbench.data.source import Source
@@ -258,6 +260,34 @@ def split_per_class(
 
 
 # -- the benchmark -------------------------------------------------------------------------------
+class _OodView(Source):
+    """A pool source seen as OOD by the model: same images, every label -1.
+
+    Pool labels are pool class ids (e.g. ImageNet-21k indices), not the model's classes, so the
+    extraction engine gets label -1; the benchmark keeps the real labels itself.
+    """
+
+    def __init__(self, parent: Source):
+        self.parent, self.name, self.class_names = parent, parent.name, None
+
+    def __len__(self) -> int:
+        return len(self.parent)
+
+    def load(self, index: int) -> Image.Image:
+        return self.parent.load(index)
+
+    @property
+    def labels(self) -> np.ndarray:
+        return np.full(len(self.parent), -1, dtype=np.int64)
+
+    @property
+    def ids(self) -> list[str]:
+        return self.parent.ids
+
+    def fingerprint(self) -> str:
+        return hashlib.sha256(f"ood-view:{self.parent.fingerprint()}".encode()).hexdigest()
+
+
 def _class_names(data: Source | Activations) -> list[str] | None:
     """Names of the label indices of a source or of activations, when known."""
     if isinstance(data, Source):
@@ -287,7 +317,9 @@ class CoodBenchmark(Benchmark):
 
     After ``run``: ``levels_[detector name]`` holds each level's pool class labels,
     ``severity_[detector name]`` the ``SeverityLevels`` (window indices refer to
-    ``pool_classes_``) and ``level_classes(...)`` returns them by detector and level.
+    ``pool_classes_``) and ``level_classes(...)`` returns them by detector and level;
+    ``id_activations_`` and ``pool_activations_`` are the activations the run scored
+    (restricted to ``id_classes``; pool rows map to pool positions through ``source_indices``).
     """
 
     name = "cood"
@@ -358,8 +390,11 @@ class CoodBenchmark(Benchmark):
         #: the pool classes that take part, sorted (severity windows index into this)
         self.pool_classes_ = np.unique(pool_labels[est])
         self._check_disjoint_classes()
+        if window is not None:  # fail before any forward pass
+            _validate_levels(self.pool_classes_.size, window, n_levels, selection)
         self.levels_: dict[str, list[np.ndarray]] = {}
         self.severity_: dict[str, SeverityLevels] = {}
+        self._levels_by_config: dict[tuple[str, str], list[np.ndarray]] = {}
 
     # -- public --------------------------------------------------------------------------------
     def run(
@@ -377,7 +412,17 @@ class CoodBenchmark(Benchmark):
             detectors = [detectors]
         if not detectors:
             raise InvalidInputError("CoodBenchmark.run needs at least one detector")
+        if self.id_classes is not None:
+            live = [d.name for d in detectors if "model" in d.requires]
+            if live:
+                raise InvalidInputError(
+                    f"detectors {live} run the live network over all of its classes, which "
+                    "id_classes= cannot restrict; run them without id_classes"
+                )
+            if fit_activations is not None:
+                fit_activations = fit_activations.restrict_classes(self.id_classes)
         id_acts, pool_acts = self._activations(model, detectors, extract_options)
+        self.id_activations_, self.pool_activations_ = id_acts, pool_acts
         id_labels = np.asarray(id_acts.labels, dtype=np.int64)
         id_correct = None if (id_labels < 0).all() else id_acts.correct
         window = self.window if self.window is not None else id_acts.num_classes
@@ -405,6 +450,7 @@ class CoodBenchmark(Benchmark):
             level_classes = [present[c] for c in sev.classes]  # indices into pool_classes_
             self.severity_[det.name] = sev
             self.levels_[det.name] = [self.pool_classes_[c] for c in level_classes]
+            self._levels_by_config[(det.name, hyperparams_json(det))] = self.levels_[det.name]
             test_class, test_kappa = row_class[test_rows], pool_kappa[test_rows]
             for level, classes in enumerate(level_classes):
                 member = np.zeros(self.pool_classes_.size, dtype=bool)
@@ -439,12 +485,23 @@ class CoodBenchmark(Benchmark):
     ) -> list[np.ndarray] | np.ndarray | list[list[str]] | list[str]:
         """The pool class labels (or, with ``names=True``, class names) of a detector's levels.
 
-        ``level=None`` returns every level (level 0 first); run the benchmark first.
+        ``detector``: a name (the last run of that name) or a ``Detector`` (its exact
+        hyper-parameters). ``level=None`` returns every level (level 0 first).
         """
-        key = detector.name if isinstance(detector, Detector) else detector
-        if key not in self.levels_:
-            raise UnknownNameError("detector (run the benchmark with it first)", key, self.levels_)
-        levels = self.levels_[key]
+        if isinstance(detector, Detector):
+            config = (detector.name, hyperparams_json(detector))
+            if config not in self._levels_by_config:
+                raise InvalidInputError(
+                    f"detector {detector.name!r} with hyper-parameters {config[1]} has not been "
+                    "run on this benchmark; call run(model, [detector]) first"
+                )
+            levels = self._levels_by_config[config]
+        elif detector in self.levels_:
+            levels = self.levels_[detector]
+        else:
+            raise UnknownNameError(
+                "detector (run the benchmark with it first)", detector, self.levels_
+            )
         if level is not None and not 0 <= level < len(levels):
             raise InvalidInputError(f"level must lie in [0, {len(levels)}); got {level}")
         chosen = levels if level is None else [levels[level]]
@@ -518,7 +575,8 @@ class CoodBenchmark(Benchmark):
 
             return extract(model, data, **options)
 
-        id_acts, pool_acts = get(self.id_test), get(self.ood_pool)
+        pool = self.ood_pool
+        id_acts, pool_acts = get(self.id_test), get(_OodView(pool) if isinstance(pool, Source) else pool)
         if self.id_classes is not None:
             if self.id_classes.max() >= id_acts.num_classes or self.id_classes.min() < 0:
                 raise ClassCountMismatchError(

@@ -243,19 +243,20 @@ def _source(s: SetSpec, key: str, root: Path | None, override: Any, spec: Benchm
             f"benchmark {spec.name!r} needs to know where its data is: pass root=<data folder> "
             f"or paths={{{key!r}: ...}}. {spec.data}".strip()
         )
+    name = s.group or f"{s.dataset or spec.name}:{key}"  # "ssb_hard", "openood-imagenet:id"
     try:
         if s.source == "imglist":
             from oodbench.data import ImageList
 
-            return ImageList(base / s.list, base / s.images, name=key)
+            return ImageList(base / s.list, base / s.images, name=name)
         target = base / s.path if override is None else base
         if s.source == "folder":
             from oodbench.data import ImageFolder
 
-            return ImageFolder(target, name=key)
+            return ImageFolder(target, name=name)
         from oodbench.data.imagenet_val import ImageNetVal
 
-        return ImageNetVal(target, name=key)
+        return ImageNetVal(target, name=name)
     except (DataError, EmptyInputError) as err:
         cls = MissingDataError if isinstance(err, MissingDataError) else DataError
         text = str(err).rstrip(". ")

@@ -88,8 +88,8 @@ class OodSetsBenchmark(Benchmark):
     Args:
         id_test: the ID test set (a Source, or Activations already extracted).
         ood: OOD group name -> Source or Activations.
-        kinds: group -> ``"near"`` or ``"far"`` (groups left out have no kind and enter only
-            the ``all`` average).
+        kinds: group -> ``"near"`` or ``"far"`` (groups left out have kind ``""`` and enter
+            only the ``all`` average).
         name: the benchmark's name (``"openood-v1.5-imagenet"``).
         id_split: keep only these samples of ``id_test`` (ids, matched by base name, or
             positions), e.g. OpenOOD's 45,000-image test split of the 50,000 validation images.
@@ -101,7 +101,7 @@ class OodSetsBenchmark(Benchmark):
 
     ``run`` returns one row per (detector, OOD set) and, with ``aggregate="mean"``, per
     (detector, kind present) and (detector, ``all``) when there are at least two sets. Columns:
-    ``detector``, ``hyperparams``, ``group``, ``kind``, ``aggregate`` (True on the mean rows),
+    ``detector``, ``hyperparams``, ``group``, ``kind``, ``is_average`` (True on the mean rows),
     ``n_id``, ``n_ood``, every key of ``oodbench.metrics.evaluate`` (with ``id_correct``
     when the ID labels are known), ``id_mean_kappa`` and ``ood_mean_kappa``.
     """
@@ -135,7 +135,7 @@ class OodSetsBenchmark(Benchmark):
                 raise InvalidInputError(
                     f"an OOD set may not be called {group!r}: {AGGREGATES} name the average rows"
                 )
-        kinds = dict(kinds or {})
+        kinds = {g: k for g, k in (kinds or {}).items() if k}  # "" / None: no kind
         unknown = sorted(set(kinds) - set(ood))
         if unknown:
             raise InvalidInputError(f"kinds names groups that are not OOD sets: {unknown}")
@@ -198,8 +198,8 @@ class OodSetsBenchmark(Benchmark):
                         "detector": det.name,
                         "hyperparams": hyperparams_json(det),
                         "group": group,
-                        "kind": self.kinds.get(group),
-                        "aggregate": False,
+                        "kind": self.kinds.get(group, ""),
+                        "is_average": False,
                         "n_id": int(id_kappa.size),
                         "n_ood": int(ood_kappa.size),
                         **{k: float(v) for k, v in metrics.items()},
@@ -248,7 +248,7 @@ def mean_rows(sets: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             "hyperparams": first["hyperparams"],
             "group": name,
             "kind": name,
-            "aggregate": True,
+            "is_average": True,
             "n_id": first["n_id"],
             "n_ood": int(sum(m["n_ood"] for m in members)),
         }

@@ -29,7 +29,7 @@ def _workers(value: str) -> int | str:
 @click.option("--feature-map-dtype", default="float32", show_default=True,
               type=click.Choice(["float32", "float16"]))
 @click.option("--pretrained/--random-init", default=True, show_default=True,
-              help="load the model's pretrained weights")
+              help="pretrained weights, or random ones (seeded: the same on every run)")
 @click.option("--weights", type=click.Path(exists=True, dir_okay=False), default=None,
               help="a local checkpoint (loaded with weights_only=True / safetensors)")
 @click.option("--no-progress", is_flag=True, help="no progress bar")
@@ -50,11 +50,15 @@ def extract_cmd(
 
     PATH holds one sub-folder per class (ImageFolder layout). A second run is a cache hit.
     """
+    import torch
+
     from oodbench.data import ImageFolder
     from oodbench.extract import extract
     from oodbench.models import load
 
     names = tuple(n.strip() for c in capture for n in c.split(",") if n.strip())
+    if not pretrained:
+        torch.manual_seed(0)  # random weights, but the same ones each run (so the cache hits)
     model = load(model_spec, pretrained=pretrained, weights=weights)
     source = ImageFolder(path)
     acts = extract(

@@ -52,6 +52,9 @@ def _register_commands() -> None:
     main.add_command(importlib.import_module("oodbench.cli.paper").paper_cmd)
     main.add_command(importlib.import_module("oodbench.cli.cood_pool").cood_pool_cmd)
     main.add_command(importlib.import_module("oodbench.cli.data").data_cmd)
+    main.add_command(importlib.import_module("oodbench.cli.demo").demo_cmd)
+    main.add_command(importlib.import_module("oodbench.cli.run").run_cmd)
+    main.add_command(importlib.import_module("oodbench.cli.report").report_cmd)
 
 
 _register_commands()

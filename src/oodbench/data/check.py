@@ -228,7 +228,7 @@ def _no_data(info: DatasetInfo, root: Path, report: CheckReport, what: str, fits
         report.add(
             "nested",
             f"{root} holds only the folder {deeper.relative_to(root)}, which holds the {what}: "
-            "the data is nested one folder too deep",
+            "the data is nested too deep",
             f"pass {deeper} instead (or move its contents up into {root})",
         )
         return
@@ -282,12 +282,15 @@ def _check_class_folders(info: DatasetInfo, root: Path, report: CheckReport, sam
     if not classes and not flat:
         _no_data(info, root, report, "class folders", lambda p: _looks_like_classes(p, want))
         return
-    if len(classes) == 1 and want not in (None, 1) and _looks_like_classes(classes[0], want):
+    deeper = None
+    if len(classes) == 1 and want not in (None, 1):
+        deeper = _single_child_chain(root, lambda p: _looks_like_classes(p, want))
+    if deeper is not None:
         report.add(
             "nested",
-            f"{root} holds a single folder {classes[0].name} that holds the class folders: the data "
-            "is nested one folder too deep",
-            f"pass {classes[0]} instead",
+            f"{root} holds only {deeper.relative_to(root)}, which holds the class folders: the "
+            "data is nested too deep",
+            f"pass {deeper} instead",
         )
         return
     per_class = {d.name: _images_below(d) for d in classes}

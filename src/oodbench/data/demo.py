@@ -4,8 +4,9 @@ Everything comes from files that ship inside installed packages (no download):
 
 * **ID**: scikit-learn's digits ``0 .. n_id_classes - 1`` (default 0-5), split per class with a seed
   into a training part (the small CNN trains on it and detectors fit on it) and a test part.
-* **C-OOD pool**: the held-out digits (default 6-9), labelled by digit; the C-OOD benchmark
-  builds its severity levels from them.
+* **C-OOD pool**: the held-out digits (default 6-9); the C-OOD benchmark builds its severity
+  levels from them. Labels are pool class ids ``digit - n_id_classes`` (0-3), named by digit
+  (``class_names = ["6", ..., "9"]``), so they never collide with the ID classes.
 * **Far OOD**, cut to the digits' format (8x8 grey, values stretched to the full 0-255 range
   like the digits' 0-16 scale): ``photos``: random square crops (16-48 px) of scikit-image's
   bundled photographs, box-filtered down to 8x8; ``textures``: the same from its brick, grass
@@ -155,8 +156,11 @@ def demo_data(
         name: ArraySource(make(seed + 1 + i), np.full(n_ood, -1), name=name)
         for i, (name, make) in enumerate(makers.items())
     }
-    id_fit, id_test, pool = digits.subset(fit_idx), digits.subset(test_idx), DigitsSource(ood_classes)
-    id_fit.name, id_test.name, pool.name = "digits-id-fit", "digits-id-test", "digits-held-out"
+    id_fit, id_test = digits.subset(fit_idx), digits.subset(test_idx)
+    id_fit.name, id_test.name = "digits-id-fit", "digits-id-test"
+    held_out = DigitsSource(ood_classes)
+    pool = ArraySource(held_out.images, held_out.labels - n_id_classes, name="digits-held-out",
+                       class_names=[str(c) for c in ood_classes], ids=held_out.ids)
     return DemoData(
         id_fit=id_fit,
         id_test=id_test,

@@ -177,6 +177,13 @@ def download_dataset(
         raise DataError(
             f"{info.name} has no public download URL oodbench can fetch. {info.where_to_get()}"
         )
+    unverified = [d.filename for d in info.public_downloads if not d.has_checksum]
+    if unverified and not allow_unverified:
+        raise InvalidInputError(
+            f"no checksum is published for {', '.join(unverified)} ({info.name}): download "
+            "anyway with allow_unverified=True (command line: --allow-unverified), then check "
+            f"the result with `oodbench data check {info.name} PATH`"
+        )
     directory = Path(directory).expanduser()
     out = []
     for item in info.public_downloads:

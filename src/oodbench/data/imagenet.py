@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib.util
 import re
 from collections.abc import Iterable
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from oodbench.errors import (
@@ -76,7 +76,7 @@ def info_dir() -> Path:
     return path
 
 
-@lru_cache(maxsize=None)
+@cache
 def _read_lines(name: str) -> tuple[str, ...]:
     path = info_dir() / name
     if not path.is_file():
@@ -84,7 +84,7 @@ def _read_lines(name: str) -> tuple[str, ...]:
     return tuple(line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
 
 
-@lru_cache(maxsize=None)
+@cache
 def _read_table(name: str) -> dict[str, str]:
     return dict(line.split("\t", 1) for line in _read_lines(name))  # type: ignore[misc]
 

@@ -34,8 +34,9 @@ def head_of(acts: Activations) -> tuple[np.ndarray, np.ndarray]:
     return acts.head_weight, acts.head_bias
 
 
-def chunks(n: int, size: int = CHUNK) -> Iterator[slice]:
-    """Consecutive row slices of at most ``size`` rows covering ``range(n)``."""
+def chunks(n: int, size: int | None = None) -> Iterator[slice]:
+    """Consecutive row slices of at most ``size`` (default ``CHUNK``) rows covering ``range(n)``."""
+    size = size or CHUNK
     for start in range(0, n, size):
         yield slice(start, min(start + size, n))
 

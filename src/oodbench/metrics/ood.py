@@ -28,7 +28,9 @@ Positive = Literal["id", "ood"]
 
 def rank_id_vs_ood(id_scores: ArrayLike, ood_scores: ArrayLike) -> Ranking:
     """Validate both score sets and rank them with ID as the positive class."""
-    return Ranking.from_scores(as_scores(id_scores, "id_scores"), as_scores(ood_scores, "ood_scores"))
+    return Ranking.from_scores(
+        as_scores(id_scores, "id_scores"), as_scores(ood_scores, "ood_scores")
+    )
 
 
 def oriented(ranking: Ranking, positive: Positive) -> Ranking:

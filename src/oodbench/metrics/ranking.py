@@ -46,14 +46,16 @@ class Ranking:
         both sides, which the public metrics check first.
         """
         p, q = np.sort(positives), np.sort(negatives)
+        pooled = np.concatenate([p, q])
         # two sorted runs: the stable sort (timsort) merges them in linear time
-        merged = np.sort(np.concatenate([p, q]), kind="stable")
-        first = np.ones(merged.size, dtype=bool)
-        np.not_equal(merged[1:], merged[:-1], out=first[1:])
-        values = merged[first]
-        # samples below values[j] minus those below values[j + 1] = samples equal to values[j]
-        pos = np.diff(np.searchsorted(p, values, side="left"), append=p.size)
-        neg = np.diff(np.searchsorted(q, values, side="left"), append=q.size)
+        order = np.argsort(pooled, kind="stable")
+        merged = pooled[order]
+        last = np.ones(merged.size, dtype=bool)  # the last sample of each group of equal scores
+        np.not_equal(merged[1:], merged[:-1], out=last[:-1])
+        ends = np.flatnonzero(last)
+        pos = np.diff(np.cumsum(order < p.size)[ends], prepend=0)
+        neg = np.diff(ends + 1, prepend=0) - pos
+        values = merged[ends]
         return cls(values, pos.astype(np.int64), neg.astype(np.int64))
 
     @cached_property

@@ -3,7 +3,7 @@
 Used by the offline demo and by tests that need a real trained classifier without downloads.
 It has every part the detectors look at::
 
-    x (1, 8, 8) ─► conv 32 ─► conv 64 ─► max-pool ─► conv ``width`` ─► feature map (width, 4, 4)
+    x (1, 8, 8) ─► conv 16 ─► conv 32 ─► max-pool ─► conv ``width`` ─► feature map (width, 4, 4)
                  ─► global average pool ─► dropout ─► features (width,) ─► linear head ─► logits
 
 All activations before the head are ReLU outputs (non-negative, as ReAct, ASH and DICE
@@ -62,10 +62,10 @@ class SmallCNN(Classifier):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             self.body = nn.Sequential(
-                nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(),
-                nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(),
+                nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(),
+                nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(),
                 nn.MaxPool2d(2),
-                nn.Conv2d(64, width, 3, padding=1), nn.ReLU(),
+                nn.Conv2d(32, width, 3, padding=1), nn.ReLU(),
             )
             self.dropout = nn.Dropout(dropout)
             self.fc = nn.Linear(width, num_classes)

@@ -187,7 +187,7 @@ def _select(df: pd.DataFrame, kappa: str, level: int | Sequence[int] | None) -> 
             f"no published results for kappa {kappa!r}; the file has {sorted(set(df['kappa']))}"
         )
     if level is not None:
-        levels = [int(level)] if np.isscalar(level) else [int(v) for v in level]  # type: ignore[arg-type]
+        levels = [int(level)] if isinstance(level, (int, np.integer)) else [int(v) for v in level]
         bad = sorted(set(levels) - set(out["level"]))
         if bad:
             raise InvalidInputError(

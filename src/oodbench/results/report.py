@@ -282,7 +282,7 @@ def _table_html(df: pd.DataFrame, columns: Sequence[str], *, higher_is_better: b
     columns = [c for c in columns if c in df.columns]
     best: dict[str, float] = {}
     for col in columns:
-        if col == "rank" or not pd.api.types.is_numeric_dtype(df[col]) or df[col].isna().all():
+        if col == "rank" or not pd.api.types.is_numeric_dtype(df[col]) or df[col].nunique() < 2:
             continue
         metric = col.split()[0]
         up = higher_is_better if higher_is_better is not None else lb.HIGHER_IS_BETTER.get(metric)

@@ -72,6 +72,16 @@ def package_versions() -> str:
     return json.dumps(versions, sort_keys=True)
 
 
+def _new_tmp(folder: Path, prefix: str, suffix: str) -> str:
+    """A temporary file in ``folder`` with the permissions of a normal new file (the umask's)."""
+    fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=folder)
+    os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
+    return tmp
+
+
 def now() -> str:
     """The current UTC time in ISO-8601 with microseconds (sorts as text)."""
     return datetime.now(timezone.utc).isoformat(timespec="microseconds")
@@ -118,8 +128,11 @@ def from_wide(
 
     Every numeric column that does not identify the row (``auroc``, ``fpr95_id``, C-OOD's
     ``severity`` score and ``percentile``, mean kappas, ...) becomes one ``(metric, value)`` row;
-    non-numeric extras are dropped.
+    non-numeric extras are dropped, and so are aggregate rows (``is_average``: OpenOOD's near /
+    far / all means), which :mod:`oodbench.results.leaderboard` recomputes from the groups.
     """
+    if "is_average" in wide.columns:  # derived means (OpenOOD near/far/all): recomputed by reports
+        wide = wide[~wide["is_average"].astype(bool)]
     if wide.empty:
         raise InvalidInputError(
             f"benchmark {benchmark!r} returned no rows for model {model!r}; it has no OOD group"
@@ -224,8 +237,7 @@ class ResultsTable:
         old = self.read(latest=False)
         table = new if old.empty else pd.concat([old, new], ignore_index=True)
         self.folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".results-", suffix=".parquet", dir=self.folder)
-        os.close(fd)
+        tmp = _new_tmp(self.folder, ".results-", ".parquet")
         try:
             table.to_parquet(tmp, index=False)
             os.replace(tmp, self.path)
@@ -253,8 +265,7 @@ class ResultsTable:
         groups = list(ood)
         arrays = {f"ood_{i}": np.asarray(ood[g], dtype=np.float64) for i, g in enumerate(groups)}
         path = self.scores_path(cell)
-        fd, tmp = tempfile.mkstemp(prefix=".scores-", suffix=".npz", dir=self.scores_dir)
-        os.close(fd)
+        tmp = _new_tmp(self.scores_dir, ".scores-", ".npz")
         try:
             np.savez_compressed(
                 tmp, id=np.asarray(id_scores, dtype=np.float64), groups=np.array(groups, dtype=str),

@@ -346,8 +346,12 @@ class Experiment:
         return json.dumps(self.describe(), indent=2, sort_keys=True, default=str)
 
 
-def load_experiment(path: str | Path) -> Experiment:
-    """Read and validate an experiment TOML file."""
+def load_experiment(path: str | Path, *, check_paths: bool = True) -> Experiment:
+    """Read and validate an experiment TOML file.
+
+    ``check_paths=False`` skips the checks that data folders, lists and weights exist (to
+    validate a file written for another machine).
+    """
     path = Path(path)
     if not path.is_file():
         raise MissingDataError(
@@ -359,7 +363,8 @@ def load_experiment(path: str | Path) -> Experiment:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise ExperimentError(f"{path}: not valid TOML: {err}") from None
-    return parse_experiment(data, base_dir=path.resolve().parent, file=path, text=text)
+    return parse_experiment(data, base_dir=path.resolve().parent, file=path, text=text,
+                            check_paths=check_paths)
 
 
 def parse_experiment(
@@ -368,18 +373,20 @@ def parse_experiment(
     base_dir: str | Path = ".",
     file: str | Path | None = None,
     text: str = "",
+    check_paths: bool = True,
 ) -> Experiment:
     """Validate an experiment given as a mapping (the parsed TOML); paths relative to ``base_dir``."""
-    reader = _Reader(Path(base_dir), str(file) if file is not None else "experiment")
+    reader = _Reader(Path(base_dir), str(file) if file is not None else "experiment", check_paths)
     return reader.experiment(data, Path(file) if file is not None else None, text)
 
 
 class _Reader:
     """Validates one experiment mapping; every error names ``file: field``."""
 
-    def __init__(self, base_dir: Path, file: str):
+    def __init__(self, base_dir: Path, file: str, check_paths: bool):
         self.base_dir = base_dir
         self.file = file
+        self.check_paths = check_paths
 
     # -- helpers ----------------------------------------------------------------------------
     def fail(self, where: str, message: str) -> ExperimentError:
@@ -413,7 +420,7 @@ class _Reader:
 
     def path(self, value: str) -> Path:
         p = Path(value).expanduser()
-        return p if p.is_absolute() else (self.base_dir / p)
+        return p if p.is_absolute() else (self.base_dir / p).resolve()
 
     # -- sections ---------------------------------------------------------------------------
     def experiment(self, data: Mapping[str, Any], file: Path | None, text: str) -> Experiment:
@@ -511,7 +518,8 @@ class _Reader:
         if kind == "list" and root is None:
             root = path.parent
         spec = SourceSpec(kind, path=path, root=root, where=f"{self.file}: {where}")
-        spec.check_exists()
+        if self.check_paths:
+            spec.check_exists()
         return spec
 
     def model(self, value: Any, where: str) -> ModelSpec:
@@ -533,7 +541,7 @@ class _Reader:
             raise self.fail(f"{where}.options", "options go with factory; a spec takes none")
         weights = self.get(table, "weights", str, where, None)
         weights_path = self.path(weights) if weights is not None else None
-        if weights_path is not None and not weights_path.is_file():
+        if self.check_paths and weights_path is not None and not weights_path.is_file():
             raise MissingDataError(
                 f"{self.file}: {where}.weights: {weights_path} does not exist; expected a "
                 "checkpoint (.safetensors, or a torch state_dict .pt/.pth)"
@@ -627,6 +635,8 @@ class _Reader:
         if available is None:
             return
         valid = available()
+        if name == "cood":
+            raise self.fail(f"{where}", "the C-OOD benchmark is type = \"cood\" with a pool = {...}")
         if name not in valid:
             from oodbench.errors import UnknownNameError
 

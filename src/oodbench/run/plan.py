@@ -3,8 +3,9 @@
 A cell's key is a digest of everything that determines its numbers (the model entry, the
 detector's name and full hyper-parameters, the benchmark's description and the ID sources), so
 re-running an experiment skips every cell whose key already has a finished result, and changing
-any of those settings makes a new cell. Keys use the configured paths, not the image contents:
-after replacing images in place, write the results to a new output folder.
+any of those settings makes a new cell. Keys use the configured data paths, not the image
+contents (after replacing images in place, write the results to a new output folder); a weights
+file enters with its sha256, so retrained weights at the same path make new cells.
 
 Cells are grouped per model (:class:`ModelPlan`): a model is loaded once and each (model,
 source) pair is extracted once through the cache with the union of what the model's detectors
@@ -16,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from oodbench.run.experiment import ALL_DETECTORS, BenchmarkSpec, Experiment, ModelSpec
@@ -82,16 +84,6 @@ class Plan:
                 f"{len(benches)} benchmark(s) = {len(cells)} cell(s)")
 
 
-def capture_for(requires: set[str]) -> tuple[str, ...]:
-    """What the extraction must capture for detectors needing ``requires`` (always logits)."""
-    needs = {"logits"}
-    if requires & {"features", "head"}:
-        needs.add("features")
-    if "feature_map" in requires:
-        needs.add("feature_map")
-    return tuple(sorted(needs))
-
-
 def detector_configurations(experiment: Experiment) -> list[tuple[str, dict[str, Any]]]:
     """Every (detector name, full hyper-parameters) of the experiment, ``"all"`` expanded.
 
@@ -122,6 +114,7 @@ def detector_configurations(experiment: Experiment) -> list[tuple[str, dict[str,
 def make_plan(experiment: Experiment) -> Plan:
     """Expand the experiment into cells (models x detector configurations x benchmarks)."""
     from oodbench import detectors
+    from oodbench.benchmarks.base import capture_for
 
     configs = detector_configurations(experiment)
     id_sources = {
@@ -130,17 +123,27 @@ def make_plan(experiment: Experiment) -> Plan:
     }
     models = []
     for model in experiment.models:
+        model_ident = model.describe()
+        if model.weights is not None:  # retrained weights at the same path are a new model
+            model_ident["weights_sha256"] = _file_sha256(model.weights)
         cells = []
-        requires: set[str] = set()
         for bench in experiment.benchmarks:
             for name, params in configs:
-                requires |= set(detectors.detector_class(name).requires)
-                ident = {"model": model.describe(), "detector": name, "hyperparams": params,
+                ident = {"model": model_ident, "detector": name, "hyperparams": params,
                          "benchmark": bench.describe(), "id": id_sources}
                 cells.append(Cell(model, name, canonical_json(params), bench,
                                   hashlib.sha256(canonical_json(ident).encode()).hexdigest()[:20]))
-        models.append(ModelPlan(model, tuple(cells), capture_for(requires)))
+        capture = capture_for([detectors.create(name, **params) for name, params in configs])
+        models.append(ModelPlan(model, tuple(cells), capture))
     return Plan(experiment, tuple(models))
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def canonical_json(value: Any) -> str:

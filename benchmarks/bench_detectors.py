@@ -1,0 +1,286 @@
+"""Time ``fit`` and ``score`` of every registered detector on cached-size activations, next to
+pytorch-ood 0.4.0's implementation on the same arrays.
+
+    .venv/bin/python benchmarks/bench_detectors.py            # full size (minutes to hours)
+    .venv/bin/python benchmarks/bench_detectors.py --quick    # every row count / 10
+    .venv/bin/python benchmarks/bench_detectors.py --only react,dice --budget 120
+
+Full size: 50,000 scored rows x 2,048 features, 1,000 classes, a 100,000-row training bank,
+float32 (what the extraction cache holds for a ResNet-50 on ImageNet); feature-map detectors
+(RankFeat) on 2,000 x 2,048 x 7 x 7 maps. ``--quick`` divides every row count by 10 (features,
+classes and map sizes stay). The arrays are synthetic but shaped like real ones: non-negative
+(post-ReLU) features with class structure and logits = features @ W.T + b of a linear head.
+
+Detectors that run the live network (ODIN, MC-dropout) or need a CLIP text encoder are listed
+as skipped: their cost is forward/backward passes, not array maths. pytorch-ood is given the
+same arrays as float32 tensors on the CPU, through its ``fit_*``/``predict_*`` methods with the
+matching settings (percentiles as fractions, the paper's ImageNet values), scoring in batches of
+``POOD_BATCH`` rows as an evaluation loop would (its DICE materialises a rows x C x D tensor, so
+one call on 50,000 rows cannot run); where it has no counterpart the column is empty. Each measurement has a time budget (``--budget`` seconds,
+enforced with SIGALRM between Python-level steps): a run over budget is reported as such.
+
+Prints a table and writes ``benchmarks/results/bench_detectors.json``. Timings are wall-clock
+seconds of one run on this machine (thread count in the JSON); nothing here is a unit test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import time
+import traceback
+from collections.abc import Callable
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from oodbench.detectors import available, create
+from oodbench.extract.activations import Activations
+
+RESULTS = Path(__file__).resolve().parent / "results" / "bench_detectors.json"
+POOD_BATCH = 128
+FULL = {"n_test": 50_000, "n_train": 100_000, "n_map": 2_000, "dim": 2048, "classes": 1000,
+        "map_hw": 7}
+
+
+# -- synthetic activations ------------------------------------------------------------------
+def make_head(classes: int, dim: int, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
+    """Sparse non-negative class prototypes and a linear head aligned with them (float32)."""
+    protos = np.abs(rng.standard_normal((classes, dim), dtype=np.float32))
+    protos *= rng.random((classes, dim), dtype=np.float32) < 0.3
+    weight = 0.5 * rng.standard_normal((classes, dim), dtype=np.float32) / np.sqrt(dim)
+    weight += 3.0 * (protos - protos.mean(axis=0)) / np.sqrt(dim)
+    bias = (0.1 * rng.standard_normal(classes)).astype(np.float32)
+    return protos, weight.astype(np.float32), bias
+
+
+def make_acts(n: int, head: tuple[np.ndarray, ...], rng: np.random.Generator,
+              map_hw: int | None = None) -> Activations:
+    """``n`` rows: relu(1.5 * prototype + noise) features, head logits, optional feature map."""
+    protos, weight, bias = head
+    classes, dim = weight.shape
+    labels = rng.integers(0, classes, n)
+    features = np.empty((n, dim), dtype=np.float32)
+    logits = np.empty((n, classes), dtype=np.float32)
+    fmap = None if map_hw is None else np.empty((n, dim, map_hw, map_hw), dtype=np.float32)
+    for s in range(0, n, 4096):
+        e = min(s + 4096, n)
+        f = 1.5 * protos[labels[s:e]] + 0.6 * rng.standard_normal((e - s, dim), dtype=np.float32)
+        features[s:e] = np.maximum(f, 0.0)
+        logits[s:e] = features[s:e] @ weight.T + bias
+        if fmap is not None:
+            for r in range(s, e, 256):
+                noise = rng.random((min(r + 256, e) - r, dim, map_hw, map_hw), dtype=np.float32)
+                noise /= noise.mean(axis=(2, 3), keepdims=True)
+                fmap[r : r + len(noise)] = features[r : r + len(noise), :, None, None] * noise
+    return Activations(logits=logits, labels=labels, ids=np.arange(n).astype(str),
+                       features=features, feature_map=fmap, head_weight=weight, head_bias=bias)
+
+
+# -- timing -------------------------------------------------------------------------------
+class OverBudget(Exception):
+    pass
+
+
+@contextmanager
+def budget(seconds: float):
+    """Raise ``OverBudget`` after ``seconds`` (checked between Python-level steps)."""
+
+    def alarm(signum: int, frame: Any) -> None:
+        raise OverBudget
+
+    old = signal.signal(signal.SIGALRM, alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def timed(run: Callable[[], tuple[Callable[[], Any], Callable[[], Any]]],
+          seconds: float) -> dict[str, Any]:
+    """``run()`` returns (fit, score) callables; time each within one budget."""
+    out: dict[str, Any] = {"status": "ok", "fit_s": None, "score_s": None}
+    try:
+        with budget(seconds):
+            fit, score = run()
+            t0 = time.perf_counter()
+            fit()
+            out["fit_s"] = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            scores = np.asarray(score(), dtype=np.float64)
+            out["score_s"] = time.perf_counter() - t0
+            out["nonfinite"] = int((~np.isfinite(scores)).sum())
+    except OverBudget:
+        out["status"] = f"over budget ({seconds:g} s)"
+    except Exception as err:  # one failing detector must not end the benchmark
+        out["status"] = f"error: {type(err).__name__}: {err}"
+        out["trace"] = traceback.format_exc(limit=3)
+    return out
+
+
+# -- the two sides -----------------------------------------------------------------------
+def ours(name: str, train: Activations, test: Activations):
+    det = create(name)
+    needs_train = "train" in det.requires
+    return (lambda: det.fit(train if needs_train else None)), (lambda: det.score(test))
+
+
+POOD_SETTINGS = {  # our name -> (pytorch-ood class, what it eats)
+    "msp": "MaxSoftmax", "maxlogit": "MaxLogit", "entropy": "Entropy", "energy": "EnergyBased",
+    "gen": "GEN", "klm": "KLMatching", "temperature_scaling": "TemperatureScaling",
+    "mahalanobis": "Mahalanobis", "rmd": "RMD", "knn": "KNN", "vim": "ViM", "she": "SHE",
+    "nnguide": "NNGuide", "fdbd": "fDBD", "nci": "NCI", "dice": "DICE", "react": "ReAct",
+    "ash_p": "ASH", "ash_b": "ASH", "ash_s": "ASH", "scale": "SCALE", "vra": "VRA",
+    "rankfeat": "RankFeat", "gradnorm": "GradNorm",
+}
+
+
+def pytorch_ood(name: str, train: Activations, test: Activations):
+    """(fit, score) closures of pytorch-ood's counterpart of ``name`` on the same arrays."""
+    import pytorch_ood.detector as P
+
+    w, b = torch.from_numpy(test.head_weight), torch.from_numpy(test.head_bias)
+    fc = torch.nn.Linear(w.shape[1], w.shape[0])
+    with torch.no_grad():
+        fc.weight.copy_(w)
+        fc.bias.copy_(b)
+    fc.requires_grad_(False)
+    zt, yt, lt = (torch.from_numpy(train.features), torch.from_numpy(train.labels),
+                  torch.from_numpy(train.logits))
+    z, logits = torch.from_numpy(test.features), torch.from_numpy(test.logits)
+
+    def head(x: torch.Tensor) -> torch.Tensor:
+        return fc(x.flatten(1)) if x.ndim == 4 else fc(x)
+
+    def batched(predict: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor):
+        return lambda: torch.cat([predict(x[i : i + POOD_BATCH])
+                                  for i in range(0, len(x), POOD_BATCH)])
+
+    nothing = lambda: None  # noqa: E731
+    logit_dets = {"msp": lambda: P.MaxSoftmax(None), "maxlogit": lambda: P.MaxLogit(None),
+                  "entropy": lambda: P.Entropy(None), "energy": lambda: P.EnergyBased(None),
+                  "gen": lambda: P.GEN(None, gamma=0.1, M=100),
+                  "klm": lambda: P.KLMatching(None),
+                  "temperature_scaling": lambda: P.TemperatureScaling(None)}
+    if name in logit_dets:
+        det = logit_dets[name]()
+        fit = (lambda: det.fit_logits(lt, yt)) if det.requires_fit else nothing
+        return fit, batched(det.predict_logits, logits)
+    d = 1000 if w.shape[1] >= 1500 else 512
+    feature_dets = {"mahalanobis": lambda: P.Mahalanobis(None), "rmd": lambda: P.RMD(None),
+                    "knn": lambda: P.KNN(None, k=50), "vim": lambda: P.ViM(None, d, w, b),
+                    "she": lambda: P.SHE(None, fc), "nnguide": lambda: P.NNGuide(None, fc, k=10),
+                    "fdbd": lambda: P.fDBD(None, fc), "nci": lambda: P.NCI(None, fc, alpha=1e-4),
+                    "dice": lambda: P.DICE(None, w, b, p=0.7)}
+    if name in feature_dets:
+        det = feature_dets[name]()
+        return (lambda: det.fit_features(zt, yt)), batched(det.predict_features, z)
+    as_map = z[:, :, None, None]
+    identity = lambda x: x  # noqa: E731
+    if name == "react":
+        det = P.ReAct(identity, head, percentile=0.9)
+        return (lambda: det.fit_feature_maps(zt, yt)), batched(det.predict_feature_maps, z)
+    if name == "vra":
+        det = P.VRA(identity, head, lower_percentile=0.6, upper_percentile=0.9)
+        return (lambda: det.fit_feature_maps(zt[:, :, None, None], yt),
+                batched(det.predict_feature_maps, as_map))
+    if name.startswith("ash_"):
+        pct = {"ash_p": 0.6, "ash_b": 0.65, "ash_s": 0.9}[name]
+        det = P.ASH(identity, head, variant=name.replace("_", "-"), percentile=pct)
+        return nothing, batched(det.predict_feature_maps, as_map)
+    if name == "scale":
+        det = P.SCALE(identity, head, percentile=0.85)
+        return nothing, batched(det.predict_feature_maps, as_map)
+    if name == "rankfeat":
+        det = P.RankFeat(identity, lambda x: fc(x.mean(dim=(2, 3))))
+        return nothing, batched(det.predict_feature_maps, torch.from_numpy(test.feature_map))
+    if name == "gradnorm":
+        det = P.GradNorm(fc.requires_grad_(True), param_filter=lambda n: n == "weight")
+        return nothing, batched(det.predict, z)
+    raise KeyError(name)
+
+
+# -- main ---------------------------------------------------------------------------------
+def fmt(value: Any) -> str:
+    return "" if value is None else f"{value:.3f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="every row count / 10")
+    parser.add_argument("--only", default="", help="comma-separated detector names")
+    parser.add_argument("--budget", type=float, default=None,
+                        help="seconds per measurement (default 900 full, 300 quick)")
+    parser.add_argument("--no-pytorch-ood", action="store_true")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+
+    sizes = dict(FULL)
+    if args.quick:
+        sizes.update({k: sizes[k] // 10 for k in ("n_test", "n_train", "n_map")})
+    seconds = args.budget or (300.0 if args.quick else 900.0)
+    rng = np.random.default_rng(0)
+    t0 = time.perf_counter()
+    head = make_head(sizes["classes"], sizes["dim"], rng)
+    train = make_acts(sizes["n_train"], head, rng)
+    test = make_acts(sizes["n_test"], head, rng)
+    maps = make_acts(sizes["n_map"], head, rng, map_hw=sizes["map_hw"])
+    print(f"generated arrays in {time.perf_counter() - t0:.1f} s: {sizes}", flush=True)
+
+    wanted = {n for n in args.only.split(",") if n}
+    rows = []
+    for info in available():
+        name, needs = info["name"], set(info["requires"])
+        if wanted and name not in wanted:
+            continue
+        row: dict[str, Any] = {"detector": name, "requires": sorted(needs)}
+        if needs & {"model", "text_embeddings"}:
+            row["ours"] = {"status": "skipped: runs the live network" if "model" in needs
+                           else "skipped: needs a CLIP text encoder"}
+            rows.append(row)
+            continue
+        scored = maps if "feature_map" in needs else test
+        row["rows_scored"] = len(scored)
+        row["ours"] = timed(lambda name=name, s=scored: ours(name, train, s), seconds)
+        if name in POOD_SETTINGS and not args.no_pytorch_ood:
+            row["pytorch_ood"] = {"class": POOD_SETTINGS[name], **timed(
+                lambda name=name, s=scored: pytorch_ood(name, train, s), seconds)}
+        rows.append(row)
+        mine, theirs = row["ours"], row.get("pytorch_ood", {})
+        print(f"{name:22s} ours fit {fmt(mine['fit_s']):>9s} score {fmt(mine['score_s']):>9s}"
+              f" [{mine['status']}]   pytorch-ood fit {fmt(theirs.get('fit_s')):>9s} score "
+              f"{fmt(theirs.get('score_s')):>9s} [{theirs.get('status', '-')}]", flush=True)
+
+    print("\n| detector | rows scored | fit s | score s | pytorch-ood | fit s | score s | note |")
+    print("|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        mine, theirs = row["ours"], row.get("pytorch_ood", {})
+        notes = [s for s in (mine["status"], theirs.get("status")) if s and s != "ok"]
+        if mine.get("nonfinite"):
+            notes.append(f"{mine['nonfinite']} non-finite scores")
+        print(f"| {row['detector']} | {row.get('rows_scored', '')} | {fmt(mine.get('fit_s'))} | "
+              f"{fmt(mine.get('score_s'))} | {theirs.get('class', '')} | "
+              f"{fmt(theirs.get('fit_s'))} | {fmt(theirs.get('score_s'))} | {'; '.join(notes)} |")
+
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({
+        "mode": "quick" if args.quick else "full",
+        "sizes": sizes,
+        "budget_s": seconds,
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
+                    "torch_threads": torch.get_num_threads(), "torch": torch.__version__},
+        "rows": rows,
+    }, indent=2))
+    print(f"\nwrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+import numpy as np
+import pytest
+import scipy.linalg
+import torch
+
+from oodbench.detectors import _stats
+from oodbench.errors import InvalidInputError
+
+
+def test_class_means_and_scatter_match_numpy_across_chunks(monkeypatch):
+    monkeypatch.setattr(_stats, "CHUNK", 7)  # force several chunks
+    rng = np.random.default_rng(0)
+    f = rng.normal(size=(50, 6)).astype(np.float32)
+    y = rng.integers(0, 4, size=50)
+    y[y == 2] = 1  # class 2 has no samples
+    means, counts = _stats.class_means(f, y, 5)
+    np.testing.assert_array_equal(counts.numpy(), np.bincount(y, minlength=5))
+    for c in (0, 1, 3):
+        np.testing.assert_allclose(means[c].numpy(), f[y == c].astype(np.float64).mean(axis=0), rtol=1e-12)
+    assert not means[2].any()
+    centred = f.astype(np.float64) - means.numpy()[y]
+    np.testing.assert_allclose(_stats.scatter_matrix(f, means, y).numpy(), centred.T @ centred, rtol=1e-10)
+    mu = _stats.feature_mean(f)
+    np.testing.assert_allclose(mu.numpy(), f.astype(np.float64).mean(axis=0), rtol=1e-12)
+    c0 = f.astype(np.float64) - mu.numpy()
+    np.testing.assert_allclose(_stats.scatter_matrix(f, mu).numpy(), c0.T @ c0, rtol=1e-10)
+
+
+@pytest.mark.parametrize("rank", [6, 3])
+def test_whitener_is_a_square_root_of_pinvh(rank):
+    rng = np.random.default_rng(rank)
+    a = rng.normal(size=(6, rank))
+    cov = a @ a.T
+    w = _stats.whitener(torch.as_tensor(cov)).numpy()
+    assert w.shape == (6, rank)
+    expected = scipy.linalg.pinvh(cov)
+    np.testing.assert_allclose(w @ w.T, expected, rtol=1e-7, atol=1e-9 * np.abs(expected).max())
+
+
+def test_min_sq_mahalanobis_brute_force():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(20, 5))
+    centres = rng.normal(size=(3, 5))
+    a = rng.normal(size=(5, 5))
+    precision = a @ a.T
+    w = np.linalg.cholesky(precision)  # w w^T = precision
+    got = _stats.min_sq_mahalanobis(x, torch.as_tensor(centres), torch.as_tensor(w)).numpy()
+    d = np.stack([np.einsum("nd,de,ne->n", x - m, precision, x - m) for m in centres], axis=1)
+    np.testing.assert_allclose(got, d.min(axis=1), rtol=1e-10)
+
+
+def test_knn_search_is_exact(monkeypatch):
+    monkeypatch.setattr(_stats, "CHUNK", 8)
+    rng = np.random.default_rng(2)
+    bank = rng.normal(size=(40, 5))
+    queries = rng.normal(size=(17, 5)) * 3
+    unit = lambda v: v / np.linalg.norm(v, axis=1, keepdims=True)  # noqa: E731
+    b, q = unit(bank), unit(queries)
+    l2 = _stats.knn_search(_stats.flat_index(_stats.normalized_float32(bank), "l2"), queries, 4)
+    expected = np.sort(((q[:, None] - b[None]) ** 2).sum(axis=2), axis=1)[:, :4]
+    np.testing.assert_allclose(l2, expected, rtol=1e-5, atol=1e-6)
+    ip = _stats.knn_search(_stats.flat_index(_stats.normalized_float32(bank), "ip"), queries, 4)
+    np.testing.assert_allclose(ip, -np.sort(-(q @ b.T), axis=1)[:, :4], rtol=1e-5, atol=1e-6)
+
+
+def test_subsample():
+    np.testing.assert_array_equal(_stats.subsample(10, 1.0, 0, "t"), np.arange(10))
+    rows = _stats.subsample(1000, 0.1, 3, "t")
+    assert len(rows) == 100 and len(set(rows)) == 100 and np.all(np.diff(rows) > 0)
+    np.testing.assert_array_equal(rows, _stats.subsample(1000, 0.1, 3, "t"))
+    assert not np.array_equal(rows, _stats.subsample(1000, 0.1, 4, "t"))
+    for bad in (0.0, -0.1, 1.01):
+        with pytest.raises(InvalidInputError, match="fit_fraction"):
+            _stats.subsample(10, bad, 0, "t")

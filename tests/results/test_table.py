@@ -1,0 +1,120 @@
+"""The tidy results table: schema, wide -> long, append, dedupe, finished cells, score arrays."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from oodbench.errors import DataError, InvalidInputError
+from oodbench.results import table as rt
+from oodbench.results.table import ResultsTable
+
+
+def wide_rows(detector: str = "msp") -> pd.DataFrame:
+    """A wide benchmark result: two OOD sets and an OpenOOD-style aggregate row."""
+    return pd.DataFrame(
+        [
+            {"detector": detector, "hyperparams": "{}", "group": "inat", "kind": "far",
+             "is_average": False, "n_id": 10, "n_ood": 5, "auroc": 0.9, "fpr95_id": 0.3},
+            {"detector": detector, "hyperparams": "{}", "group": "ssb", "kind": "near",
+             "is_average": False, "n_id": 10, "n_ood": 7, "auroc": 0.7, "fpr95_id": 0.6},
+            {"detector": detector, "hyperparams": "{}", "group": "all", "kind": "all",
+             "is_average": True, "n_id": 10, "n_ood": 12, "auroc": 0.8, "fpr95_id": 0.45},
+        ]
+    )
+
+
+def long_rows(cell: str = "c1", time: str = "2024-01-01T00:00:00", detector: str = "msp") -> pd.DataFrame:
+    return rt.from_wide(wide_rows(detector), model="m", benchmark="b", cell=cell, seconds=1.5,
+                        time=time, experiment="e")
+
+
+def test_from_wide_is_long_with_the_schema_and_drops_aggregates():
+    rows = long_rows()
+    assert list(rows.columns) == list(rt.COLUMNS)
+    assert {str(c): str(t) for c, t in rows.dtypes.items()} == rt.SCHEMA
+    # 2 sets x 2 metrics; the 'all' mean row is derived and not stored
+    assert len(rows) == 4
+    assert set(rows["group"]) == {"inat", "ssb"}
+    got = rows.set_index(["group", "metric"])["value"]
+    assert got[("inat", "auroc")] == 0.9 and got[("ssb", "fpr95_id")] == 0.6
+    assert rows["status"].eq("ok").all() and rows["n_ood"].tolist() == [5, 7, 5, 7]
+    versions = json.loads(rows["versions"].iloc[0])
+    assert "numpy" in versions and "python" in versions
+
+
+def test_from_wide_keeps_cood_level_and_severity():
+    wide = pd.DataFrame([{"detector": "msp", "hyperparams": "{}", "group": "level_2", "level": 2,
+                          "severity": 0.71, "percentile": 0.5, "n_id": 4, "n_ood": 3, "auroc": 0.6}])
+    rows = rt.from_wide(wide, model="m", benchmark="cood", cell="c", seconds=0.0, time="t")
+    assert rows["level"].tolist() == [2, 2, 2]
+    assert dict(zip(rows["metric"], rows["value"])) == {"severity": 0.71, "percentile": 0.5, "auroc": 0.6}
+
+
+def test_empty_wide_result_is_an_error():
+    with pytest.raises(InvalidInputError, match="no rows"):
+        rt.from_wide(pd.DataFrame(columns=["detector", "group"]), model="m", benchmark="b",
+                     cell="c", seconds=0, time="t")
+
+
+def test_conform_rejects_missing_columns_and_bad_status():
+    with pytest.raises(InvalidInputError, match="cell"):
+        rt.conform(pd.DataFrame({"model": ["m"]}))
+    bad = long_rows().assign(status="done")
+    with pytest.raises(InvalidInputError, match="status"):
+        rt.conform(bad)
+
+
+def test_append_read_and_finished_cells(tmp_path):
+    table = ResultsTable(tmp_path)
+    assert table.read().empty and list(table.read().columns) == list(rt.COLUMNS)
+    table.append(long_rows("c1"))
+    failed = rt.status_row(model="m", detector="knn", hyperparams="{}", benchmark="b", cell="c2",
+                           status="failed", error="ValueError: boom", seconds=0.1, time="t1")
+    skipped = rt.status_row(model="m", detector="neglabel", hyperparams="{}", benchmark="b",
+                            cell="c3", status="skipped", error="needs CLIP", seconds=0.0, time="t1")
+    table.append(pd.concat([failed, skipped]))
+    rows = table.read()
+    assert len(rows) == 6
+    assert table.finished_cells() == {"c1", "c3"}  # failed cells run again
+    assert table.is_finished("c1") and not table.is_finished("c2")
+    assert rows.loc[rows["cell"] == "c2", "error"].item() == "ValueError: boom"
+    assert not list(tmp_path.glob(".results-*"))  # no temporary file left behind
+
+
+def test_a_new_attempt_replaces_the_old_one(tmp_path):
+    table = ResultsTable(tmp_path)
+    failed = rt.status_row(model="m", detector="msp", hyperparams="{}", benchmark="b", cell="c1",
+                           status="failed", error="boom", seconds=0.1, time="2024-01-01T00:00:00")
+    table.append(failed)
+    table.append(long_rows("c1", time="2024-01-02T00:00:00"))
+    latest = table.read()
+    assert set(latest["status"]) == {"ok"} and len(latest) == 4
+    assert len(table.read(latest=False)) == 5  # history is kept on disk
+    assert table.finished_cells() == {"c1"}
+
+
+def test_dedupe_drops_exact_duplicates():
+    rows = pd.concat([long_rows(), long_rows()], ignore_index=True)
+    assert len(rt.dedupe(rows)) == 4
+
+
+def test_scores_round_trip(tmp_path):
+    table = ResultsTable(tmp_path)
+    assert table.load_scores("c1") is None
+    ood = {"level_0": np.array([0.1, 0.2]), "a group/with slash": np.array([0.5])}
+    table.save_scores("c1", np.array([0.9, 0.8, 0.7]), ood)
+    id_scores, groups = table.load_scores("c1")
+    np.testing.assert_array_equal(id_scores, [0.9, 0.8, 0.7])
+    assert list(groups) == list(ood)
+    for name in ood:
+        np.testing.assert_array_equal(groups[name], ood[name])
+
+
+def test_a_damaged_table_says_how_to_recover(tmp_path):
+    (tmp_path / rt.FILE_NAME).write_bytes(b"not parquet")
+    with pytest.raises(DataError, match="Move it away"):
+        ResultsTable(tmp_path).read()

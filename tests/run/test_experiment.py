@@ -1,0 +1,160 @@
+"""Experiment files: parsing into dataclasses and errors that name the field and the fix."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from oodbench.errors import MissingDataError
+from oodbench.run.experiment import (
+    CoodSpec,
+    CustomSpec,
+    ExperimentError,
+    StandardSpec,
+    load_experiment,
+    parse_experiment,
+)
+from tests.conftest import REPO
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+def minimal(**overrides) -> dict:
+    data = {
+        "experiment": {"name": "t", "output": "out"},
+        "models": [{"spec": "timm:resnet18", "pretrained": False}],
+        "id": {"test": {"digits": [0, 1, 2]}},
+        "benchmarks": [{"type": "cood", "pool": {"digits": [7, 8, 9]}, "window": 1}],
+        "detectors": ["msp"],
+    }
+    data.update(overrides)
+    return data
+
+
+def test_the_example_files_parse():
+    exp = load_experiment(REPO / "examples" / "experiment.toml", check_paths=False)
+    assert [b.type for b in exp.benchmarks] == ["cood", "standard", "custom"]
+    assert [m.name for m in exp.models] == ["timm:resnet50", "vit-b16", "efficientnet_lite0"]
+    knn = next(d for d in exp.detectors if d.name == "knn")
+    assert knn.configurations() == [{"k": 10}, {"k": 50}, {"k": 100}]
+    assert exp.batch_size == 128 and exp.amp == "auto"
+    custom = exp.benchmarks[2]
+    assert isinstance(custom, CustomSpec) and custom.groups["sketches"].kind == "near"
+    assert exp.text.startswith("# An oodbench experiment")
+
+
+def test_defaults_and_relative_paths(tmp_path):
+    (tmp_path / "val").mkdir()
+    data = minimal(id={"test": {"folder": "val"}})
+    exp = parse_experiment(data, base_dir=tmp_path)
+    assert exp.output == (tmp_path / "out").resolve()
+    assert exp.id_test is not None and exp.id_test.path == (tmp_path / "val").resolve()
+    assert exp.device == "auto" and exp.batch_size == 64 and exp.num_workers == "auto"
+    bench = exp.benchmarks[0]
+    assert isinstance(bench, CoodSpec) and bench.name == "cood" and bench.options == {"window": 1}
+    assert exp.models[0].name == "timm:resnet18" and exp.models[0].pretrained is False
+    assert exp.detectors[0].name == "msp" and exp.detectors[0].configurations() == [{}]
+
+
+def test_grid_is_a_cartesian_product_over_fixed_hyperparams():
+    data = minimal(detectors=[{"name": "vra", "hyperparams": {"gamma": 0.5},
+                               "grid": {"lower_percentile": [50, 60], "upper_percentile": [90, 95]}}])
+    spec = parse_experiment(data).detectors[0]
+    configs = spec.configurations()
+    assert len(configs) == 4 and all(c["gamma"] == 0.5 for c in configs)
+    assert {(c["lower_percentile"], c["upper_percentile"]) for c in configs} == {
+        (50, 90), (50, 95), (60, 90), (60, 95)}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"experiment": {"batchsize": 3}}, r"\[experiment\]: unknown key 'batchsize'; did you mean 'batch_size'"),
+        ({"experiment": {"batch_size": 0}}, r"batch_size: must be a positive integer"),
+        ({"experiment": {"amp": "yes"}}, r"amp: use one of auto, off, bf16, fp16"),
+        ({"experiment": {"batch_size": "64"}}, r"batch_size: expected int"),
+        ({"models": []}, r"\[\[models\]\]: the experiment needs at least one model"),
+        ({"models": [{"spec": "timm:a", "factory": "x:y"}]}, r"exactly one of spec"),
+        ({"models": [{"factory": "nocolon"}]}, r"factory: expected 'package.module:callable'"),
+        ({"models": ["timm:a", "timm:a"]}, r"appear twice"),
+        ({"detectors": ["mps"]}, r"\[\[detectors\]\] #1: unknown detector 'mps'. Did you mean 'msp'"),
+        ({"detectors": [{"name": "knn", "hyperparams": {"kk": 3}}]}, r"has no hyper-parameter kk"),
+        ({"detectors": [{"name": "knn", "grid": {"k": 5}}]}, r"grid.k: expected a non-empty array"),
+        ({"detectors": [{"name": "all", "grid": {"k": [1]}}]}, r"\"all\" takes no hyperparams"),
+        ({"benchmarks": [{"type": "severity"}]}, r"unknown benchmark type 'severity'"),
+        ({"benchmarks": [{"type": "cood"}]}, r"missing required key 'pool'"),
+        ({"benchmarks": [{"type": "cood", "pool": {"digits": [9]}, "estimation_fraction": 1.5}]},
+         r"estimation_fraction: must lie in \(0, 1\)"),
+        ({"benchmarks": [{"type": "standard", "name": "openood-v15-imagenet"}]},
+         r"unknown benchmark 'openood-v15-imagenet'. Did you mean 'openood-v1.5-imagenet'"),
+        ({"benchmarks": [{"type": "custom", "groups": {"a": {"digits": [9], "kind": "middle"}}}]},
+         r"groups.a.kind: expected one of \('near', 'far'\)"),
+        ({"id": {}}, r"\[id\]: benchmark\(s\) \['cood'\] compare against the ID test set"),
+        ({"id": {"test": {"folder": "a", "list": "b"}}}, r"\[id\].test: give exactly one of"),
+        ({"id": {"test": {"demo": "id_tset"}}}, r"unknown demo source 'id_tset'. Did you mean 'id_test'"),
+        ({"surprise": 1}, r"top level: unknown key 'surprise'"),
+    ],
+)
+def test_mistakes_name_the_field_and_the_fix(change, message):
+    data = minimal()
+    for key, value in change.items():
+        data[key] = {**data[key], **value} if key == "experiment" else value
+    with pytest.raises(ExperimentError, match=message):
+        parse_experiment(data, file="exp.toml")
+
+
+def test_missing_paths_say_what_was_expected(tmp_path):
+    with pytest.raises(MissingDataError, match=r"\[id\].test: folder .* does not exist; expected an image folder"):
+        parse_experiment(minimal(id={"test": {"folder": "nowhere"}}), base_dir=tmp_path)
+    with pytest.raises(MissingDataError, match="expected a text file of 'relative/path label' lines"):
+        parse_experiment(minimal(id={"test": {"list": "nowhere.txt"}}), base_dir=tmp_path)
+    with pytest.raises(MissingDataError, match=r"weights: .* does not exist; expected a checkpoint"):
+        parse_experiment(minimal(models=[{"spec": "timm:resnet18", "weights": "w.pt"}]), base_dir=tmp_path)
+    # the same file validates when the paths are not checked (written for another machine)
+    parse_experiment(minimal(id={"test": {"folder": "nowhere"}}), base_dir=tmp_path, check_paths=False)
+
+
+def test_missing_file_and_bad_toml(tmp_path):
+    with pytest.raises(MissingDataError, match="experiment file .* does not exist"):
+        load_experiment(tmp_path / "none.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[experiment\nname = 1\n")
+    with pytest.raises(ExperimentError, match="not valid TOML"):
+        load_experiment(bad)
+
+
+def test_standard_benchmark_and_custom_groups(tmp_path):
+    for name in ("sk", "far"):
+        (tmp_path / name).mkdir()
+    data = minimal(benchmarks=[
+        {"type": "standard", "name": "openood-v1.5-imagenet", "options": {"root": "/data"}},
+        {"type": "custom", "name": "mine",
+         "groups": {"sketch": {"folder": "sk", "kind": "near"}, "other": {"folder": "far"}}},
+    ])
+    std, custom = parse_experiment(data, base_dir=tmp_path).benchmarks
+    assert isinstance(std, StandardSpec) and std.options == {"root": "/data"}
+    assert isinstance(custom, CustomSpec)
+    assert {g: s.kind for g, s in custom.groups.items()} == {"sketch": "near", "other": "far"}
+
+
+def test_describe_is_json_and_round_trips_the_choices(tmp_path):
+    exp = load_experiment(REPO / "examples" / "tiny_experiment.toml", check_paths=False)
+    described = exp.describe()
+    assert described["models"][0]["factory"] == "oodbench.models.small_cnn:SmallCNN"
+    assert described["benchmarks"][1]["groups"]["stripes"]["kind"] == "near"
+    raw = tomllib.loads(Path(REPO / "examples" / "tiny_experiment.toml").read_text())
+    assert len(exp.detectors) == len(raw["detectors"])
+
+
+def test_factory_must_return_a_classifier():
+    exp = parse_experiment(minimal(models=[{"factory": "collections:OrderedDict"}]))
+    with pytest.raises(ExperimentError, match="not an oodbench Classifier; wrap a plain nn.Module"):
+        exp.models[0].load()
+    exp = parse_experiment(minimal(models=[{"factory": "no_such_module_x:f"}]))
+    with pytest.raises(ExperimentError, match="cannot import factory"):
+        exp.models[0].load()

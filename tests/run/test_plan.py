@@ -1,0 +1,77 @@
+"""Planning: the grid, cell keys that change exactly when the settings do, pending cells."""
+
+from __future__ import annotations
+
+from oodbench import detectors
+from oodbench.run.experiment import parse_experiment
+from oodbench.run.plan import detector_configurations, make_plan
+
+
+def experiment(detectors_: list, models: list | None = None, pool: tuple = (8, 9)):
+    data = {
+        "models": models or [{"name": "a", "spec": "timm:resnet18"}, {"name": "b", "spec": "timm:resnet34"}],
+        "id": {"test": {"digits": [0, 1]}, "fit": {"digits": [0, 1]}},
+        "benchmarks": [{"type": "cood", "pool": {"digits": list(pool)}, "window": 1},
+                       {"type": "custom", "name": "c", "groups": {"x": {"digits": [7]}}}],
+        "detectors": detectors_,
+    }
+    return parse_experiment(data)
+
+
+def test_grid_size_and_grouping_by_model():
+    plan = make_plan(experiment(["msp", {"name": "knn", "grid": {"k": [1, 5]}}]))
+    assert len(plan.models) == 2
+    assert [len(m.cells) for m in plan.models] == [6, 6]  # 3 detector configs x 2 benchmarks
+    assert plan.summary() == "2 model(s) x 3 detector configuration(s) x 2 benchmark(s) = 12 cell(s)"
+    keys = [c.key for c in plan.cells]
+    assert len(set(keys)) == 12
+    # knn reads features: every extraction of the model captures them once for all detectors
+    assert plan.models[0].capture == ("features", "logits")
+    assert make_plan(experiment(["msp"])).models[0].capture == ("logits",)
+
+
+def test_hyperparams_are_complete_and_canonical():
+    plan = make_plan(experiment([{"name": "knn", "hyperparams": {"k": 7}}]))
+    cell = plan.cells[0]
+    assert cell.params == detectors.create("knn", k=7).hyperparams
+    assert cell.label().startswith("a · cood · knn(")
+
+
+def test_keys_are_stable_and_change_with_any_setting():
+    base = {c.key for c in make_plan(experiment(["msp"])).cells}
+    assert base == {c.key for c in make_plan(experiment(["msp"])).cells}
+    changed_hp = {c.key for c in make_plan(experiment([{"name": "energy", "hyperparams": {"temperature": 2.0}}])).cells}
+    default_hp = {c.key for c in make_plan(experiment(["energy"])).cells}
+    assert changed_hp.isdisjoint(default_hp)
+    # another C-OOD pool: new C-OOD cells, the custom benchmark's cells are unchanged
+    plan = make_plan(experiment(["msp"]))
+    moved = make_plan(experiment(["msp"], pool=(7, 9)))
+    same = {c.key for c in plan.cells} & {c.key for c in moved.cells}
+    assert same == {c.key for c in plan.cells if c.benchmark.name == "c"} and len(same) == 2
+
+
+def test_weights_content_enters_the_key(tmp_path):
+    weights = tmp_path / "w.pt"
+    weights.write_bytes(b"one")
+    models = [{"name": "a", "spec": "timm:resnet18", "weights": str(weights)}]
+    first = {c.key for c in make_plan(experiment(["msp"], models=models)).cells}
+    weights.write_bytes(b"two")
+    second = {c.key for c in make_plan(experiment(["msp"], models=models)).cells}
+    assert first.isdisjoint(second)
+
+
+def test_pending_drops_finished_cells_and_empty_models():
+    plan = make_plan(experiment(["msp"]))
+    model_a = {c.key for c in plan.models[0].cells}
+    pending = plan.pending(model_a)
+    assert [m.model.name for m in pending.models] == ["b"]
+    assert plan.pending({c.key for c in plan.cells}).models == ()
+
+
+def test_all_expands_to_every_registered_detector_but_clip_only_ones():
+    configs = detector_configurations(experiment(["all", "msp"]))
+    names = [n for n, _ in configs]
+    registered = [r for r in detectors.available()]
+    expected = [r["name"] for r in registered if "text_embeddings" not in r["requires"]]
+    assert names == expected  # "msp" again is deduplicated
+    assert all(p == detectors.create(n).hyperparams for n, p in configs)
