@@ -130,7 +130,7 @@ def run_demo(out: str | Path = "oodbench-demo", *, seed: int = 0, progress: bool
         save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(folder / WEIGHTS))
         experiment = folder / "experiment.toml"
         experiment.write_text(experiment_text(seed), encoding="utf-8")
-        results = run_experiment(experiment, progress=progress)
+        results = run_experiment(experiment, progress=progress, extract_progress=False)
     report = write_report(folder)
     clip_only = tuple(r["name"] for r in detectors.available() if "text_embeddings" in r["requires"])
     return DemoResult(folder, results, report.html, report.markdown, clip_only)

@@ -1,9 +1,11 @@
+import warnings
+
 import numpy as np
 import pytest
 import scipy.linalg
 import torch
 
-from oodbench.detectors import _stats
+from oodbench.detectors import _stats, create
 from oodbench.errors import InvalidInputError
 
 
@@ -72,3 +74,24 @@ def test_subsample():
     for bad in (0.0, -0.1, 1.01):
         with pytest.raises(InvalidInputError, match="fit_fraction"):
             _stats.subsample(10, bad, 0, "t")
+
+
+def _read_only(acts):
+    out = acts.subset(np.arange(len(acts)))
+    for name in ("logits", "labels", "features", "head_weight", "head_bias"):
+        arr = np.array(getattr(out, name))
+        arr.flags.writeable = False  # like memory-mapped activations from the cache
+        setattr(out, name, arr)
+    return out
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["maxlogit", "entropy", "energy", "gen", "klm", "temperature_scaling", "maxcosine", "maxnorm",
+     "dml", "mahalanobis", "rmd", "knn", "vim", "she", "nnguide", "fdbd", "nci"],
+)
+def test_read_only_arrays_score_like_writable_ones(name, id_train, id_test):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # e.g. torch's "non-writable array" warning
+        ours = create(name).fit(_read_only(id_train)).score(_read_only(id_test))
+    np.testing.assert_array_equal(ours, create(name).fit(id_train).score(id_test))

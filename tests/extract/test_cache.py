@@ -103,3 +103,11 @@ def test_a_truncated_final_array_is_a_cache_error_naming_the_fix():
     model = TinyNet()
     assert not extract(model, RandomImages(4), progress=False).meta["cache_hit"]
     assert model.calls == 1
+
+
+def test_an_unwritable_cache_is_a_cache_error_naming_the_fix(tmp_path: Path, monkeypatch):
+    (tmp_path / "a_file").write_text("not a folder")
+    monkeypatch.setenv("OODBENCH_CACHE", str(tmp_path / "a_file" / "cache"))
+    with pytest.raises(CacheError, match="OODBENCH_CACHE at a writable folder.*cache=False"):
+        extract(TinyNet(), RandomImages(2), progress=False)
+    assert len(extract(TinyNet(), RandomImages(2), cache=False, progress=False)) == 2

@@ -47,9 +47,9 @@ def assert_matches(got: dict, want: dict) -> None:
             assert abs(got[key] - value) <= TOL, (key, got[key], value)
 
 
-@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("seed", range(10))
 def test_matches_sklearn_on_random_cases(seed):
-    """1200 cases: sizes 2..20k, ID share 0.1 %..99.9 %, ties, fp16, ±1e300, ±inf."""
+    """1000 cases: sizes 2..20k, ID share 0.1 %..99.9 %, ties, fp16, ±1e300, ±inf."""
     rng = np.random.default_rng(seed)
     for _ in range(100):
         id_scores, ood_scores = random_case(rng)
@@ -75,7 +75,7 @@ score_lists = st.lists(
 )
 
 
-@settings(max_examples=200, deadline=None, database=None)
+@settings(max_examples=150, deadline=None, database=None)
 @given(id_scores=score_lists, ood_scores=score_lists, tpr=st.floats(0, 1))
 def test_matches_sklearn_hypothesis(id_scores, ood_scores, tpr):
     """Python lists of any floats (subnormals, ±0, ±inf, the largest doubles) and any tpr."""

@@ -7,8 +7,15 @@ import torch
 
 
 def as_tensor(a: np.ndarray, dtype: torch.dtype = torch.float64) -> torch.Tensor:
-    """A CPU tensor view/copy of ``a`` in ``dtype`` (float64 by default for exact scoring)."""
-    return torch.as_tensor(np.asarray(a)).to(dtype)
+    """A CPU tensor of ``a`` in ``dtype`` (float64 by default for exact scoring).
+
+    Read-only arrays (memory-mapped activations from the cache) are copied, since torch cannot
+    wrap non-writable memory; writable arrays of the right dtype are shared without a copy.
+    """
+    arr = np.asarray(a)
+    if not arr.flags.writeable:
+        arr = np.array(arr)
+    return torch.from_numpy(arr).to(dtype)
 
 
 def softmax(logits: np.ndarray, temperature: float = 1.0) -> torch.Tensor:

@@ -8,7 +8,7 @@ statistics accumulate in float64.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import faiss
 import numpy as np
@@ -39,6 +39,15 @@ def chunks(n: int, size: int | None = None) -> Iterator[slice]:
     size = size or CHUNK
     for start in range(0, n, size):
         yield slice(start, min(start + size, n))
+
+
+def by_chunks(n: int, fn: Callable[[slice], torch.Tensor | np.ndarray]) -> np.ndarray:
+    """``fn(rows)`` evaluated chunk by chunk over ``range(n)`` and stacked into a float64 (N,) array."""
+    out = np.empty(n, dtype=np.float64)
+    for rows in chunks(n):
+        value = fn(rows)
+        out[rows] = value.numpy() if isinstance(value, torch.Tensor) else value
+    return out
 
 
 def subsample(n: int, fraction: float, seed: int, who: str) -> np.ndarray:
@@ -78,7 +87,7 @@ def class_means(
     dim = features.shape[1]
     sums = torch.zeros(num_classes, dim, dtype=torch.float64)
     counts = torch.zeros(num_classes, dtype=torch.int64)
-    labels_t = torch.as_tensor(np.asarray(labels, dtype=np.int64))
+    labels_t = torch.from_numpy(np.array(labels, dtype=np.int64))
     for rows in chunks(len(features)):
         sums.index_add_(0, labels_t[rows], as_tensor(features[rows]))
         counts += torch.bincount(labels_t[rows], minlength=num_classes)
@@ -102,7 +111,7 @@ def scatter_matrix(
     """
     dim = features.shape[1]
     out = torch.zeros(dim, dim, dtype=torch.float64)
-    labels_t = None if labels is None else torch.as_tensor(np.asarray(labels, dtype=np.int64))
+    labels_t = None if labels is None else torch.from_numpy(np.array(labels, dtype=np.int64))
     for rows in chunks(len(features)):
         x = as_tensor(features[rows])
         x = x - (centres if labels_t is None else centres[labels_t[rows]])

@@ -26,7 +26,7 @@ import numpy as np
 
 from oodbench.detectors._math import as_tensor, cosine_similarities
 from oodbench.detectors._stats import (
-    chunks,
+    by_chunks,
     features_of,
     head_of,
 )
@@ -36,18 +36,14 @@ from oodbench.extract.activations import Activations
 
 def max_cosine(acts: Activations) -> np.ndarray:
     """max_c cos(f, w_c) per row, float64, chunked."""
-    out = np.empty(len(acts), dtype=np.float64)
-    for rows in chunks(len(acts)):
-        out[rows] = cosine_similarities(features_of(acts)[rows], head_of(acts)[0]).max(dim=1).values.numpy()
-    return out
+    features, weight = features_of(acts), head_of(acts)[0]
+    return by_chunks(len(acts), lambda rows: cosine_similarities(features[rows], weight).max(dim=1).values)
 
 
 def max_norm(acts: Activations) -> np.ndarray:
     """||f||_2 per row, float64, chunked."""
-    out = np.empty(len(acts), dtype=np.float64)
-    for rows in chunks(len(acts)):
-        out[rows] = as_tensor(features_of(acts)[rows]).norm(dim=1).numpy()
-    return out
+    features = features_of(acts)
+    return by_chunks(len(acts), lambda rows: as_tensor(features[rows]).norm(dim=1))
 
 
 @register

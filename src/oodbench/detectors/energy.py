@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from oodbench.detectors._math import neg_energy
+from oodbench.detectors._stats import by_chunks
 from oodbench.detectors.base import Detector, register
 from oodbench.errors import InvalidInputError
 from oodbench.extract.activations import Activations
@@ -38,4 +39,4 @@ class Energy(Detector):
             raise InvalidInputError(f"energy: temperature must be > 0; got {self.temperature}")
 
     def _score(self, acts: Activations) -> np.ndarray:
-        return neg_energy(acts.logits, self.temperature).numpy()
+        return by_chunks(len(acts), lambda rows: neg_energy(acts.logits[rows], self.temperature))

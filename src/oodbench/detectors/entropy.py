@@ -17,8 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from oodbench.detectors._math import log_softmax
+from oodbench.detectors._stats import by_chunks
 from oodbench.detectors.base import Detector, register
 from oodbench.extract.activations import Activations
 
@@ -33,5 +35,8 @@ class Entropy(Detector):
     paper = "Hendrycks & Gimpel, ICLR 2017, arXiv 1610.02136 (C-OOD 'entropy', arXiv 2302.11893)"
 
     def _score(self, acts: Activations) -> np.ndarray:
-        log_p = log_softmax(acts.logits)
-        return (log_p.exp() * log_p).sum(dim=1).numpy()
+        def chunk(rows: slice) -> torch.Tensor:
+            log_p = log_softmax(acts.logits[rows])
+            return (log_p.exp() * log_p).sum(dim=1)
+
+        return by_chunks(len(acts), chunk)

@@ -26,7 +26,7 @@ import torch
 
 from oodbench.detectors._math import as_tensor
 from oodbench.detectors._stats import (
-    chunks,
+    by_chunks,
     feature_mean,
     features_of,
     head_of,
@@ -52,11 +52,12 @@ class FDBD(Detector):
         weight = as_tensor(head_of(acts)[0])
         pair_norms = torch.cdist(weight, weight)  # ||w_p - w_c||, (C, C)
         pair_norms.fill_diagonal_(1.0)  # the c = y term is |z_y - z_y| / 1 = 0
-        out = np.empty(len(acts), dtype=np.float64)
-        for rows in chunks(len(acts)):
+        features = features_of(acts)
+
+        def chunk(rows: slice) -> torch.Tensor:
             z = as_tensor(acts.logits[rows])
             top, pred = z.max(dim=1)
             boundary = ((top[:, None] - z) / pair_norms[pred]).sum(dim=1) / (z.shape[1] - 1)
-            spread = (as_tensor(features_of(acts)[rows]) - self.train_mean_).norm(dim=1)
-            out[rows] = (boundary / spread).numpy()
-        return out
+            return boundary / (as_tensor(features[rows]) - self.train_mean_).norm(dim=1)
+
+        return by_chunks(len(acts), chunk)

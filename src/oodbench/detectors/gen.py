@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from oodbench.detectors._math import as_tensor
-from oodbench.detectors._stats import chunks
+from oodbench.detectors._stats import by_chunks
 from oodbench.detectors.base import Detector, register
 from oodbench.errors import InvalidInputError
 from oodbench.extract.activations import Activations
@@ -51,13 +51,12 @@ class GEN(Detector):
             raise InvalidInputError(f"gen: M must be a positive number of classes; got {self.M}")
 
     def _score(self, acts: Activations) -> np.ndarray:
-        out = np.empty(len(acts), dtype=np.float64)
-        for rows in chunks(len(acts)):
-            log_p, log_q = _log_p_and_log_one_minus_p(acts.logits[rows])
-            top = torch.topk(log_p, k=min(int(self.M), log_p.shape[1]), dim=1)
-            terms = self.gamma * (top.values + log_q.gather(1, top.indices))
-            out[rows] = -torch.exp(terms).sum(dim=1).numpy()
-        return out
+        return by_chunks(len(acts), lambda rows: self._chunk(acts.logits[rows]))
+
+    def _chunk(self, logits: np.ndarray) -> torch.Tensor:
+        log_p, log_q = _log_p_and_log_one_minus_p(logits)
+        top = torch.topk(log_p, k=min(int(self.M), log_p.shape[1]), dim=1)
+        return -torch.exp(self.gamma * (top.values + log_q.gather(1, top.indices))).sum(dim=1)
 
 
 def _log_p_and_log_one_minus_p(logits: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:

@@ -24,7 +24,10 @@ import numpy as np
 import torch
 
 from oodbench.detectors._math import log_softmax
-from oodbench.detectors._stats import chunks
+from oodbench.detectors._stats import (
+    by_chunks,
+    chunks,
+)
 from oodbench.detectors.base import Detector, register
 from oodbench.extract.activations import Activations
 
@@ -55,10 +58,9 @@ class KLMatching(Detector):
         self.template_classes_ = np.flatnonzero(present.numpy())
 
     def _score(self, acts: Activations) -> np.ndarray:
-        out = np.empty(len(acts), dtype=np.float64)
-        for rows in chunks(len(acts)):
-            log_p = log_softmax(acts.logits[rows])
-            p = log_p.exp()
-            cross = (p @ self.log_templates_.T).max(dim=1).values
-            out[rows] = (cross - (p * log_p).sum(dim=1)).numpy()
-        return out
+        return by_chunks(len(acts), lambda rows: self._chunk(acts.logits[rows]))
+
+    def _chunk(self, logits: np.ndarray) -> torch.Tensor:
+        log_p = log_softmax(logits)
+        p = log_p.exp()
+        return (p @ self.log_templates_.T).max(dim=1).values - (p * log_p).sum(dim=1)

@@ -30,7 +30,7 @@ import torch
 
 from oodbench.detectors._math import as_tensor
 from oodbench.detectors._stats import (
-    chunks,
+    by_chunks,
     feature_mean,
     features_of,
     head_of,
@@ -57,10 +57,12 @@ class NCI(Detector):
     def _score(self, acts: Activations) -> np.ndarray:
         weight = as_tensor(head_of(acts)[0])
         pred = torch.as_tensor(acts.predictions)
-        out = np.empty(len(acts), dtype=np.float64)
-        for rows in chunks(len(acts)):
-            f = as_tensor(features_of(acts)[rows])
+        features = features_of(acts)
+
+        def chunk(rows: slice) -> torch.Tensor:
+            f = as_tensor(features[rows])
             centred = f - self.train_mean_
             p_score = (centred * weight[pred[rows]]).sum(dim=1) / centred.norm(dim=1)
-            out[rows] = (p_score + self.alpha * f.abs().sum(dim=1)).numpy()
-        return out
+            return p_score + self.alpha * f.abs().sum(dim=1)
+
+        return by_chunks(len(acts), chunk)

@@ -27,6 +27,7 @@ import numpy as np
 
 from oodbench.detectors._math import neg_energy
 from oodbench.detectors._stats import (
+    by_chunks,
     chunks,
     features_of,
     flat_index,
@@ -74,4 +75,4 @@ class NNGuide(Detector):
 
     def _score(self, acts: Activations) -> np.ndarray:
         guidance = knn_search(self.index_, features_of(acts), int(self.k)).astype(np.float64).mean(axis=1)
-        return guidance * neg_energy(acts.logits).numpy()
+        return guidance * by_chunks(len(acts), lambda rows: neg_energy(acts.logits[rows]))

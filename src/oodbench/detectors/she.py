@@ -27,7 +27,7 @@ import torch
 
 from oodbench.detectors._math import as_tensor
 from oodbench.detectors._stats import (
-    chunks,
+    by_chunks,
     class_means,
     features_of,
     labelled_rows,
@@ -61,8 +61,7 @@ class SHE(Detector):
             )
 
     def _score(self, acts: Activations) -> np.ndarray:
-        pred = torch.as_tensor(acts.predictions)
-        out = np.empty(len(acts), dtype=np.float64)
-        for rows in chunks(len(acts)):
-            out[rows] = (as_tensor(features_of(acts)[rows]) * self.patterns_[pred[rows]]).sum(dim=1).numpy()
-        return out
+        features, pred = features_of(acts), torch.as_tensor(acts.predictions)
+        return by_chunks(
+            len(acts), lambda rows: (as_tensor(features[rows]) * self.patterns_[pred[rows]]).sum(dim=1)
+        )

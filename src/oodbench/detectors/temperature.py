@@ -23,7 +23,11 @@ import numpy as np
 import torch
 
 from oodbench.detectors._math import as_tensor, softmax
-from oodbench.detectors._stats import chunks, labelled_rows
+from oodbench.detectors._stats import (
+    by_chunks,
+    chunks,
+    labelled_rows,
+)
 from oodbench.detectors.base import Detector, register
 from oodbench.extract.activations import Activations
 
@@ -35,7 +39,7 @@ def _nll_terms(logits: np.ndarray, labels: np.ndarray, beta: float) -> tuple[flo
     nll = grad = curv = 0.0
     for rows in chunks(len(logits)):
         z = as_tensor(logits[rows])
-        y = torch.as_tensor(labels[rows])
+        y = torch.from_numpy(np.array(labels[rows], dtype=np.int64))
         log_p = torch.log_softmax(beta * z, dim=1)
         p = log_p.exp()
         z_y = z.gather(1, y[:, None]).squeeze(1)
@@ -83,7 +87,6 @@ class TemperatureScaling(Detector):
         self.temperature_ = fit_temperature(np.asarray(train.logits)[rows], np.asarray(train.labels)[rows])
 
     def _score(self, acts: Activations) -> np.ndarray:
-        out = np.empty(len(acts), dtype=np.float64)
-        for rows in chunks(len(acts)):
-            out[rows] = softmax(acts.logits[rows], self.temperature_).max(dim=1).values.numpy()
-        return out
+        return by_chunks(
+            len(acts), lambda rows: softmax(acts.logits[rows], self.temperature_).max(dim=1).values
+        )

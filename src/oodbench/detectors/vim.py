@@ -32,6 +32,7 @@ import torch
 
 from oodbench.detectors._math import as_tensor, neg_energy
 from oodbench.detectors._stats import (
+    by_chunks,
     chunks,
     features_of,
     head_of,
@@ -89,4 +90,5 @@ class ViM(Detector):
         return out
 
     def _score(self, acts: Activations) -> np.ndarray:
-        return (neg_energy(acts.logits) - self.alpha_ * self._residual_norm(features_of(acts))).numpy()
+        energy = by_chunks(len(acts), lambda rows: neg_energy(acts.logits[rows]))
+        return energy - self.alpha_ * self._residual_norm(features_of(acts)).numpy()

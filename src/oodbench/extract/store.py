@@ -84,8 +84,21 @@ class ActivationStore:
         return manifest if isinstance(manifest, dict) else None
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
-        self.path.mkdir(parents=True, exist_ok=True)
-        write_json(self.manifest_path, manifest)
+        with self.disk_errors():
+            self.path.mkdir(parents=True, exist_ok=True)
+            write_json(self.manifest_path, manifest)
+
+    @contextlib.contextmanager
+    def disk_errors(self) -> Iterator[None]:
+        """Turn a failed write (no space, no permission) into a ``CacheError`` naming the fix."""
+        try:
+            yield
+        except OSError as err:
+            raise CacheError(
+                f"cannot write the activation cache entry {self.path}: {err}. Free disk space or "
+                "point OODBENCH_CACHE at a writable folder (or extract with cache=False); "
+                "completed shards are kept and a rerun resumes"
+            ) from err
 
     def complete_manifest(self) -> dict[str, Any] | None:
         """The manifest if the entry is complete and its final files are present, else None."""
@@ -99,7 +112,9 @@ class ActivationStore:
     @contextlib.contextmanager
     def lock(self) -> Iterator[bool]:
         """Hold the entry's write lock; yields whether another process held it first."""
-        self.path.mkdir(parents=True, exist_ok=True)
+        with self.disk_errors():
+            self.path.mkdir(parents=True, exist_ok=True)
+            (self.path / ".lock").touch()
         with open(self.path / ".lock", "a") as handle:
             waited = False
             if fcntl is not None:
@@ -136,8 +151,9 @@ class ActivationStore:
     ) -> None:
         """Write one complete shard, then record it in the manifest (atomically)."""
         folder = self.shard_dir(index)
-        folder.mkdir(parents=True, exist_ok=True)
-        files = {f"{name}.npy": save_npy(folder / f"{name}.npy", a) for name, a in arrays.items()}
+        with self.disk_errors():
+            folder.mkdir(parents=True, exist_ok=True)
+            files = {f"{n}.npy": save_npy(folder / f"{n}.npy", a) for n, a in arrays.items()}
         manifest["shards"][str(index)] = {
             "rows": int(len(arrays["source_indices"])),
             "files": files,
@@ -167,12 +183,14 @@ class ActivationStore:
         stored = manifest["shards"][str(filled[0])]["files"]
         rows = sum(manifest["shards"][k]["rows"] for k in order)
         final: dict[str, Any] = {}
-        for name in (n for n in SHARD_ARRAYS if f"{n}.npy" in stored):
-            final[name] = self._write_concatenated(name, [self._shard_array(k, name) for k in filled], rows)
-        source_indices = np.load(self.path / final["source_indices"]["file"], mmap_mode="r")
-        for name, array in per_row(np.asarray(source_indices)).items():
-            path = self.path / f"{name}.npy"
-            final[name] = _array_record(path, save_npy(path, array), array)
+        with self.disk_errors():
+            for name in (n for n in SHARD_ARRAYS if f"{n}.npy" in stored):
+                parts = [self._shard_array(k, name) for k in filled]
+                final[name] = self._write_concatenated(name, parts, rows)
+            source_indices = np.load(self.path / final["source_indices"]["file"], mmap_mode="r")
+            for name, array in per_row(np.asarray(source_indices)).items():
+                path = self.path / f"{name}.npy"
+                final[name] = _array_record(path, save_npy(path, array), array)
         manifest.update(complete=True, rows=rows, arrays=final)
         self.write_manifest(manifest)
         shutil.rmtree(self.path / "shards", ignore_errors=True)

@@ -7,7 +7,7 @@ import math
 from numpy.typing import ArrayLike
 
 from oodbench.metrics._validate import as_bool, as_scores, check_tpr, same_length
-from oodbench.metrics.ood import rank_id_vs_ood
+from oodbench.metrics.ranking import Ranking
 from oodbench.metrics.selective import rank_correctness, risk_coverage_area
 
 
@@ -38,7 +38,8 @@ def evaluate(
         undefined), ``aurc`` (:func:`~oodbench.metrics.aurc` of the ID scores).
     """
     target = check_tpr(tpr)
-    ranking = rank_id_vs_ood(id_scores, ood_scores)
+    conf = as_scores(id_scores, "id_scores")
+    ranking = Ranking.from_scores(conf, as_scores(ood_scores, "ood_scores"))
     flipped = ranking.flipped()
     stem = fpr_key(target)
     result = {
@@ -51,7 +52,7 @@ def evaluate(
         "ap_out": flipped.average_precision(),
     }
     if id_correct is not None:
-        conf, correct = as_scores(id_scores, "id_scores"), as_bool(id_correct, "id_correct")
+        correct = as_bool(id_correct, "id_correct")
         same_length(conf, correct, "id_scores", "id_correct")
         correctness = rank_correctness(conf, correct)
         both = correctness.n_pos > 0 and correctness.n_neg > 0

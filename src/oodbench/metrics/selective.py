@@ -53,10 +53,10 @@ def id_auroc(conf: ArrayLike, correct: ArrayLike) -> float:
     """
     ranking = rank_correctness(conf, correct)
     if ranking.n_pos == 0 or ranking.n_neg == 0:
-        which = "correct" if ranking.n_neg == 0 else "wrong"
+        n, which = ranking.n_pos + ranking.n_neg, "correct" if ranking.n_neg == 0 else "wrong"
         raise EmptyInputError(
-            f"id_auroc needs both correct and wrong predictions, but all {ranking.n_pos + ranking.n_neg} "
-            f"are {which}; the metric is undefined for this set"
+            f"id_auroc needs both correct and wrong predictions, but all {n} are {which}; "
+            "the metric is undefined for this set"
         )
     return ranking.auroc()
 

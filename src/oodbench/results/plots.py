@@ -91,15 +91,21 @@ def score_histogram(
     id_scores: np.ndarray, ood: Mapping[str, np.ndarray], *, title: str = "", bins: int = 40,
     max_groups: int = 5,
 ) -> Figure:
-    """ID against OOD score densities on shared bins (at most ``max_groups`` OOD groups shown:
-    evenly spaced ones, so C-OOD's easiest and hardest levels are always there)."""
+    """ID against OOD score densities on shared bins.
+
+    At most ``max_groups`` OOD groups are drawn (evenly spaced ones, so C-OOD's easiest and
+    hardest levels are always there). The bins span the 0.5-99.5 % quantiles of all scores;
+    the few scores outside (distance-based scores have long tails) go to the edge bins.
+    """
     names = list(ood)
     if len(names) > max_groups:
         names = [names[int(i)] for i in np.round(np.linspace(0, len(names) - 1, max_groups))]
     arrays = [np.asarray(id_scores, dtype=float)] + [np.asarray(ood[n], dtype=float) for n in names]
     finite = np.concatenate([a[np.isfinite(a)] for a in arrays])
-    lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
-    edges = np.linspace(lo, hi if hi > lo else lo + 1.0, bins + 1)
+    lo, hi = (tuple(np.quantile(finite, [0.005, 0.995])) if finite.size else (0.0, 1.0))
+    hi = hi if hi > lo else lo + 1.0
+    edges = np.linspace(lo, hi, bins + 1)
+    arrays = [np.clip(a, lo, hi) for a in arrays]
     fig = Figure(figsize=(6.4, 3.4))
     ax = fig.subplots()
     ax.hist(arrays[0], bins=edges, density=True, color="0.75", label=f"ID (n={arrays[0].size})")
@@ -107,7 +113,7 @@ def score_histogram(
     for i, (name, values) in enumerate(zip(names, arrays[1:])):
         ax.hist(values, bins=edges, density=True, histtype="step", linewidth=1.6,
                 color=colors[i], label=f"{name} (n={values.size})")
-    ax.set_xlabel("score κ (higher = more in-distribution)")
+    ax.set_xlabel("score κ (higher = more in-distribution; tails clipped to the edge bins)")
     ax.set_ylabel("density")
     ax.set_title(title)
     ax.legend(fontsize=7, frameon=False)

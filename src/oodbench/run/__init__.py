@@ -33,6 +33,7 @@ def run_experiment(
     *,
     executor: str | Any = "local",
     progress: bool = True,
+    extract_progress: bool | None = None,
 ) -> pd.DataFrame:
     """Run an experiment and return its results (one row per cell x group x metric).
 
@@ -42,7 +43,8 @@ def run_experiment(
             folder).
         executor: ``"local"`` (this process), ``"ray"`` (one Ray task per model; needs
             ``pip install oodbench[ray]``) or an object with ``run(plan, table)``.
-        progress: show progress bars.
+        progress: show the progress bar over cells.
+        extract_progress: show each extraction's progress bar (default: as ``progress``).
 
     Returns:
         The latest rows of every cell of this experiment (finished earlier or now), with the
@@ -63,7 +65,8 @@ def run_experiment(
     save_configuration(exp)
     pending = plan.pending(table.finished_cells())
     if pending.models:
-        _executor(executor, progress).run(pending, table)
+        extract_bars = progress if extract_progress is None else extract_progress
+        _executor(executor, progress, extract_bars).run(pending, table)
     keys = {c.key for c in plan.cells}
     rows = table.read()
     return rows[rows["cell"].isin(keys)].reset_index(drop=True)
@@ -77,11 +80,11 @@ def save_configuration(exp: Any) -> None:
     (exp.output / "experiment.json").write_text(exp.to_json() + "\n", encoding="utf-8")
 
 
-def _executor(executor: str | Any, progress: bool) -> Any:
+def _executor(executor: str | Any, progress: bool, extract_progress: bool) -> Any:
     if executor == "local":
         from oodbench.run.local import LocalExecutor
 
-        return LocalExecutor(progress=progress)
+        return LocalExecutor(progress=progress, extract_progress=extract_progress)
     if executor == "ray":
         from oodbench.run.ray_executor import RayExecutor
 

@@ -129,10 +129,10 @@ def split_scores(bench: Any, detector: Any, calls: Sequence[tuple[Any, np.ndarra
     """
     from oodbench.benchmarks.cood import CoodBenchmark
 
-    pool = getattr(bench, "ood_pool", None)
+    id_source = getattr(bench, "id_test", None)
     if isinstance(bench, CoodBenchmark) and detector.name in bench.levels_:
-        id_calls = [s for a, s in calls if a.source is not pool]
-        pool_calls = [(a, s) for a, s in calls if a.source is pool]
+        id_calls = [s for a, s in calls if a.source is id_source]
+        pool_calls = [(a, s) for a, s in calls if a.source is not id_source]
         if len(id_calls) != 1 or len(pool_calls) != 1:
             return None
         acts, pool_scores = pool_calls[0]
@@ -143,7 +143,6 @@ def split_scores(bench: Any, detector: Any, calls: Sequence[tuple[Any, np.ndarra
                   for i, classes in enumerate(bench.levels_[detector.name])}
         return id_calls[0], levels
     groups: dict[str, Any] = dict(getattr(bench, "ood", {}) or {})
-    id_source = getattr(bench, "id_test", None)
     if not groups or id_source is None:
         return None
     by_source = {id(a.source): s for a, s in calls if a.source is not None}
@@ -227,10 +226,15 @@ def write_result(table: ResultsTable, result: CellResult) -> None:
 
 
 class LocalExecutor:
-    """Runs the cells in this process, model after model, with a rich progress bar."""
+    """Runs the cells in this process, model after model, with a rich progress bar.
 
-    def __init__(self, *, progress: bool = True, console: Any = None):
+    ``extract_progress`` shows each extraction's own bar too (default: as ``progress``).
+    """
+
+    def __init__(self, *, progress: bool = True, extract_progress: bool | None = None,
+                 console: Any = None):
         self.progress = progress
+        self.extract_progress = progress if extract_progress is None else extract_progress
         self.console = console
 
     def run(self, plan: Plan, table: ResultsTable) -> None:
@@ -256,5 +260,5 @@ class LocalExecutor:
 
             for model_plan in plan.models:
                 run_model(model_plan, plan.experiment, sink, resources=resources, on_start=start,
-                          progress=self.progress)
+                          progress=self.extract_progress)
             bar.update(task, description="done")

@@ -1,0 +1,83 @@
+"""``oodbench run`` and ``oodbench report`` on the tiny experiment, and their error messages."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from oodbench.cli.main import main
+from tests.run.tiny import write_tiny_experiment
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(main, list(args), terminal_width=200)
+
+
+@pytest.fixture
+def tiny(tmp_path, monkeypatch):
+    monkeypatch.setenv("OODBENCH_CACHE", str(tmp_path / "cache"))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a tiny CNN: one thread beats two contending ones
+    yield write_tiny_experiment(tmp_path)
+    torch.set_num_threads(threads)
+
+
+def test_help_lists_the_commands():
+    result = invoke("--help")
+    assert result.exit_code == 0
+    for command in ("demo", "run", "report", "list"):
+        assert f"  {command} " in result.output
+    run_help = invoke("run", "--help").output
+    assert "EXPERIMENT.toml" in run_help and "--dry-run" in run_help and "--ray" in run_help
+
+
+def test_run_then_rerun_then_report(tiny):
+    dry = invoke("run", str(tiny), "--dry-run")
+    assert dry.exit_code == 0, dry.output
+    assert "10 to run, 0 already finished" in dry.output and "small_cnn · cood · msp()" in dry.output
+    assert not (tiny.parent / "out" / "results.parquet").exists()
+
+    first = invoke("run", str(tiny), "--no-progress")
+    assert first.exit_code == 0, first.output
+    assert "cells: 10 ok, 0 failed, 0 skipped" in first.output
+    assert "FPR@95 (ID positive)" in first.output and "knn (k=3)" in first.output
+    assert f"oodbench report {tiny.parent / 'out'}" in first.output
+
+    again = invoke("run", str(tiny), "--no-progress")
+    assert "0 to run, 10 already finished" in again.output
+
+    report = invoke("report", str(tiny.parent / "out"), "--hist", "small_cnn:knn")
+    assert report.exit_code == 0, report.output
+    html = tiny.parent / "out" / "report.html"
+    assert f"report: {html}" in report.output.replace("\n", "")
+    assert html.read_text().count("ID against OOD scores") >= 2
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (lambda t: t.replace('name = "msp"', 'name = "mps"'),
+         "unknown detector 'mps'. Did you mean 'msp'"),
+        (lambda t: t.replace('"data/noise"', '"data/nosie"'),
+         "data/nosie does not exist; expected an image folder laid out as <folder>/<class name>/<image>"),
+        (lambda t: t.replace("batch_size = 16", "batch_size = -1"), "batch_size: must be a positive integer"),
+    ],
+)
+def test_user_errors_are_one_line_with_the_fix(tiny, edit, expected):
+    tiny.write_text(edit(tiny.read_text()))
+    result = invoke("run", str(tiny))
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], result.output
+
+
+def test_missing_experiment_and_results_paths(tmp_path):
+    result = invoke("run", str(tmp_path / "exp.toml"))
+    assert result.exit_code == 2
+    assert result.output.strip() == (f"error: experiment file {tmp_path / 'exp.toml'} does not exist; "
+                                     "pass the path of a TOML experiment file (see examples/experiment.toml)")
+    result = invoke("report", str(tmp_path))
+    assert result.exit_code == 2 and "no results.parquet in" in result.output
+    result = invoke("report", str(tmp_path), "--hist", "nocolon")
+    assert result.exit_code == 2 and "--hist takes MODEL:DETECTOR" in result.output

@@ -1,0 +1,173 @@
+"""Leaderboards, figures and the HTML/Markdown report, including a render in headless Chromium."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from PIL import Image
+
+from oodbench.errors import MissingDataError
+from oodbench.results import leaderboard as lb
+from oodbench.results import table as rt
+from oodbench.results.report import write_report
+from oodbench.results.table import ResultsTable
+
+MODELS = ("resnet", "vit")
+DETECTORS = {"msp": "{}", "energy": '{"temperature": 1.0}', "knn": '{"k": 5}'}
+LEVELS = 3
+SETS = {"ssb": "near", "inat": "far", "textures": "far"}
+METRICS = ("auroc", "fpr95_id", "fpr95_ood", "aupr_in", "aupr_out")
+
+
+def make_results(folder: Path) -> pd.DataFrame:
+    """A results folder with two benchmarks, two models, three detectors, scores and a failure."""
+    rng = np.random.default_rng(0)
+    table = ResultsTable(folder)
+    wides = []
+    for model in MODELS:
+        for det, hp in DETECTORS.items():
+            for bench in ("cood", "sets"):
+                groups = [f"level_{i}" for i in range(LEVELS)] if bench == "cood" else list(SETS)
+                rows = []
+                for i, group in enumerate(groups):
+                    row = {"detector": det, "hyperparams": hp, "group": group, "n_id": 50, "n_ood": 20,
+                           **{m: float(rng.uniform(0.5, 1.0)) for m in METRICS},
+                           "id_accuracy": 0.8 if model == "resnet" else 0.9}
+                    row.update({"level": i} if bench == "cood" else {"kind": SETS[group]})
+                    rows.append(row)
+                wide = pd.DataFrame(rows)
+                cell = f"{model}-{det}-{bench}"
+                table.append(rt.from_wide(wide, model=model, benchmark=bench, cell=cell, seconds=1.0,
+                                          time="2024-01-01T00:00:00", experiment="synthetic"))
+                wides.append(wide.assign(model=model, benchmark=bench))
+                table.save_scores(cell, rng.normal(1, 1, 50), {g: rng.normal(0, 1, 20) for g in groups})
+    table.append(rt.status_row(model="vit", detector="vim", hyperparams="{}", benchmark="sets",
+                               cell="vit-vim-sets", status="failed",
+                               error="InvalidInputError: vim <needs> & features", seconds=0.1, time="t"))
+    table.append(rt.status_row(model="vit", detector="neglabel", hyperparams="{}", benchmark="sets",
+                               cell="vit-neglabel-sets", status="skipped",
+                               error="needs CLIP text embeddings", seconds=0.0, time="t"))
+    (folder / "experiment.toml").write_text('[experiment]\nname = "synthetic"\n# config marker\n')
+    return pd.concat(wides, ignore_index=True)
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> tuple[Path, pd.DataFrame]:
+    folder = tmp_path_factory.mktemp("results")
+    return folder, make_results(folder)
+
+
+def test_leaderboard_means_and_order(results):
+    folder, wide = results
+    rows = ResultsTable(folder).read()
+    for bench in ("cood", "sets"):
+        board = lb.leaderboard(rows, bench)
+        expected = wide[wide["benchmark"] == bench].groupby(["model", "detector"])[list(METRICS)].mean()
+        assert len(board) == len(MODELS) * len(DETECTORS)
+        for _, row in board.iterrows():
+            for metric in METRICS:
+                assert row[metric] == pytest.approx(expected.loc[(row["model"], row["detector"]), metric])
+        assert board["auroc"].is_monotonic_decreasing and board["rank"].tolist() == list(range(1, 7))
+        assert set(board["groups"]) == {LEVELS if bench == "cood" else len(SETS)}
+    assert lb.leaderboard(rows, "sets", sort_by="fpr95_id")["fpr95_id"].is_monotonic_increasing
+    assert lb.is_severity(rows, "cood") and not lb.is_severity(rows, "sets")
+
+
+def test_near_far_and_by_group(results):
+    folder, wide = results
+    rows = ResultsTable(folder).read()
+    nf = lb.near_far(rows, "sets").set_index(["model", "detector"])
+    sets = wide[wide["benchmark"] == "sets"]
+    for (model, det), row in nf.iterrows():
+        mine = sets[(sets["model"] == model) & (sets["detector"] == det)]
+        assert row["auroc near"] == pytest.approx(mine[mine["kind"] == "near"]["auroc"].mean())
+        assert row["auroc far"] == pytest.approx(mine[mine["kind"] == "far"]["auroc"].mean())
+        assert row["fpr95_ood far"] == pytest.approx(mine[mine["kind"] == "far"]["fpr95_ood"].mean())
+    assert lb.near_far(rows, "cood").empty
+    grid = lb.by_group(rows, "cood")
+    assert [c for c in grid.columns if c.startswith("level_")] == ["level_0", "level_1", "level_2"]
+
+
+def test_detector_labels_show_only_varying_hyperparams():
+    rows = pd.DataFrame({"detector": ["knn", "knn", "msp"],
+                         "hyperparams": ['{"k": 1, "seed": 0}', '{"k": 5, "seed": 0}', "{}"]})
+    assert lb.detector_labels(rows).tolist() == ["knn (k=1)", "knn (k=5)", "msp"]
+
+
+def test_report_contents(results, tmp_path):
+    folder, wide = results
+    files = write_report(folder, out=tmp_path)
+    page = files.html.read_text()
+    # leaderboards with both FPR@95 conventions named, best values marked
+    for label in ("FPR@95 (ID positive)", "FPR@95 (OOD positive, OpenOOD)", "AUROC", "AUPR-In"):
+        assert label in page
+    assert page.count("<h2>") == 5  # cood, sets, score distributions, failures, configuration
+    assert "Severity curves" in page and "Near-OOD and far-OOD means" in page
+    assert "class=best" in page
+    best = wide[wide["benchmark"] == "cood"].groupby(["model", "detector"])["auroc"].mean().max()
+    assert re.search(rf"<td class=best>{best:.4f}</td>", page)
+    # figures are embedded PNGs that decode: 2 severity curves, 2 heatmaps, histograms
+    images = re.findall(r'<img alt="([^"]*)" src="data:image/png;base64,([^"]+)"', page)
+    assert len(images) >= 4 + 2
+    for _, data in images:
+        with Image.open(io.BytesIO(base64.b64decode(data))) as im:
+            assert im.format == "PNG" and im.width > 300
+    assert any("ID against OOD scores" in alt for alt, _ in images)
+    # failures (escaped), skipped cells, configuration and versions
+    assert "InvalidInputError: vim &lt;needs&gt; &amp; features" in page
+    assert "needs CLIP text embeddings" in page
+    assert "# config marker" in page and "numpy" in page
+    assert "http://" not in page and "https://" not in page  # self-contained
+    md = files.markdown.read_text()
+    assert md.startswith("# synthetic") and "| FPR@95 (ID positive) |" in md
+    assert "vit · vim · sets: InvalidInputError" in md
+    assert md.count("## ") == 3  # two benchmarks and the failures
+
+
+def test_histograms_for_chosen_pairs(results, tmp_path):
+    folder, _ = results
+    page = write_report(folder, out=tmp_path, histograms=[("vit", "knn")]).html.read_text()
+    alts = re.findall(r'<img alt="ID against OOD scores: ([^"]*)"', page)
+    assert sorted(alts) == ["vit · knn · cood", "vit · knn · sets"]
+
+
+def test_report_of_a_folder_without_results(tmp_path):
+    with pytest.raises(MissingDataError, match="no results.parquet"):
+        write_report(tmp_path)
+
+
+def chromium() -> str:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    pytest.skip("no chromium on PATH (Debian: apt-get install chromium; .ci/run installs it)")
+
+
+def test_report_renders_in_headless_chromium(results, tmp_path):
+    browser = chromium()
+    folder, _ = results
+    html = write_report(folder, out=tmp_path).html
+    shot = tmp_path / "report.png"
+    cmd = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+           f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}",
+           "--window-size=1280,2000", html.resolve().as_uri()]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert shot.exists(), f"chromium wrote no screenshot (rc {done.returncode}): {done.stderr[-2000:]}"
+    with Image.open(shot) as im:
+        pixels = np.asarray(im.convert("L"), dtype=float)
+    assert pixels.shape == (2000, 1280)
+    assert pixels.std() > 20  # not a blank page: text, tables and figures
+    # the page is laid out, not raw text: the top has the white main column on a grey ground
+    assert (pixels[:, :50] > 240).mean() > 0.9 and (pixels > 250).mean() > 0.3
+    print(json.dumps({"screenshot": str(shot), "std": round(float(pixels.std()), 1)}))

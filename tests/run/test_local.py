@@ -1,0 +1,175 @@
+"""The local executor on the tiny experiment: end to end, re-runs, failures, skipped cells."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from sklearn.metrics import roc_auc_score
+
+import oodbench
+from oodbench.detectors import base as detector_base
+from oodbench.detectors.base import Detector
+from oodbench.models.small_cnn import SmallCNN
+from oodbench.results.table import COLUMNS, ResultsTable
+from oodbench.run.experiment import parse_experiment
+from tests.run.tiny import n_images, write_tiny_experiment
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+SOURCES = ("id_train", "id_test", "pool", "noise", "stripes")
+
+
+@pytest.fixture
+def tiny(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("OODBENCH_CACHE", str(tmp_path / "cache"))
+    return write_tiny_experiment(tmp_path)
+
+
+@pytest.fixture
+def forward_images(monkeypatch) -> list[int]:
+    """The batch sizes of every extraction forward pass (``forward_all``) of SmallCNN."""
+    sizes: list[int] = []
+    original = SmallCNN.forward_all
+
+    def counted(self, x, capture=("logits", "features")):
+        sizes.append(int(x.shape[0]))
+        return original(self, x, capture)
+
+    monkeypatch.setattr(SmallCNN, "forward_all", counted)
+    return sizes
+
+
+def independent_msp(folder: Path) -> np.ndarray:
+    """MSP of the tiny model on an ImageFolder tree, computed without oodbench's pipeline."""
+    from PIL import Image
+
+    model = SmallCNN(3, seed=0).eval()
+    files = sorted(p for p in folder.rglob("*.png"))  # class folders sorted, then files
+    x = torch.stack([model.transform(Image.open(f).convert("RGB")) for f in files])
+    with torch.no_grad():
+        return torch.softmax(model(x).double(), dim=1).max(dim=1).values.numpy()
+
+
+def test_tiny_experiment_end_to_end(tiny, forward_images):
+    df = oodbench.run(tiny, progress=False)
+    assert list(df.columns) == list(COLUMNS)
+    cells = df.drop_duplicates("cell")
+    # msp, energy, knn k=1, knn k=3, mc_dropout x (cood, sets)
+    assert len(cells) == 10 and cells["status"].eq("ok").all(), cells[["detector", "error"]]
+    # each (model, source) pair is one forward pass: every image of the 5 sources exactly once
+    assert sum(forward_images) == sum(n_images(s) for s in SOURCES)
+    cood = df[(df["benchmark"] == "cood") & (df["metric"] == "auroc")]
+    assert sorted(set(cood["group"])) == ["level_0", "level_1"]
+    assert sorted(set(cood["level"].astype(int))) == [0, 1]
+    sets = df[(df["benchmark"] == "sets") & (df["metric"] == "auroc")]
+    assert dict(zip(sets["group"], sets["kind"])) == {"noise": "far", "stripes": "near"}
+    assert sets["n_id"].eq(n_images("id_test")).all() and sets["n_ood"].eq(6).all()
+
+    # the stored numbers agree with an independent computation of MSP and sklearn's AUROC
+    out = tiny.parent / "out"
+    msp = cells[(cells["detector"] == "msp") & (cells["benchmark"] == "sets")]["cell"].item()
+    id_scores, groups = ResultsTable(out).load_scores(msp)
+    data = tiny.parent / "data"
+    np.testing.assert_allclose(id_scores, independent_msp(data / "id_test"), rtol=1e-5)
+    np.testing.assert_allclose(groups["noise"], independent_msp(data / "noise"), rtol=1e-5)
+    for group in ("noise", "stripes"):
+        ref = independent_msp(data / group)
+        expected = roc_auc_score(np.r_[np.ones(id_scores.size), np.zeros(ref.size)],
+                                 np.r_[independent_msp(data / "id_test"), ref])
+        got = df[(df["cell"] == msp) & (df["group"] == group) & (df["metric"] == "auroc")]["value"]
+        assert got.item() == pytest.approx(expected, abs=1e-6)
+    # C-OOD score arrays: one per level, 2 test images per pool class (25 % of 8)
+    cood_cell = cells[(cells["detector"] == "msp") & (cells["benchmark"] == "cood")]["cell"].item()
+    _, levels = ResultsTable(out).load_scores(cood_cell)
+    assert list(levels) == ["level_0", "level_1"] and all(v.size == 2 for v in levels.values())
+    assert (out / "experiment.toml").read_text() == tiny.read_text()
+    assert (out / "experiment.json").exists()
+
+
+def test_a_rerun_skips_finished_cells(tiny, forward_images):
+    first = oodbench.run_experiment(tiny, progress=False)
+    passes = len(forward_images)
+    assert passes > 0
+    stored = len(ResultsTable(tiny.parent / "out").read(latest=False))
+    second = oodbench.run_experiment(tiny, progress=False)
+    assert len(forward_images) == passes  # no forward pass at all
+    assert len(ResultsTable(tiny.parent / "out").read(latest=False)) == stored  # no new rows
+    key = ["cell", "group", "metric"]
+    a = first.sort_values(key).reset_index(drop=True)
+    b = second.sort_values(key).reset_index(drop=True)
+    assert a[[*key, "value", "time"]].equals(b[[*key, "value", "time"]])
+
+
+@dataclass
+class Boom(Detector):
+    """A detector that always fails (for the failure-isolation test)."""
+
+    name = "boom_test"
+    requires = frozenset({"logits"})
+    calls = 0
+
+    def _score(self, acts):
+        type(self).calls += 1
+        raise ValueError("boom: this detector always fails")
+
+
+def tiny_data(tiny: Path, detectors: list) -> dict:
+    data = tomllib.loads(tiny.read_text())
+    data["detectors"] = detectors
+    return data
+
+
+def test_a_failing_cell_is_recorded_and_the_rest_goes_on(tiny, monkeypatch):
+    monkeypatch.setitem(detector_base._REGISTRY, "boom_test", Boom)
+    monkeypatch.setattr(Boom, "calls", 0)
+    exp = parse_experiment(tiny_data(tiny, ["boom_test", "msp"]), base_dir=tiny.parent)
+    df = oodbench.run_experiment(exp, progress=False)
+    status = df.drop_duplicates("cell").set_index(["detector", "benchmark"])["status"]
+    assert status.to_dict() == {("boom_test", "cood"): "failed", ("boom_test", "sets"): "failed",
+                                ("msp", "cood"): "ok", ("msp", "sets"): "ok"}
+    errors = df.loc[df["status"] == "failed", "error"]
+    assert errors.eq("ValueError: boom: this detector always fails").all()
+    log = (tiny.parent / "out" / "failures.log").read_text()
+    assert "Traceback" in log and "boom_test" in log
+    # a re-run retries the failed cells only
+    calls = Boom.calls
+    oodbench.run_experiment(exp, progress=False)
+    assert Boom.calls == calls + 2
+    assert ResultsTable(tiny.parent / "out").finished_cells() == set(
+        df.loc[df["status"] == "ok", "cell"])
+
+
+def test_detectors_that_do_not_apply_are_skipped_with_the_reason(tiny):
+    data = tiny_data(tiny, ["knn", "msp"])
+    del data["id"]["fit"]
+    df = oodbench.run_experiment(parse_experiment(data, base_dir=tiny.parent), progress=False)
+    knn = df[df["detector"] == "knn"]
+    assert knn["status"].eq("skipped").all() and len(knn) == 2
+    assert "add [id] fit" in knn["error"].iloc[0]
+    assert df.loc[df["detector"] == "msp", "status"].eq("ok").all()
+
+
+def test_a_model_that_cannot_load_fails_its_cells(tiny):
+    data = tiny_data(tiny, ["msp"])
+    data["models"][0]["options"] = {"num_classes": 1}
+    df = oodbench.run_experiment(parse_experiment(data, base_dir=tiny.parent), progress=False)
+    assert df["status"].eq("failed").all() and len(df) == 2
+    assert "SmallCNN needs at least 2 classes" in df["error"].iloc[0]
+
+
+def test_a_missing_dataset_fails_its_benchmark_only(tiny):
+    data = tiny_data(tiny, ["msp"])
+    data["benchmarks"][1]["groups"]["noise"]["folder"] = "data/gone"
+    exp = parse_experiment(data, base_dir=tiny.parent, check_paths=False)
+    df = oodbench.run_experiment(exp, progress=False)
+    status = df.drop_duplicates("cell").set_index("benchmark")["status"]
+    assert status.to_dict() == {"cood": "ok", "sets": "failed"}
+    assert "data/gone does not exist; expected an image folder" in df.loc[df["status"] == "failed", "error"].item()

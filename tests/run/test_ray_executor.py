@@ -1,0 +1,46 @@
+"""The Ray executor: a clear error without ray; the same results as the local one with it."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+import oodbench
+from oodbench.errors import MissingDependencyError
+from oodbench.results.table import ResultsTable
+from oodbench.run.experiment import load_experiment
+from oodbench.run.plan import make_plan
+from oodbench.run.ray_executor import RayExecutor
+from tests.run.tiny import write_tiny_experiment
+
+HAVE_RAY = importlib.util.find_spec("ray") is not None
+
+
+@pytest.mark.skipif(HAVE_RAY, reason="ray is installed; this checks the message shown without it")
+def test_without_ray_the_error_names_the_extra(tmp_path):
+    exp = load_experiment(write_tiny_experiment(tmp_path))
+    with pytest.raises(MissingDependencyError, match=r"pip install oodbench\[ray\]"):
+        RayExecutor().run(make_plan(exp), ResultsTable(tmp_path / "out"))
+    assert not (tmp_path / "out" / "results.parquet").exists()
+
+
+@pytest.mark.heavy
+@pytest.mark.skipif(not HAVE_RAY, reason="ray is not installed (pip install oodbench[ray])")
+def test_ray_gives_the_local_results(tmp_path, monkeypatch):
+    import ray
+
+    monkeypatch.setenv("OODBENCH_CACHE", str(tmp_path / "cache"))
+    path = write_tiny_experiment(tmp_path)
+    local = oodbench.run_experiment(path, progress=False)
+    (tmp_path / "out" / "results.parquet").unlink()
+    ray.init(num_cpus=1, include_dashboard=False)
+    try:
+        remote = oodbench.run_experiment(path, executor="ray", progress=False)
+    finally:
+        ray.shutdown()
+    key = ["cell", "group", "metric"]
+    a = local.sort_values(key).reset_index(drop=True)
+    b = remote.sort_values(key).reset_index(drop=True)
+    assert a[[*key, "status"]].equals(b[[*key, "status"]])
+    assert a["value"].equals(b["value"])
