@@ -139,7 +139,7 @@ def bench_model(spec: str, source, n: int, batch_size: int, repeats: int, device
     return row
 
 
-def print_table(device: str, rows: list[dict], title: str) -> None:
+def print_table(rows: list[dict], title: str) -> None:
     print(title)
     header = (f"{'model':<26}{'prec':>9}{'bare img/s':>16}{'extract img/s':>16}"
               f"{'overhead (wall)':>19}{'overhead (CPU)':>16}{'cache hit':>11}")
@@ -181,7 +181,7 @@ def main() -> None:
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor()
     title = (f"extract vs bare forward loop: {n} random 256 px JPEGs -> 224 px, batch {batch_size}, "
              f"{device.type} ({name or platform.machine()}, {torch.get_num_threads()} threads)")
-    print_table(device.type, rows, title)
+    print_table(rows, title)
 
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     results[device.type] = {

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -111,3 +113,19 @@ def test_an_unwritable_cache_is_a_cache_error_naming_the_fix(tmp_path: Path, mon
     with pytest.raises(CacheError, match="OODBENCH_CACHE at a writable folder.*cache=False"):
         extract(TinyNet(), RandomImages(2), progress=False)
     assert len(extract(TinyNet(), RandomImages(2), cache=False, progress=False)) == 2
+
+
+def test_a_second_writer_waits_for_the_first_and_gets_a_hit(cache_root: Path):
+    source = RandomImages(6)
+    first = TinyNet(delay=0.2)
+    worker = threading.Thread(
+        target=extract, args=(first, source), kwargs={"batch_size": 2, "progress": False}
+    )
+    worker.start()
+    deadline = time.monotonic() + 60
+    while not list(cache_root.glob("activations/*/manifest.json")) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    second = TinyNet()
+    acts = extract(second, source, batch_size=2, progress=False)  # blocks on the entry's lock
+    worker.join()
+    assert first.calls == 3 and second.calls == 0 and acts.meta["cache_hit"]

@@ -16,8 +16,10 @@ Score (the log-odds form of the paper's virtual-logit softmax, the same ranking)
 
 The paper's softmax probability of the virtual logit ``v = alpha ||x^{P perp}||`` is
 ``e^v / (e^v + sum_c e^{z_c})``, a decreasing function of kappa. ``dim`` (the principal-space
-dimension D) defaults as in the paper: 1000 when the feature dimension is >= 1536, 512 when it
-is >= 768, else half of it (the official code uses 1000 if >= 2048 else 512). Float64.
+dimension D) defaults to 1000 when the feature dimension is >= 1536, 512 when it is >= 768, else
+half of it. This extends the paper's settings (D=1000 for 2048-d features, 512 for 768-d ViT
+features; the official ``benchmark.py`` uses 1000 if >= 2048 else 512) to other widths; the
+thresholds 1536 and "half" are our rule, not the paper's. Float64.
 
 pytorch-ood 0.4.0 ``ViM(encoder, d, w, b)`` returns ``alpha ||x^{P perp}|| - logsumexp(z) =
 -kappa`` (float32).

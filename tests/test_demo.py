@@ -1,0 +1,88 @@
+"""``oodbench demo``: runs offline end to end, its numbers check out, and it is deterministic."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+from safetensors.torch import load_file
+from sklearn.metrics import roc_auc_score
+
+from oodbench import detectors
+from oodbench.cli.main import main
+from oodbench.data.demo import KINDS, demo_data
+from oodbench.demo import COOD_NAME, DEMO_LEVELS, FAR_NAME, run_demo
+from oodbench.models.small_cnn import SmallCNN
+from oodbench.results.table import ResultsTable
+
+
+def msp(model: SmallCNN, images: np.ndarray) -> np.ndarray:
+    """MSP from the raw uint8 pixels, without oodbench's sources, extraction or detectors."""
+    x = torch.from_numpy(images[..., 0].astype(np.float32) / 255.0).unsqueeze(1)
+    with torch.no_grad():
+        return torch.softmax(model(x).double(), dim=1).max(dim=1).values.numpy()
+
+
+@pytest.mark.heavy
+def test_demo_runs_checks_out_and_is_deterministic(tmp_path, monkeypatch):
+    monkeypatch.setenv("OODBENCH_CACHE", str(tmp_path / "cache-a"))
+    out = tmp_path / "a"
+    result = CliRunner().invoke(main, ["demo", "--out", str(out), "--no-progress"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    for text in (COOD_NAME, FAR_NAME, "FPR@95 (ID positive)", "FPR@95 (OOD positive, OpenOOD)",
+                 f"report: {out / 'report.html'}", "cells: "):
+        assert text in result.output
+    rows = ResultsTable(out).read()
+
+    # every registered detector that does not need CLIP ran on both benchmarks, none failed
+    applicable = {r["name"] for r in detectors.available() if "text_embeddings" not in r["requires"]}
+    cells = rows.drop_duplicates("cell")
+    assert set(cells["detector"]) == applicable
+    assert cells["status"].eq("ok").all(), cells.loc[cells["status"] != "ok", ["detector", "error"]]
+    assert len(cells) == 2 * len(applicable)
+    clip_only = sorted(set(r["name"] for r in detectors.available()) - applicable)
+    assert f"not run: {', '.join(clip_only)}" in result.output
+
+    # MSP AUROC of each far set from the trained weights and sklearn, independently of oodbench
+    data = demo_data(seed=0)
+    model = SmallCNN(6, seed=0)
+    model.load_state_dict(load_file(str(out / "small_cnn.safetensors")))
+    model.eval()
+    id_images = data.id_test.parent.images[data.id_test.indices]
+    id_msp = msp(model, id_images)
+    ok = rows[(rows["detector"] == "msp") & (rows["metric"] == "auroc")]
+    for group in KINDS:
+        ood_msp = msp(model, data.ood[group].images)
+        expected = roc_auc_score(np.r_[np.ones(id_msp.size), np.zeros(ood_msp.size)], np.r_[id_msp, ood_msp])
+        got = ok[(ok["benchmark"] == FAR_NAME) & (ok["group"] == group)]["value"].item()
+        assert got == pytest.approx(expected, abs=1e-6), group
+    id_acc = rows[(rows["metric"] == "id_accuracy")]["value"].unique()
+    assert id_acc.size == 1
+    assert id_acc[0] == pytest.approx((model(torch.from_numpy(
+        id_images[..., 0].astype(np.float32) / 255).unsqueeze(1)).argmax(1).numpy()
+        == np.asarray(data.id_test.labels)).mean())
+
+    # C-OOD: one held-out digit per level, levels ordered by their severity score
+    cood = rows[(rows["benchmark"] == COOD_NAME) & (rows["detector"] == "msp")]
+    severity = cood[cood["metric"] == "severity"].sort_values("level")
+    assert severity["level"].tolist() == list(range(DEMO_LEVELS))
+    assert severity["value"].is_monotonic_increasing
+    cell = cood["cell"].iloc[0]
+    id_scores, levels = ResultsTable(out).load_scores(cell)
+    np.testing.assert_allclose(id_scores, id_msp, rtol=1e-6)
+    for name, scores in levels.items():
+        auroc = cood[(cood["group"] == name) & (cood["metric"] == "auroc")]["value"].item()
+        labels = np.r_[np.ones(id_scores.size), np.zeros(scores.size)]
+        assert auroc == pytest.approx(roc_auc_score(labels, np.r_[id_scores, scores]), abs=1e-9)
+        assert 40 <= scores.size <= 50  # the 25 % test part of one digit class (~180 images)
+    assert (out / "report.html").stat().st_size > 50_000 and (out / "report.md").exists()
+
+    # a second run from scratch (fresh cache: a new forward pass) gives identical values
+    monkeypatch.setenv("OODBENCH_CACHE", str(tmp_path / "cache-b"))
+    again = run_demo(tmp_path / "b", progress=False).results
+    key = ["benchmark", "detector", "hyperparams", "group", "metric"]
+    a = rows.sort_values(key).reset_index(drop=True)
+    b = again.sort_values(key).reset_index(drop=True)
+    assert a[key].equals(b[key])
+    np.testing.assert_array_equal(a["value"].to_numpy(), b["value"].to_numpy())
