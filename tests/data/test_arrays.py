@@ -20,7 +20,9 @@ def test_uint8_rgb_and_grey() -> None:
     grey = rng.integers(0, 256, (2, 6, 6), dtype=np.uint8)
     out = np.asarray(ArraySource(grey, [0, 0]).load(0))
     assert out.shape == (6, 6, 3) and all(np.array_equal(out[..., c], grey[0]) for c in range(3))
-    assert np.array_equal(ArraySource(grey[..., None], [0, 0]).images, ArraySource(grey, [0, 0]).images)
+    assert np.array_equal(
+        ArraySource(grey[..., None], [0, 0]).images, ArraySource(grey, [0, 0]).images
+    )
 
 
 def test_float_images_are_quantised() -> None:

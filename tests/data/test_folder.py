@@ -51,7 +51,9 @@ def test_load_returns_the_exact_rgb_pixels(tmp_path: Path) -> None:
     rgb = src.load(0)
     assert rgb.mode == "RGB" and np.array_equal(np.asarray(rgb), pixels)
     grey_rgb = np.asarray(src.load(1))
-    assert grey_rgb.shape == (8, 8, 3) and all(np.array_equal(grey_rgb[..., c], grey) for c in range(3))
+    assert grey_rgb.shape == (8, 8, 3) and all(
+        np.array_equal(grey_rgb[..., c], grey) for c in range(3)
+    )
 
 
 def test_class_names_fix_the_label_order(tree: Path) -> None:

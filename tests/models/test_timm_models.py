@@ -8,7 +8,12 @@ import pytest
 import torch
 from PIL import Image
 
-from oodbench.errors import ClassCountMismatchError, InvalidInputError, MissingDataError, UnknownNameError
+from oodbench.errors import (
+    ClassCountMismatchError,
+    InvalidInputError,
+    MissingDataError,
+    UnknownNameError,
+)
 from oodbench.models import load
 from oodbench.models.timm_models import TimmClassifier
 from tests.models.checks import assert_classifier_consistent, batch

@@ -9,7 +9,12 @@ import pytest
 import torch
 from torchvision import models as tv
 
-from oodbench.errors import ClassCountMismatchError, InvalidInputError, MissingDataError, UnknownNameError
+from oodbench.errors import (
+    ClassCountMismatchError,
+    InvalidInputError,
+    MissingDataError,
+    UnknownNameError,
+)
 from oodbench.models import load
 from oodbench.models.torchvision_models import TorchvisionClassifier
 from tests.models.checks import assert_classifier_consistent, batch
@@ -40,15 +45,15 @@ def _vit(representation_size: int | None) -> tv.VisionTransformer:
     return tv.VisionTransformer(
         image_size=32, patch_size=16, num_layers=2, num_heads=2, hidden_dim=32, mlp_dim=64,
         num_classes=5, representation_size=representation_size,
-    )  # fmt: skip
+    )
 
 
 # (builder, input size, feature-map shape without the batch): one per family of the split
 # table, small configurations of the real classes so that the test stays quick
 FAMILIES = {
     "resnet": (lambda: tv.resnet18(num_classes=5), 64, (512, 2, 2)),
-    "regnet": (_regnet, 64, (16, 2, 2)),
-    "densenet": (lambda: tv.DenseNet(8, (2, 2, 2, 2), 16, num_classes=5), 64, (64, 2, 2)),
+    "regnet": (_regnet, 64, (16, 8, 8)),
+    "densenet": (lambda: tv.DenseNet(8, (2, 2, 2, 2), 16, num_classes=5), 64, (32, 2, 2)),
     "convnext": (_convnext, 64, (32, 8, 8)),
     "efficientnet": (lambda: tv.efficientnet_b0(num_classes=5), 64, (1280, 2, 2)),
     "mobilenet_v2": (lambda: tv.mobilenet_v2(num_classes=5), 64, (1280, 2, 2)),
@@ -63,11 +68,17 @@ FAMILIES = {
     ),
     "maxvit": (
         lambda: tv.MaxVit(
-            (64, 64), stem_channels=8, partition_size=2, block_channels=[8, 16],
-            block_layers=[1, 1], head_dim=4, stochastic_depth_prob=0.0, num_classes=5,
-        ),  # fmt: skip
+            (64, 64),
+            stem_channels=8,
+            partition_size=2,
+            block_channels=[8, 16],
+            block_layers=[1, 1],
+            head_dim=4,
+            stochastic_depth_prob=0.0,
+            num_classes=5,
+        ),
         64,
-        (16, 4, 4),
+        (16, 8, 8),
     ),
 }
 
@@ -79,6 +90,13 @@ def test_every_family_split(family: str) -> None:
     model = build().eval()
     clf = TorchvisionClassifier(model, spec="test", transform=lambda im: im).eval()
     assert clf.num_classes == 5
+    head = clf.head_module()
+    assert isinstance(head, torch.nn.Linear)
+    torch.nn.init.normal_(head.weight)  # torchvision zero-initialises some heads (ViT)
+    if head.bias is not None:
+        torch.nn.init.normal_(head.bias)
+    else:  # MaxViT's head has no bias: head_bias is zeros
+        assert family == "maxvit" and not clf.head_bias.any()
     out = assert_classifier_consistent(clf, batch(size, n=2), model)
     assert tuple(out["feature_map"].shape[1:]) == fmap
 
@@ -92,7 +110,9 @@ def test_densenet_feature_map_is_what_gets_pooled() -> None:
 
 def test_unsupported_family_points_to_wrap() -> None:
     with pytest.raises(InvalidInputError, match="wrap"):
-        TorchvisionClassifier(tv.squeezenet1_1(), spec="torchvision:squeezenet1_1", transform=lambda i: i)
+        TorchvisionClassifier(
+            tv.squeezenet1_1(), spec="torchvision:squeezenet1_1", transform=lambda i: i
+        )
 
 
 def test_local_weights_and_class_count(tmp_path: Path) -> None:

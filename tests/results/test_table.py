@@ -118,3 +118,17 @@ def test_a_damaged_table_says_how_to_recover(tmp_path):
     (tmp_path / rt.FILE_NAME).write_bytes(b"not parquet")
     with pytest.raises(DataError, match="Move it away"):
         ResultsTable(tmp_path).read()
+
+
+def test_to_wide_inverts_from_wide():
+    rows = pd.concat([long_rows("c1"), long_rows("c2", detector="energy")], ignore_index=True)
+    failed = rt.status_row(model="m", detector="knn", hyperparams="{}", benchmark="b", cell="c3",
+                           status="failed", error="boom", seconds=0.1, time="t")
+    wide = rt.to_wide(pd.concat([rows, failed], ignore_index=True))
+    assert len(wide) == 4 and set(wide["detector"]) == {"msp", "energy"}
+    original = wide_rows()
+    mine = wide[wide["detector"] == "msp"].set_index("group")
+    for _, row in original[~original["is_average"]].iterrows():
+        assert mine.loc[row["group"], "auroc"] == row["auroc"]
+        assert mine.loc[row["group"], "fpr95_id"] == row["fpr95_id"]
+        assert mine.loc[row["group"], "kind"] == row["kind"]

@@ -173,3 +173,38 @@ def test_a_missing_dataset_fails_its_benchmark_only(tiny):
     status = df.drop_duplicates("cell").set_index("benchmark")["status"]
     assert status.to_dict() == {"cood": "ok", "sets": "failed"}
     assert "data/gone does not exist; expected an image folder" in df.loc[df["status"] == "failed", "error"].item()
+
+
+def write_openood_cifar10(root: Path) -> None:
+    """A miniature of OpenOOD's CIFAR-10 data folder: its image lists and a few images each."""
+    from PIL import Image
+
+    from oodbench.benchmarks import spec
+
+    rng = np.random.default_rng(0)
+    bench = spec("openood-v1.5-cifar10")
+    sets = [bench.id, bench.id_val, bench.ood_val, *bench.ood]
+    for i, s in enumerate(sets):
+        lines = []
+        for j in range(4):
+            rel = f"set{i}/{j}.png"
+            path = root / s.images / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            Image.fromarray((rng.random((8, 8)) * 255).astype(np.uint8)).convert("RGB").save(path)
+            lines.append(f"{rel} {j % 10 if s in (bench.id, bench.id_val) else -1}")
+        (root / s.list).parent.mkdir(parents=True, exist_ok=True)
+        (root / s.list).write_text("\n".join(lines) + "\n")
+
+
+def test_a_named_standard_benchmark_runs_with_data_relative_to_the_file(tiny):
+    write_openood_cifar10(tiny.parent / "openood")
+    data = tiny_data(tiny, ["msp"])
+    data["models"][0]["options"] = {"num_classes": 10, "seed": 0}
+    data["benchmarks"] = [{"type": "standard", "name": "openood-v1.5-cifar10",
+                           "options": {"root": "openood"}}]
+    df = oodbench.run_experiment(parse_experiment(data, base_dir=tiny.parent), progress=False)
+    assert df["status"].eq("ok").all(), df["error"].unique()
+    auroc = df[df["metric"] == "auroc"]
+    assert set(auroc["group"]) == {"cifar100", "tin", "mnist", "svhn", "texture", "places365"}
+    assert dict(zip(auroc["group"], auroc["kind"]))["cifar100"] == "near"
+    assert auroc["n_ood"].eq(4).all() and auroc["n_id"].eq(4).all()

@@ -319,7 +319,9 @@ class CoodBenchmark(Benchmark):
     ``severity_[detector name]`` the ``SeverityLevels`` (window indices refer to
     ``pool_classes_``) and ``level_classes(...)`` returns them by detector and level;
     ``id_activations_`` and ``pool_activations_`` are the activations the run scored
-    (restricted to ``id_classes``; pool rows map to pool positions through ``source_indices``).
+    (restricted to ``id_classes``) and ``pool_positions_`` the pool position of each row of
+    ``pool_activations_`` (a Source pool is extracted only at the sampled positions
+    ``used_idx_``; skipped images have no row).
     """
 
     name = "cood"
@@ -387,6 +389,8 @@ class CoodBenchmark(Benchmark):
             )
         #: pool positions (rows of the pool source / activations) of estimation and test images
         self.estimation_idx_, self.test_idx_, self.dropped_classes_ = est, test, dropped
+        #: the pool positions that are used (a Source pool extracts only these images)
+        self.used_idx_ = np.union1d(est, test)
         #: the pool classes that take part, sorted (severity windows index into this)
         self.pool_classes_ = np.unique(pool_labels[est])
         self._check_disjoint_classes()
@@ -429,9 +433,10 @@ class CoodBenchmark(Benchmark):
 
         # pool rows of the activations -> pool positions (rows of skipped images are absent)
         if isinstance(self.ood_pool, Source):
-            positions = np.asarray(pool_acts.source_indices, dtype=np.int64)
+            positions = self.used_idx_[np.asarray(pool_acts.source_indices, dtype=np.int64)]
         else:
             positions = np.arange(len(pool_acts))
+        self.pool_positions_ = positions
         role = np.full(self.pool_labels_.size, -1, dtype=np.int8)
         role[self.estimation_idx_], role[self.test_idx_] = 0, 1
         row_role = role[positions]
@@ -576,7 +581,9 @@ class CoodBenchmark(Benchmark):
             return extract(model, data, **options)
 
         pool = self.ood_pool
-        id_acts, pool_acts = get(self.id_test), get(_OodView(pool) if isinstance(pool, Source) else pool)
+        if isinstance(pool, Source):  # only the sampled images, seen as OOD (label -1)
+            pool = _OodView(pool).subset(self.used_idx_)
+        id_acts, pool_acts = get(self.id_test), get(pool)
         if self.id_classes is not None:
             if self.id_classes.max() >= id_acts.num_classes or self.id_classes.min() < 0:
                 raise ClassCountMismatchError(

@@ -20,7 +20,7 @@ All sets are deterministic functions of ``seed``.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,8 +49,8 @@ class DemoData:
     id_fit: Source
     id_test: Source
     pool: Source
-    ood: dict[str, Source]
-    kinds: dict[str, str]
+    ood: Mapping[str, Source]
+    kinds: Mapping[str, str]
     train_images: np.ndarray  # (N, 8, 8) uint8: the pixels of ``id_fit``
     train_labels: np.ndarray  # (N,) int64
     id_classes: tuple[int, ...]

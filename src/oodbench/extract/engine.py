@@ -10,7 +10,10 @@ interrupted run (Ctrl-C, a crash, SIGKILL) loses at most the shard in progress, 
 resumed run gives arrays bit-identical to an uninterrupted one: the batches are the same
 (they never cross a shard boundary), and so are the numbers for a given process configuration.
 ``torch.use_deterministic_algorithms`` is not switched on: that is process-global state and the
-inference kernels used on CPU are already deterministic for a fixed batch composition.
+inference kernels used on CPU are already deterministic for a fixed batch composition and
+thread count. On CUDA, a resumed run matches bit for bit when cuDNN picks the same kernels
+(``torch.backends.cudnn.benchmark = False``, the default; set
+``torch.backends.cudnn.deterministic = True`` to be sure).
 """
 
 from __future__ import annotations
@@ -18,8 +21,7 @@ from __future__ import annotations
 import math
 import sys
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from datetime import datetime, timezone
 from typing import Any
 
@@ -31,24 +33,13 @@ from oodbench.errors import (
     ClassCountMismatchError,
     EmptyInputError,
     InvalidInputError,
-    NonFiniteError,
     UnknownNameError,
 )
 from oodbench.extract.activations import Activations
+from oodbench.extract.forward import ForwardPass, stack_outputs
 from oodbench.extract.key import cache_key, identity
-from oodbench.extract.loader import (
-    LoadedBatch,
-    check_batch_size,
-    make_loader,
-    plan_batches,
-    skipped_records,
-    to_device,
-    warn_skipped,
-)
-from oodbench.extract.progress import progress_bar
+from oodbench.extract.loader import check_batch_size, warn_skipped
 from oodbench.extract.runtime import (
-    autocast,
-    place_model,
     precision_name,
     resolve_amp,
     resolve_device,
@@ -134,7 +125,7 @@ def extract(
     resolve_num_workers(num_workers, dev, 0)  # checks the value
     ident = identity(model, source, capture, precision_name(amp_dtype), feature_map_dtype)
     key = cache_key(ident)
-    run = _Pass(model, source, capture, batch_size, dev, amp_dtype, num_workers,
+    run = ForwardPass(model, source, capture, batch_size, dev, amp_dtype, num_workers,
                 FEATURE_MAP_DTYPES[feature_map_dtype], progress)
     size = _resolve_shard_size(shard_size, n, batch_size, "feature_map" in capture)
     if cache:
@@ -182,124 +173,11 @@ def extract(
 
 
 # ---------------------------------------------------------------------------------------------
-# the forward pass, shard by shard
-
-
-@dataclass
-class _Pass:
-    """The settings of one forward pass and the generator that runs it."""
-
-    model: Classifier
-    source: Source
-    capture: tuple[str, ...]
-    batch_size: int
-    device: torch.device
-    amp_dtype: torch.dtype | None
-    num_workers: int | str
-    feature_map_dtype: torch.dtype
-    progress: bool
-    timings: dict[str, float] = field(
-        default_factory=lambda: {"data_s": 0.0, "forward_s": 0.0, "write_s": 0.0, "images": 0}
-    )
-
-    @property
-    def channels_last(self) -> bool:
-        return self.device.type == "cuda" and self.amp_dtype is not None
-
-    def shards(
-        self, todo: Sequence[tuple[int, int, int]], done: int
-    ) -> Iterator[tuple[int, dict[str, np.ndarray], list[dict[str, Any]]]]:
-        """Run the shards ``(index, start, stop)`` in ``todo``; yield ``(index, arrays, skipped)``
-        as each completes. ``done`` images are already in the cache (for the progress bar)."""
-        owners, batches, last = [], [], []
-        for index, lo, hi in todo:
-            chunks = plan_batches(np.arange(lo, hi, dtype=np.int64), self.batch_size)
-            batches += chunks
-            owners += [index] * len(chunks)
-            last += [False] * (len(chunks) - 1) + [True]
-        loader = make_loader(
-            self.source, self.model.transform, batches, device=self.device,
-            num_workers=self.num_workers,
-        )
-        ids = self.source.ids
-        was_training = self.model.training
-        self.model.eval()
-        place_model(self.model, self.device, self.channels_last)
-        outputs: list[dict[str, np.ndarray]] = []
-        failed: list[tuple[int, str]] = []
-        description = f"extract {self.model.spec} on {self.source.name}"
-        try:
-            with progress_bar(description, len(self.source), done, self.progress) as advance:
-                batch_iter = iter(loader)
-                for index, is_last in zip(owners, last):
-                    tic = time.perf_counter()
-                    batch: LoadedBatch = next(batch_iter)
-                    toc = time.perf_counter()
-                    self.timings["data_s"] += toc - tic
-                    failed += batch.failed
-                    if batch.images is not None:
-                        outputs.append(self._forward(batch, ids))
-                        self.timings["forward_s"] += time.perf_counter() - toc
-                        self.timings["images"] += len(batch.indices)
-                    advance(len(batch.indices) + len(batch.failed))
-                    if is_last:
-                        yield index, _stack(outputs), skipped_records(self.source, ids, failed)
-                        outputs, failed = [], []
-        finally:
-            self.model.train(was_training)
-
-    def _forward(self, batch: LoadedBatch, ids: Sequence[str]) -> dict[str, np.ndarray]:
-        assert batch.images is not None
-        x = to_device(batch.images, self.device, self.channels_last)
-        with torch.inference_mode(), autocast(self.device, self.amp_dtype):
-            out = self.model.forward_all(x, self.capture)
-        arrays = {"source_indices": batch.indices}
-        for name, tensor in out.items():
-            dtype = self.feature_map_dtype if name == "feature_map" else torch.float32
-            arrays[name] = tensor.to(dtype).cpu().numpy()
-        self._check(arrays, batch.indices, ids)
-        return arrays
-
-    def _check(self, arrays: dict[str, np.ndarray], rows: np.ndarray, ids: Sequence[str]) -> None:
-        logits, spec, name = arrays["logits"], self.model.spec, self.source.name
-        if logits.ndim != 2 or logits.shape[1] != self.model.num_classes:
-            raise ClassCountMismatchError(
-                f"model {spec!r} says num_classes={self.model.num_classes} but its logits have "
-                f"shape {tuple(logits.shape)}; the adapter's num_classes must match its head"
-            )
-        bad = np.flatnonzero(~np.isfinite(logits).all(axis=1))
-        if bad.size:
-            fix = (
-                f"the pass ran in {precision_name(self.amp_dtype)} autocast: rerun with "
-                "amp='off' (float32)" if self.amp_dtype is not None else
-                "check the checkpoint for NaN weights and these images for degenerate content"
-            )
-            raise NonFiniteError(
-                f"model {spec!r} produced NaN/inf logits for {bad.size} image(s) of source "
-                f"{name!r}: {[ids[rows[i]] for i in bad[:5]]}; {fix}. Shards completed before "
-                "this batch are kept in the cache."
-            )
-        fmap = arrays.get("feature_map")
-        if fmap is not None and fmap.dtype == np.float16 and not np.isfinite(fmap).all():
-            raise NonFiniteError(
-                f"the feature map of model {spec!r} on source {name!r} overflows float16 (or is "
-                "NaN); extract with feature_map_dtype='float32'"
-            )
-
-
-def _stack(outputs: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    """Concatenate batch outputs; an all-unreadable shard has only empty source_indices."""
-    if not outputs:
-        return {"source_indices": np.empty(0, dtype=np.int64)}
-    return {name: np.concatenate([o[name] for o in outputs]) for name in outputs[0]}
-
-
-# ---------------------------------------------------------------------------------------------
 # cached and in-memory drivers
 
 
 def _extract_cached(
-    run: _Pass, ident: dict[str, Any], key: str, shard_size: int, labels: np.ndarray
+    run: ForwardPass, ident: dict[str, Any], key: str, shard_size: int, labels: np.ndarray
 ) -> tuple[dict[str, np.ndarray], dict[str, Any], bool]:
     store = ActivationStore.for_key(key)
     manifest = store.complete_manifest()
@@ -334,7 +212,7 @@ def _extract_cached(
 
 
 def _extract_in_memory(
-    run: _Pass, ident: dict[str, Any], key: str, shard_size: int, labels: np.ndarray
+    run: ForwardPass, ident: dict[str, Any], key: str, shard_size: int, labels: np.ndarray
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     manifest = _new_manifest(run.source, ident, key, shard_size)
     parts = []
@@ -343,7 +221,7 @@ def _extract_in_memory(
         if len(arrays["source_indices"]):
             parts.append(arrays)
     _require_rows(run.source, manifest)
-    out = _stack(parts)
+    out = stack_outputs(parts)
     return {**out, **_source_arrays(run.source, labels, out["source_indices"])}, manifest
 
 

@@ -87,7 +87,9 @@ class ModuleHeadClassifier(Classifier):
     def head_bias(self) -> torch.Tensor:
         head = self._linear_head()
         if head.bias is None:
-            return torch.zeros(head.out_features, dtype=head.weight.dtype, device=head.weight.device)
+            return torch.zeros(
+                head.out_features, dtype=head.weight.dtype, device=head.weight.device
+            )
         return head.bias.detach()
 
     def weights_digest(self) -> str:
@@ -95,7 +97,9 @@ class ModuleHeadClassifier(Classifier):
             self._digest = state_dict_digest(self)
         return self._digest
 
-    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False):  # type: ignore[override]
+    def load_state_dict(
+        self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False
+    ):  # type: ignore[override]
         self._digest = None
         return super().load_state_dict(state_dict, strict=strict, assign=assign)
 

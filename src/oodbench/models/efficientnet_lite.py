@@ -28,8 +28,19 @@ from oodbench.models.timm_models import TimmClassifier, create_timm_model, image
 VARIANTS = ("efficientnet_lite0", "efficientnet_lite1", "efficientnet_lite2")
 
 # EfficientNet-PyTorch names -> timm names, outside the blocks and inside each block type
-_TOP = {"_conv_stem": "conv_stem", "_bn0": "bn1", "_conv_head": "conv_head", "_bn1": "bn2", "_fc": "classifier"}
-_DEPTHWISE_SEPARABLE = {"_depthwise_conv": "conv_dw", "_bn1": "bn1", "_project_conv": "conv_pw", "_bn2": "bn2"}
+_TOP = {
+    "_conv_stem": "conv_stem",
+    "_bn0": "bn1",
+    "_conv_head": "conv_head",
+    "_bn1": "bn2",
+    "_fc": "classifier",
+}
+_DEPTHWISE_SEPARABLE = {
+    "_depthwise_conv": "conv_dw",
+    "_bn1": "bn1",
+    "_project_conv": "conv_pw",
+    "_bn2": "bn2",
+}
 _INVERTED_RESIDUAL = {
     "_expand_conv": "conv_pw",
     "_bn0": "bn1",
@@ -62,7 +73,9 @@ def to_timm_state_dict(state: dict[str, torch.Tensor], model: nn.Module) -> dict
     checked by the caller's strict load.
     """
     flat = [f"blocks.{i}.{j}" for i, stage in enumerate(model.blocks) for j in range(len(stage))]  # type: ignore[arg-type]
-    n_blocks = 1 + max((int(k.split(".")[1]) for k in state if k.startswith("_blocks.")), default=-1)
+    n_blocks = 1 + max(
+        (int(k.split(".")[1]) for k in state if k.startswith("_blocks.")), default=-1
+    )
     if n_blocks != len(flat):
         raise InvalidInputError(
             f"the checkpoint has {n_blocks} blocks but {type(model).__name__} has {len(flat)}: "

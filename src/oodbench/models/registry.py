@@ -114,7 +114,5 @@ def describe_specs() -> str:
     width = max(len(f.syntax) for f in FAMILIES.values())
     lines = ["Model specs for oodbench.models.load(spec) and --model:"]
     lines += [f"  {f.syntax:<{width}}  {f.description}" for f in FAMILIES.values()]
-    lines.append(
-        "  any nn.Module: oodbench.models.wrap(module, feature_layer=..., head_layer=...)"
-    )
+    lines.append("  any nn.Module: oodbench.models.wrap(module, feature_layer=..., head_layer=...)")
     return "\n".join(lines)

@@ -32,7 +32,7 @@ def to_tensor(image: Image.Image) -> torch.Tensor:
     """PIL image -> (1, 8, 8) float tensor in [0, 1] (grey, bilinear resize when not 8x8)."""
     grey = image.convert("L")
     if grey.size != (SIZE, SIZE):
-        grey = grey.resize((SIZE, SIZE), Image.BILINEAR)
+        grey = grey.resize((SIZE, SIZE), Image.Resampling.BILINEAR)
     return torch.from_numpy(np.asarray(grey, dtype=np.float32) / 255.0).unsqueeze(0)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 from torch import nn
@@ -91,7 +92,7 @@ def create_timm_model(
 
     if not timm.is_model(name):
         raise UnknownNameError("timm model", name, timm.list_models())
-    extra = {} if num_classes is None else {"num_classes": num_classes}
+    extra: dict[str, Any] = {} if num_classes is None else {"num_classes": num_classes}
     if weights is not None:
         model = timm.create_model(name, pretrained=False, **extra)
         load_strict(model, read_state_dict(weights), origin=repr(os.fspath(weights)))

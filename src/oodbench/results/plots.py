@@ -104,7 +104,7 @@ def score_histogram(
     finite = np.concatenate([a[np.isfinite(a)] for a in arrays])
     lo, hi = (tuple(np.quantile(finite, [0.005, 0.995])) if finite.size else (0.0, 1.0))
     hi = hi if hi > lo else lo + 1.0
-    edges = np.linspace(lo, hi, bins + 1)
+    edges = np.linspace(lo, hi, bins + 1).tolist()
     arrays = [np.clip(a, lo, hi) for a in arrays]
     fig = Figure(figsize=(6.4, 3.4))
     ax = fig.subplots()

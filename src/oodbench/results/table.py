@@ -165,6 +165,18 @@ def from_wide(
     return conform(long)
 
 
+def to_wide(table: pd.DataFrame) -> pd.DataFrame:
+    """The ``ok`` rows back in the benchmarks' wide shape: one row per (model, detector
+    configuration, benchmark, group), one column per metric (e.g. for ``paper.rank``)."""
+    ok = table[table["status"] == "ok"]
+    keys = ["model", "detector", "hyperparams", "benchmark", "group", "kind", "level", "n_id", "n_ood"]
+    wide = ok.pivot_table(index=keys, columns="metric", values="value", aggfunc="first",
+                          dropna=False, observed=True)
+    wide = wide.dropna(how="all").reset_index()
+    wide.columns.name = None
+    return wide
+
+
 def status_row(
     *,
     model: str,
@@ -263,14 +275,15 @@ class ResultsTable:
         """Keep the ID scores and each OOD group's scores of a cell (compressed ``.npz``)."""
         self.scores_dir.mkdir(parents=True, exist_ok=True)
         groups = list(ood)
-        arrays = {f"ood_{i}": np.asarray(ood[g], dtype=np.float64) for i, g in enumerate(groups)}
+        arrays: dict[str, np.ndarray] = {
+            f"ood_{i}": np.asarray(ood[g], dtype=np.float64) for i, g in enumerate(groups)
+        }
+        arrays["id"] = np.asarray(id_scores, dtype=np.float64)
+        arrays["groups"] = np.array(groups, dtype=str)
         path = self.scores_path(cell)
         tmp = _new_tmp(self.scores_dir, ".scores-", ".npz")
         try:
-            np.savez_compressed(
-                tmp, id=np.asarray(id_scores, dtype=np.float64), groups=np.array(groups, dtype=str),
-                **arrays,
-            )
+            np.savez_compressed(tmp, **arrays)  # type: ignore[arg-type]
             os.replace(tmp, path)
         finally:
             if os.path.exists(tmp):

@@ -84,9 +84,9 @@ class SourceSpec:
 
         self.check_exists()
         if self.kind == "folder":
-            return data.ImageFolder(self.path)
+            return data.ImageFolder(_given(self.path))
         if self.kind == "list":
-            return data.ImageList(self.path, self.root)
+            return data.ImageList(_given(self.path), _given(self.root))
         if self.kind == "demo":
             from oodbench.data.demo import demo_data
 
@@ -253,7 +253,11 @@ class CoodSpec:
 
 @dataclass(frozen=True)
 class StandardSpec:
-    """A named benchmark from ``oodbench.benchmarks.get(name, **options)`` (it has its own ID set)."""
+    """A named benchmark from ``oodbench.benchmarks.get(name, **options)`` (it has its own ID set).
+
+    ``options.root`` and the folders in ``options.paths`` are resolved against the experiment
+    file's folder when relative.
+    """
 
     name: str
     options: Mapping[str, Any] = field(default_factory=dict)
@@ -591,16 +595,23 @@ class _Reader:
         table = self.table(value, where)
         kind = self.get(table, "type", str, where, what=f"one of {', '.join(BENCHMARK_TYPES)}")
         if kind == "cood":
-            self.keys(table, ["type", "name", "pool", "window", "n_levels", "estimation_fraction",
-                              "images_per_class", "seed", "selection"], where)
+            option_keys = ("window", "n_levels", "estimation_fraction", "images_per_class", "seed",
+                           "selection", "id_classes")
+            self.keys(table, ["type", "name", "pool", *option_keys], where)
             if "pool" not in table:
                 raise self.fail(where, "missing required key 'pool' (the OOD class pool: a labelled "
                                 "folder or image list of classes the model never saw)")
-            options = {k: table[k] for k in ("window", "n_levels", "estimation_fraction",
-                                             "images_per_class", "seed", "selection") if k in table}
+            options = {k: table[k] for k in option_keys if k in table}
             for key in ("window", "n_levels", "images_per_class", "seed"):
                 if key in options:
                     self.get(table, key, int, where)
+            if "selection" in options and options["selection"] not in ("percentiles", "disjoint"):
+                raise self.fail(f"{where}.selection", "use \"percentiles\" (the paper) or \"disjoint\"")
+            if "id_classes" in options and not (
+                isinstance(options["id_classes"], list)
+                and all(isinstance(c, int) and not isinstance(c, bool) for c in options["id_classes"])
+            ):
+                raise self.fail(f"{where}.id_classes", "expected an array of model class indices")
             if "estimation_fraction" in options:
                 frac = self.get(table, "estimation_fraction", (float, int), where)
                 if not 0 < frac < 1:
@@ -611,7 +622,13 @@ class _Reader:
             self.keys(table, ["type", "name", "options"], where)
             name = self.get(table, "name", str, where, what="a name from `oodbench list benchmarks`")
             self.check_standard(name, where)
-            return StandardSpec(name, dict(self.get(table, "options", Mapping, where, {})))
+            options = dict(self.get(table, "options", Mapping, where, {}))
+            if isinstance(options.get("root"), str):  # data folders relative to this file
+                options["root"] = str(self.path(options["root"]))
+            if isinstance(options.get("paths"), Mapping):
+                options["paths"] = {k: str(self.path(v)) if isinstance(v, str) else v
+                                    for k, v in options["paths"].items()}
+            return StandardSpec(name, options)
         if kind == "custom":
             self.keys(table, ["type", "name", "groups"], where)
             groups_in = self.table(self.get(table, "groups", Mapping, where), f"{where}.groups")
@@ -641,6 +658,11 @@ class _Reader:
             from oodbench.errors import UnknownNameError
 
             raise self.fail(f"{where}.name", str(UnknownNameError("benchmark", name, valid)))
+
+
+def _given(path: Path | None) -> Path:
+    assert path is not None, "folder and list sources always have their paths"
+    return path
 
 
 def _tuple(types: type | tuple[type, ...]) -> tuple[type, ...]:

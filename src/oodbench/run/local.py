@@ -12,6 +12,7 @@ per-sample scores go to ``scores/<cell>.npz``, and a failure's traceback to ``fa
 
 from __future__ import annotations
 
+import functools
 import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
@@ -181,7 +182,9 @@ def run_model(
                 sink(status_result(cell, "skipped", reason, experiment, start))
                 continue
             key = (cell.detector, cell.hyperparams)
-            det = made.setdefault(key, _Lazy(lambda c=cell: detectors.create(c.detector, **c.params))).get()
+            if key not in made:
+                made[key] = _Lazy(functools.partial(detectors.create, cell.detector, **cell.params))
+            det = made[key].get()
             bench = resources.benchmark(cell.benchmark.name)
             fit = fit_lazy.get() if "train" in requires else None
             with recording(det) as calls:
@@ -239,7 +242,13 @@ class LocalExecutor:
 
     def run(self, plan: Plan, table: ResultsTable) -> None:
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
 
         console = self.console or Console(stderr=True)
         resources = Resources(plan.experiment)

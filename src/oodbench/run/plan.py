@@ -98,8 +98,9 @@ def detector_configurations(experiment: Experiment) -> list[tuple[str, dict[str,
     seen: set[tuple[str, str]] = set()
     for spec in experiment.detectors:
         if spec.name == ALL_DETECTORS:
-            entries = [(row["name"], {}) for row in detectors.available()
-                       if any_clip or set(row["requires"]) <= _CLASSIFIER_INPUTS]
+            entries: list[tuple[str, dict[str, Any]]] = [
+                (row["name"], {}) for row in detectors.available()
+                if any_clip or set(row["requires"]) <= _CLASSIFIER_INPUTS]
         else:
             entries = [(spec.name, config) for config in spec.configurations()]
         for name, config in entries:
