@@ -65,6 +65,7 @@ def test_class_names_fix_the_label_order(tree: Path) -> None:
 
 def test_extensions_filter(tree: Path) -> None:
     assert ImageFolder(tree, extensions=[".png"]).ids == ["cat/a.png", "cat/b.png"]
+    assert ImageFolder(tree, extensions=".png").ids == ["cat/a.png", "cat/b.png"]
 
 
 def test_missing_and_empty_roots(tmp_path: Path) -> None:

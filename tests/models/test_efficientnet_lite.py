@@ -10,7 +10,7 @@ import pytest
 import torch
 from PIL import Image
 
-from oodbench.errors import MissingDependencyError
+from oodbench.errors import ClassCountMismatchError, MissingDependencyError
 from oodbench.models import load
 from oodbench.models.checkpoint import read_state_dict
 from oodbench.models.efficientnet_lite import to_timm_state_dict, weights_file
@@ -84,6 +84,12 @@ def test_local_weights_in_either_layout(lite0, tmp_path: Path) -> None:  # type:
     same = load("efficientnet_lite0", weights=weights_file("efficientnet_lite0"))
     assert again.weights_digest() == same.weights_digest() == lite0.weights_digest()
     assert again.class_names is None  # unknown label space for a user checkpoint
+
+
+def test_pretrained_weights_fix_the_class_count() -> None:
+    with pytest.raises(ClassCountMismatchError, match="1000 ImageNet classes"):
+        load("efficientnet_lite0", num_classes=10)
+    assert load("efficientnet_lite0", pretrained=False, num_classes=10).num_classes == 10
 
 
 def test_missing_package(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -43,8 +43,14 @@ def _convnext() -> tv.ConvNeXt:
 
 def _vit(representation_size: int | None) -> tv.VisionTransformer:
     return tv.VisionTransformer(
-        image_size=32, patch_size=16, num_layers=2, num_heads=2, hidden_dim=32, mlp_dim=64,
-        num_classes=5, representation_size=representation_size,
+        image_size=32,
+        patch_size=16,
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=32,
+        mlp_dim=64,
+        num_classes=5,
+        representation_size=representation_size,
     )
 
 

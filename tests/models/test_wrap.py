@@ -81,3 +81,15 @@ def test_bad_layer_names_and_token_maps() -> None:
 
     with pytest.raises(InvalidInputError, match="pool="):
         global_average_pool(torch.zeros(2, 5, 8))
+
+
+def test_a_layer_that_never_runs_is_reported() -> None:
+    net = tv.resnet18(num_classes=3).eval()
+    net.unused = nn.Identity()  # registered, but forward() never calls it
+    for kwargs in ({"feature_layer": "unused", "head_layer": "fc"},
+                   {"feature_layer": "layer4", "head_layer": "unused"}):  # fmt: skip
+        clf = wrap(net, **kwargs)  # type: ignore[arg-type]
+        with pytest.raises(InvalidInputError, match="did not run"):
+            clf.forward_all(batch(32, n=1))
+    with pytest.raises(InvalidInputError, match="did not run"):
+        wrap(net, feature_layer="unused", head_layer="fc").feature_map(batch(32, n=1))

