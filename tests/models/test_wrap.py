@@ -87,7 +87,7 @@ def test_a_layer_that_never_runs_is_reported() -> None:
     net = tv.resnet18(num_classes=3).eval()
     net.unused = nn.Identity()  # registered, but forward() never calls it
     for kwargs in ({"feature_layer": "unused", "head_layer": "fc"},
-                   {"feature_layer": "layer4", "head_layer": "unused"}):  # fmt: skip
+                   {"feature_layer": "layer4", "head_layer": "unused", "num_classes": 3}):  # fmt: skip
         clf = wrap(net, **kwargs)  # type: ignore[arg-type]
         with pytest.raises(InvalidInputError, match="did not run"):
             clf.forward_all(batch(32, n=1))

@@ -51,6 +51,12 @@ FAMILIES: dict[str, ModelFamily] = {
         )
         for i in range(3)
     },
+    "clip": ModelFamily(
+        "oodbench.models.clip:load_clip",
+        "clip:<arch>/<pretrained tag>",
+        "open_clip CLIP as a zero-shot classifier (pip install oodbench[clip]), e.g. "
+        "clip:ViT-B-32/openai; options class_names=, templates= (default: ImageNet, 80 prompts)",
+    ),
 }
 
 
