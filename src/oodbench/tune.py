@@ -10,10 +10,11 @@ is scored on an ID validation set and an OOD validation set and the point with t
 (``criterion="auroc"``, the default; any key of :func:`oodbench.metrics.evaluate` may be used)
 wins. Two differences from OpenOOD's implementation: (1) whenever a hyper-parameter can change
 what ``fit`` learns (ReAct's percentile sets its threshold, DICE's sparsity its mask, KNN's
-subsampling its bank), the detector is fitted again for that grid point -- OpenOOD's
-``set_hyperparam`` only stores the new value and keeps the statistics of the first setup for
-several postprocessors; (2) nothing runs the network: every point is scored from the cached
-activations (only live-model detectors such as ODIN and MC-dropout run their own passes).
+subsampling its bank), the detector is fitted again for that grid point -- OpenOOD relies on
+each postprocessor's ``set_hyperparam`` to do that, and e.g. its ``DICEPostprocessor`` only
+stores the new ``p`` and keeps the weight mask computed at the first grid point for the whole
+sweep; (2) nothing runs the network: every point is scored from the cached activations (only
+live-model detectors such as ODIN and MC-dropout run their own passes).
 
 A detector class may declare ``score_only_hyperparams`` (a frozenset of field names that only
 affect scoring, e.g. a temperature); grid points that differ only in those share one fit.

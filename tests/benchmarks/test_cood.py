@@ -301,6 +301,17 @@ def test_levels_per_detector_configuration() -> None:
         bench.level_classes(create("energy", temperature=2.0))
 
 
+def test_named_benchmark_and_evaluate() -> None:
+    from oodbench import benchmarks
+
+    rng = np.random.default_rng(7)
+    id_a = _acts(rng.normal(1.0, size=40), rng.integers(0, 3, 40))
+    pool_a = _acts(rng.normal(size=60), np.repeat(np.arange(6), 10))
+    bench = benchmarks.get("cood", id_test=id_a, ood_pool=pool_a, window=2, n_levels=3)
+    assert isinstance(bench, CoodBenchmark) and "cood" in benchmarks.available()
+    pd.testing.assert_frame_equal(bench.evaluate(None, Logit0()), bench.run(None, [Logit0()]))
+
+
 def test_pool_class_that_is_an_id_class_is_rejected() -> None:
     rng = np.random.default_rng(0)
     id_a = _acts(rng.normal(size=30), np.repeat([0, 1, 2], 10))
@@ -424,8 +435,9 @@ def test_efficientnet_lite0_severity_levels_on_real_images(imagenet_val_1300: Pa
     id_rows = np.flatnonzero(np.isin(labels, id_classes))
     pool_rows = np.flatnonzero(~np.isin(labels, id_classes))
 
-    bench = CoodBenchmark(val.subset(id_rows), val.subset(pool_rows), id_classes=id_classes,
-                          window=20, n_levels=11, seed=0)
+    with pytest.warns(UserWarning, match=r"dropped \d+ pool classes with fewer than 2 images"):
+        bench = CoodBenchmark(val.subset(id_rows), val.subset(pool_rows), id_classes=id_classes,
+                              window=20, n_levels=11, seed=0)
     df = bench.run(model, [create(name) for name in REAL_DETECTORS], progress=False, batch_size=50)
 
     table = df.pivot(index="level", columns="detector", values="auroc")[list(REAL_DETECTORS)]

@@ -25,7 +25,10 @@ from oodbench.models.checkpoint import load_strict, read_state_dict
 
 
 class TimmClassifier(ModuleHeadClassifier):
-    """A timm model split into ``forward_features`` -> ``forward_head(pre_logits=True)`` -> head."""
+    """A timm model split into ``forward_features`` -> ``forward_head(pre_logits=True)`` -> head.
+
+    Put in eval mode on construction.
+    """
 
     def __init__(
         self,
@@ -54,6 +57,7 @@ class TimmClassifier(ModuleHeadClassifier):
                 f"{spec}: the model has {len(head)} classifier heads (a distilled model?); use "
                 "its single-head variant or oodbench.models.wrap"
             )
+        self.eval()  # timm creates models in training mode (batch-norm batch statistics)
 
     def head_module(self) -> nn.Module:
         return self.model.get_classifier()  # type: ignore[operator,no-any-return]

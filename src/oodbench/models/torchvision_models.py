@@ -160,7 +160,8 @@ def split_for(model: nn.Module, spec: str) -> _Split:
 
 
 class TorchvisionClassifier(ModuleHeadClassifier):
-    """A torchvision classification model split as in the table of the module docstring."""
+    """A torchvision classification model split as in the table of the module docstring (put in
+    eval mode on construction)."""
 
     def __init__(
         self,
@@ -179,6 +180,7 @@ class TorchvisionClassifier(ModuleHeadClassifier):
         )
         self.model = model
         self._split = split
+        self.eval()
 
     def head_module(self) -> nn.Module:
         return self.model.get_submodule(self._split.head(self.model))
