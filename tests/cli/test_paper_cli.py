@@ -49,3 +49,18 @@ def test_errors_are_one_line(cood_paper_csv: Path, tmp_path: Path) -> None:
     assert bad_levels.exit_code == 2 and "comma-separated integers" in bad_levels.output
     missing = _invoke("paper", "rank", str(tmp_path / "none.csv"), "--csv", str(cood_paper_csv))
     assert missing.exit_code == 2 and "does not exist" in missing.output
+
+
+def test_rank_reads_the_long_table_of_oodbench_run(cood_paper_csv: Path, tmp_path: Path) -> None:
+    from oodbench.results.table import from_wide
+
+    wide = pd.DataFrame({"detector": ["msp", "msp"], "hyperparams": ["{}", "{}"],
+                         "group": ["level_0", "level_10"], "level": [0, 10],
+                         "auroc": [0.95, 0.70], "n_id": [10, 10], "n_ood": [5, 5]})
+    long = from_wide(wide, model="m", benchmark="cood", cell="c", seconds=1.0, time="t")
+    out = tmp_path / "run-output"
+    out.mkdir()
+    long.to_parquet(out / "results.parquet")
+    result = _invoke("paper", "rank", str(out), "--csv", str(cood_paper_csv))
+    assert result.exit_code == 0, result.output
+    assert "percentile_rank" in result.output and "softmax" in result.output

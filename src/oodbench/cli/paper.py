@@ -84,13 +84,23 @@ def leaderboard_cmd(kappa: str, levels: str, top: int, metric: str, csv: Path | 
 def rank_cmd(results: Path, kappa: str | None, metric: str, csv: Path | None) -> None:
     """Place your CoodBenchmark results among the published models.
 
-    RESULTS is a CSV or Parquet file of ``CoodBenchmark.run`` rows: columns ``detector``,
-    ``level`` (or ``group`` = ``level_<i>``) and ``auroc``.
+    RESULTS is a CSV or Parquet file of ``CoodBenchmark.run`` rows (columns ``detector``,
+    ``level`` or ``group`` = ``level_<i>``, and ``auroc``), or the results table / output folder
+    of ``oodbench run`` (its C-OOD rows are used).
     """
     from oodbench.results import paper
+    from oodbench.results.table import to_wide
 
+    if results.is_dir():
+        results = results / "results.parquet"
     if not results.is_file():
-        raise MissingDataError(f"results file {results} does not exist")
+        raise MissingDataError(
+            f"results file {results} does not exist: pass a CSV/Parquet of CoodBenchmark rows "
+            "or the output folder of `oodbench run`"
+        )
     mine = pd.read_parquet(results) if results.suffix == ".parquet" else pd.read_csv(results)
+    if {"metric", "value", "status"} <= set(mine.columns):  # the long table of `oodbench run`
+        mine = to_wide(mine)
+        mine = mine[mine["level"].notna()]
     ranked = paper.rank(_load(csv), mine, kappa=kappa, metric=metric)
     _print(ranked, f"{results.name} among the published C-OOD models ({metric})")
