@@ -31,6 +31,26 @@ def shared_path(*parts: str) -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def lite0_imagenet_val(_isolated_cache):
+    """EfficientNet-Lite0 (real weights) on the 1,300 real ImageNet validation images.
+
+    One extraction per test session (logits, features, float16 feature maps), shared by every
+    test that needs real activations: later ``extract`` calls with the same source and capture
+    are cache hits. Returns ``(model, source, activations)``.
+    """
+    path = shared_path("imagenet-val-1300")
+    from oodbench.data.imagenet_val import ImageNetVal
+    from oodbench.extract import extract
+    from oodbench.models import load
+
+    model = load("efficientnet_lite0")
+    source = ImageNetVal(path)
+    acts = extract(model, source, capture=("logits", "features", "feature_map"),
+                   feature_map_dtype="float16", progress=False)
+    return model, source, acts
+
+
 @pytest.fixture
 def imagenet_val_1300() -> Path:
     return shared_path("imagenet-val-1300")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -24,7 +23,6 @@ from oodbench.detectors.base import Detector
 from oodbench.errors import (
     EmptyInputError,
     InvalidInputError,
-    MissingDependencyError,
     NonFiniteError,
 )
 from oodbench.extract.activations import Activations
@@ -417,16 +415,8 @@ REAL_DETECTORS = ("msp", "maxlogit", "entropy", "energy")
 
 
 @pytest.mark.heavy
-def test_efficientnet_lite0_severity_levels_on_real_images(imagenet_val_1300: Path) -> None:
-    from oodbench import models
-    from oodbench.data.imagenet_val import ImageNetVal
-    from oodbench.extract import extract
-
-    try:
-        model = models.load("efficientnet_lite0", device="cpu")
-    except MissingDependencyError as err:
-        pytest.skip(f"EfficientNet-Lite0 weights are not installed: {err}")
-    val = ImageNetVal(imagenet_val_1300)
+def test_efficientnet_lite0_severity_levels_on_real_images(lite0_imagenet_val) -> None:
+    model, val, acts = lite0_imagenet_val
     labels = np.asarray(val.labels)
     present = np.unique(labels)  # 725 classes
     rng = np.random.default_rng(0)
@@ -434,11 +424,12 @@ def test_efficientnet_lite0_severity_levels_on_real_images(imagenet_val_1300: Pa
     id_classes = np.sort(shuffled[: present.size // 2])
     id_rows = np.flatnonzero(np.isin(labels, id_classes))
     pool_rows = np.flatnonzero(~np.isin(labels, id_classes))
+    assert np.array_equal(np.asarray(acts.source_indices), np.arange(len(val)))  # no skipped image
 
     with pytest.warns(UserWarning, match=r"dropped \d+ pool classes with fewer than 2 images"):
-        bench = CoodBenchmark(val.subset(id_rows), val.subset(pool_rows), id_classes=id_classes,
+        bench = CoodBenchmark(acts.subset(id_rows), acts.subset(pool_rows), id_classes=id_classes,
                               window=20, n_levels=11, seed=0)
-    df = bench.run(model, [create(name) for name in REAL_DETECTORS], progress=False, batch_size=50)
+    df = bench.run(model, [create(name) for name in REAL_DETECTORS])
 
     table = df.pivot(index="level", columns="detector", values="auroc")[list(REAL_DETECTORS)]
     print("\nEfficientNet-Lite0, C-OOD AUROC per severity level "
@@ -459,14 +450,13 @@ def test_efficientnet_lite0_severity_levels_on_real_images(imagenet_val_1300: Pa
         assert auroc[0] > 0.8 and auroc[:3].mean() > auroc[-3:].mean() + 0.03, (name, auroc)
 
     # the MSP rows again, independently from the cached activations with scikit-learn
-    id_acts = extract(model, val.subset(id_rows), capture=("logits",), progress=False)
-    logits = np.asarray(id_acts.logits, dtype=np.float64)[:, id_classes]
+    logits = np.asarray(acts.logits, dtype=np.float64)[id_rows][:, id_classes]
     id_msp = np.exp(logits - logits.max(1, keepdims=True))
     id_msp = (id_msp / id_msp.sum(1, keepdims=True)).max(1)
     msp_rows = df[df["detector"] == "msp"].reset_index(drop=True)
     assert msp_rows["id_mean_kappa"].iloc[0] == pytest.approx(id_msp.mean(), rel=1e-9)
     pool_acts, position = bench.pool_activations_, bench.pool_positions_
-    assert position.size == pool_rows.size - bench.dropped_classes_.size  # 1-image classes
+    assert np.isin(bench.used_idx_, position).all()  # every sampled pool image has a row
     pool_logits = np.asarray(pool_acts.logits, dtype=np.float64)
     assert pool_logits.shape == (position.size, id_classes.size)
     pool_msp = np.exp(pool_logits - pool_logits.max(1, keepdims=True))

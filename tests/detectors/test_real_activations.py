@@ -7,17 +7,23 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from benchmarks.real_detectors import (
+    detector_plan,
+    extract_all,
+    run_detector,
+    sources,
+    split_halves,
+)
 from sklearn.metrics import roc_auc_score
 
-from benchmarks.real_detectors import detector_plan, extract_all, run_detector, sources, split_halves
 from oodbench import models
 from oodbench.metrics import auroc
 
 #: ImageNet images (half fit, half test) and CIFAR-10 images: small enough for ~1 minute on 2 CPUs
-N_ID, N_OOD = 160, 80
+N_ID, N_OOD = 120, 60
 #: rows per side scored by the live-model detectors (ODIN: a forward, a backward and a forward
 #: pass per image); their maths is tested elsewhere, here only that they run on real images
-N_LIVE = 8
+N_LIVE = 4
 #: detectors that cannot apply to Lite0, with a word their error must contain
 NOT_APPLICABLE = {"mc_dropout": "dropout"}
 
