@@ -3,7 +3,7 @@ pytorch-ood 0.4.0's implementation on the same arrays.
 
     .venv/bin/python benchmarks/bench_detectors.py            # full size (minutes to hours)
     .venv/bin/python benchmarks/bench_detectors.py --quick    # every row count / 10
-    .venv/bin/python benchmarks/bench_detectors.py --only react,dice --budget 120
+    .venv/bin/python benchmarks/bench_detectors.py --only react,dice --budget 120  # update rows
 
 Full size: 50,000 scored rows x 2,048 features, 1,000 classes, a 100,000-row training bank,
 float32 (what the extraction cache holds for a ResNet-50 on ImageNet); feature-map detectors
@@ -115,7 +115,10 @@ def timed(run: Callable[[], tuple[Callable[[], Any], Callable[[], Any]]],
             fit()
             out["fit_s"] = time.perf_counter() - t0
             t0 = time.perf_counter()
-            scores = np.asarray(score(), dtype=np.float64)
+            result = score()
+            if isinstance(result, torch.Tensor):  # e.g. a learned temperature still in the graph
+                result = result.detach()
+            scores = np.asarray(result, dtype=np.float64)
             out["score_s"] = time.perf_counter() - t0
             out["nonfinite"] = int((~np.isfinite(scores)).sum())
     except OverBudget:
@@ -270,9 +273,16 @@ def main() -> None:
               f"{fmt(mine.get('score_s'))} | {theirs.get('class', '')} | "
               f"{fmt(theirs.get('fit_s'))} | {fmt(theirs.get('score_s'))} | {'; '.join(notes)} |")
 
+    mode = "quick" if args.quick else "full"
+    if wanted and args.out.exists():  # --only updates those rows of an earlier run of this mode
+        earlier = json.loads(args.out.read_text())
+        if earlier.get("mode") == mode and earlier.get("sizes") == sizes:
+            redone = {row["detector"] for row in rows}
+            rows = sorted([r for r in earlier["rows"] if r["detector"] not in redone] + rows,
+                          key=lambda r: r["detector"])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({
-        "mode": "quick" if args.quick else "full",
+        "mode": mode,
         "sizes": sizes,
         "budget_s": seconds,
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),

@@ -18,6 +18,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from oodbench.detectors.base import Detector
@@ -44,6 +45,22 @@ class Benchmark(ABC):
     def evaluate(self, model: Any, detector: Detector, **kwargs: Any) -> pd.DataFrame:
         """``run`` for a single detector."""
         return self.run(model, [detector], **kwargs)
+
+
+def detector_list(detectors: Sequence[Detector] | Detector, who: str) -> Sequence[Detector]:
+    """``run``'s detectors as a sequence (one ``Detector`` is wrapped); raises when it is empty."""
+    if isinstance(detectors, Detector):
+        return [detectors]
+    if not detectors:
+        raise InvalidInputError(f"{who}.run needs at least one detector")
+    return detectors
+
+
+def id_correctness(id_acts: Activations) -> np.ndarray | None:
+    """Per-row correctness of the ID predictions for ``evaluate(..., id_correct=)``; ``None``
+    when no ID row has a class label (every label is -1)."""
+    labels = np.asarray(id_acts.labels, dtype=np.int64)
+    return None if (labels < 0).all() else id_acts.correct
 
 
 def ensure_fitted(

@@ -33,7 +33,13 @@ import numpy as np
 import pandas as pd
 from PIL import Image
 
-from oodbench.benchmarks.base import Benchmark, ensure_fitted, hyperparams_json
+from oodbench.benchmarks.base import (
+    Benchmark,
+    detector_list,
+    ensure_fitted,
+    hyperparams_json,
+    id_correctness,
+)
 from oodbench.data.source import Source
 from oodbench.detectors.base import Detector
 from oodbench.errors import (
@@ -412,10 +418,7 @@ class CoodBenchmark(Benchmark):
         """Build each detector's severity levels and evaluate them; one row per detector x level."""
         from oodbench.metrics import evaluate
 
-        if isinstance(detectors, Detector):
-            detectors = [detectors]
-        if not detectors:
-            raise InvalidInputError("CoodBenchmark.run needs at least one detector")
+        detectors = detector_list(detectors, "CoodBenchmark")
         if self.id_classes is not None:
             live = [d.name for d in detectors if "model" in d.requires]
             if live:
@@ -427,8 +430,7 @@ class CoodBenchmark(Benchmark):
                 fit_activations = fit_activations.restrict_classes(self.id_classes)
         id_acts, pool_acts = self._activations(model, detectors, extract_options)
         self.id_activations_, self.pool_activations_ = id_acts, pool_acts
-        id_labels = np.asarray(id_acts.labels, dtype=np.int64)
-        id_correct = None if (id_labels < 0).all() else id_acts.correct
+        id_correct = id_correctness(id_acts)
         window = self.window if self.window is not None else id_acts.num_classes
 
         # pool rows of the activations -> pool positions (rows of skipped images are absent)

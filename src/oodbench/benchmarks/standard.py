@@ -26,7 +26,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from oodbench.benchmarks.base import Benchmark, capture_for, ensure_fitted, hyperparams_json
+from oodbench.benchmarks.base import (
+    Benchmark,
+    capture_for,
+    detector_list,
+    ensure_fitted,
+    hyperparams_json,
+    id_correctness,
+)
 from oodbench.data.source import Source
 from oodbench.detectors.base import Detector
 from oodbench.errors import ClassCountMismatchError, EmptyInputError, InvalidInputError
@@ -169,10 +176,7 @@ class OodSetsBenchmark(Benchmark):
         """Score every OOD set (and the ID test set) with every detector; see the class doc."""
         from oodbench.metrics import evaluate
 
-        if isinstance(detectors, Detector):
-            detectors = [detectors]
-        if not detectors:
-            raise InvalidInputError("OodSetsBenchmark.run needs at least one detector")
+        detectors = detector_list(detectors, "OodSetsBenchmark")
         options = {"capture": capture_for(detectors), **extract_options}
         id_acts = self._activations(self.id_test, "the ID test set", model, options)
         ood_acts = {
@@ -184,7 +188,7 @@ class OodSetsBenchmark(Benchmark):
                 f"ID labels go up to {int(labels.max())} but the model predicts "
                 f"{id_acts.num_classes} classes: the ID set and the model do not match"
             )
-        id_correct = None if (labels < 0).all() else id_acts.correct
+        id_correct = id_correctness(id_acts)
         ensure_fitted(detectors, fit_activations, model)
         rows: list[dict[str, Any]] = []
         for det in detectors:

@@ -1,4 +1,5 @@
-"""Shared helpers of the file-based sources: strict image decoding and file fingerprints.
+"""Shared parts of the file-based sources: strict image decoding, file fingerprints and
+:class:`FileSource`, the base of ``ImageFolder``, ``ImageList`` and ``ImageNetVal``.
 
 Decoding is strict on purpose. A truncated JPEG that PIL could half-decode (grey bottom rows)
 would silently change a model's scores, so ``open_rgb`` always decodes with PIL's
@@ -18,6 +19,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageFile
 
+from oodbench.data.download import file_digest
+from oodbench.data.source import Source
 from oodbench.errors import CorruptImageError, InvalidInputError
 
 #: the file extensions torchvision's ImageFolder accepts (compared case-insensitively)
@@ -84,14 +87,6 @@ def check_fingerprint_mode(mode: str) -> None:
         )
 
 
-def _file_digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def files_fingerprint(
     kind: str, root: Path, relpaths: Sequence[str], labels: np.ndarray, mode: str = "stat"
 ) -> str:
@@ -111,7 +106,7 @@ def files_fingerprint(
                 st = os.stat(path)
                 state = f"{st.st_size}:{st.st_mtime_ns}"
             else:
-                state = _file_digest(path)
+                state = file_digest(path, "sha256")
         except OSError:
             state = "missing"
         h.update(f"{rel}\0{label}\0{state}\n".encode("utf-8", "surrogateescape"))
@@ -123,3 +118,38 @@ def readonly_labels(labels: Sequence[int] | np.ndarray) -> np.ndarray:
     out = np.array(labels, dtype=np.int64)
     out.setflags(write=False)
     return out
+
+
+class FileSource(Source):
+    """A :class:`Source` of image files ``root / relpath``, one int64 label per file.
+
+    Subclasses find their files in ``__init__`` and set ``root``, ``_relpaths`` (POSIX paths
+    relative to ``root``, in sample order) and ``_labels`` (``readonly_labels(...)``); they
+    define ``fingerprint`` through :meth:`_files_fingerprint` with their own ``kind`` tag, which
+    is hashed into the digest (part of the activation cache keys).
+    """
+
+    root: Path
+    _relpaths: list[str]
+    _labels: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self._relpaths)
+
+    def load(self, index: int) -> Image.Image:
+        return open_rgb(self.path(index))
+
+    @property
+    def labels(self) -> np.ndarray:
+        return self._labels
+
+    @property
+    def ids(self) -> list[str]:
+        return list(self._relpaths)
+
+    def path(self, index: int) -> Path:
+        """The file of sample ``index``."""
+        return self.root / self._relpaths[index]
+
+    def _files_fingerprint(self, kind: str, mode: str) -> str:
+        return files_fingerprint(kind, self.root, self._relpaths, self._labels, mode)

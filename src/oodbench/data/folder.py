@@ -6,15 +6,11 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
-from PIL import Image
-
-from oodbench.data._images import IMG_EXTENSIONS, files_fingerprint, open_rgb, readonly_labels
-from oodbench.data.source import Source
+from oodbench.data._images import IMG_EXTENSIONS, FileSource, readonly_labels
 from oodbench.errors import EmptyInputError, InvalidInputError, MissingDataError
 
 
-class ImageFolder(Source):
+class ImageFolder(FileSource):
     """Images laid out as ``root/<class>/<image>`` (any depth below the class folder).
 
     As in torchvision: class folders are sorted by name and a sample's label is the index of its
@@ -100,24 +96,6 @@ class ImageFolder(Source):
             f"{len(folders)} class folders"
         )
 
-    def __len__(self) -> int:
-        return len(self._relpaths)
-
-    def load(self, index: int) -> Image.Image:
-        return open_rgb(self.root / self._relpaths[index])
-
-    @property
-    def labels(self) -> np.ndarray:
-        return self._labels
-
-    @property
-    def ids(self) -> list[str]:
-        return list(self._relpaths)
-
-    def path(self, index: int) -> Path:
-        """The file of sample ``index``."""
-        return self.root / self._relpaths[index]
-
     def fingerprint(self, mode: str = "stat") -> str:
         """sha256 of the ordered (relative path, label, size + mtime_ns | bytes) records."""
-        return files_fingerprint("ImageFolder", self.root, self._relpaths, self._labels, mode)
+        return self._files_fingerprint("ImageFolder", mode)

@@ -12,11 +12,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
-from PIL import Image
-
-from oodbench.data._images import files_fingerprint, open_rgb, readonly_labels
-from oodbench.data.source import Source
+from oodbench.data._images import FileSource, readonly_labels
 from oodbench.errors import EmptyInputError, InvalidInputError, MissingDataError
 
 
@@ -53,7 +49,7 @@ def parse_image_list(file: Path) -> tuple[list[str], list[int]]:
     return paths, labels
 
 
-class ImageList(Source):
+class ImageList(FileSource):
     """The images listed in ``file``, read from ``root / <relative path>``.
 
     Args:
@@ -97,24 +93,6 @@ class ImageList(Source):
         self.name = name or self.file.stem
         self.class_names = list(class_names) if class_names is not None else None
 
-    def __len__(self) -> int:
-        return len(self._relpaths)
-
-    def load(self, index: int) -> Image.Image:
-        return open_rgb(self.root / self._relpaths[index])
-
-    @property
-    def labels(self) -> np.ndarray:
-        return self._labels
-
-    @property
-    def ids(self) -> list[str]:
-        return list(self._relpaths)
-
-    def path(self, index: int) -> Path:
-        """The file of sample ``index``."""
-        return self.root / self._relpaths[index]
-
     def fingerprint(self, mode: str = "stat") -> str:
         """sha256 of the ordered (relative path, label, size + mtime_ns | bytes) records."""
-        return files_fingerprint("ImageList", self.root, self._relpaths, self._labels, mode)
+        return self._files_fingerprint("ImageList", mode)

@@ -39,13 +39,11 @@ from PIL import Image
 
 from oodbench.data._images import (
     IMG_EXTENSIONS,
+    FileSource,
     check_fingerprint_mode,
-    files_fingerprint,
-    open_rgb,
     readonly_labels,
 )
 from oodbench.data.imagenet import imagenet1k_wnids, is_wnid, lemmas
-from oodbench.data.source import Source
 from oodbench.errors import DataError, InvalidInputError, MissingDataError
 
 NUM_CLASSES = 1000
@@ -384,7 +382,7 @@ def _checked(layout: ValLayout) -> ValLayout:
 
 
 # -- the Source -----------------------------------------------------------------------------
-class ImageNetVal(Source):
+class ImageNetVal(FileSource):
     """ImageNet-1k validation images; labels are sorted-synset indices 0-999.
 
     Args:
@@ -423,23 +421,10 @@ class ImageNetVal(Source):
         """WordNet lemmas of the 1000 classes, in label order."""
         return [lemmas(w) for w in self.class_names or ()]
 
-    def __len__(self) -> int:
-        return len(self._relpaths)
-
     def load(self, index: int) -> Image.Image:
         if not -len(self) <= index < len(self):
             raise InvalidInputError(f"{self.name}: index {index} outside [0, {len(self)})")
-        return open_rgb(self.root / self._relpaths[index])
-
-    @property
-    def labels(self) -> np.ndarray:
-        return self._labels
-
-    @property
-    def ids(self) -> list[str]:
-        return list(self._relpaths)
+        return super().load(index)
 
     def fingerprint(self) -> str:
-        return files_fingerprint(
-            "imagenet-val", self.root, self._relpaths, self._labels, self.fingerprint_mode
-        )
+        return self._files_fingerprint("imagenet-val", self.fingerprint_mode)

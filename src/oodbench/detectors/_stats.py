@@ -1,7 +1,8 @@
 """Training statistics shared by the feature-based detectors.
 
 Class means, scatter (covariance) matrices, Mahalanobis whitening, minimum Mahalanobis
-distances, exact nearest-neighbour search with faiss, row chunking and subsampling. Everything
+distances, exact nearest-neighbour search with faiss and its bank rows, the train-mean fit,
+row chunking and subsampling. Everything
 streams over rows in chunks so that 50k x 2048 features against a 100k-sample bank fit in memory;
 statistics accumulate in float64.
 """
@@ -60,6 +61,24 @@ def subsample(n: int, fraction: float, seed: int, who: str) -> np.ndarray:
     return np.sort(np.random.default_rng(seed).choice(n, size=m, replace=False))
 
 
+def check_k(who: str, k: int) -> None:
+    """Raise ``InvalidInputError`` unless the neighbour count ``k`` is at least 1."""
+    if int(k) < 1:
+        raise InvalidInputError(f"{who}: k must be >= 1; got {k}")
+
+
+def bank_rows(n: int, k: int, fit_fraction: float, seed: int, who: str) -> np.ndarray:
+    """The fit rows of a nearest-neighbour bank (KNN, NNGuide): ``subsample(n, fit_fraction,
+    seed)``, checked to hold at least ``k`` rows."""
+    rows = subsample(n, fit_fraction, seed, who)
+    if len(rows) < k:
+        raise InvalidInputError(
+            f"{who}: k={k} but the bank holds only {len(rows)} "
+            f"training features (fit_fraction={fit_fraction}); lower k or fit on more data"
+        )
+    return rows
+
+
 def labelled_rows(train: Activations, who: str) -> np.ndarray:
     """Indices of the rows with an ID class label (label >= 0); raises if there are none."""
     labels = np.asarray(train.labels)
@@ -98,6 +117,20 @@ def class_means(
 def feature_mean(features: np.ndarray) -> torch.Tensor:
     """The mean row of ``features`` in float64, (D,), chunked."""
     return class_means(features, np.zeros(len(features), dtype=np.int64), 1)[0][0]
+
+
+class TrainMeanFit:
+    """``_fit`` of the detectors whose one training statistic is the mean feature (fDBD, NCI).
+
+    Stores ``train_mean_ = 1/N sum_i f_i`` (float64, (D,)) over every fit row; labels are not
+    used. Mix in before ``Detector``: ``class FDBD(TrainMeanFit, Detector)``.
+    """
+
+    train_mean_: torch.Tensor
+
+    def _fit(self, train: Activations | None, model: object) -> None:
+        assert train is not None
+        self.train_mean_ = feature_mean(features_of(train))
 
 
 def scatter_matrix(

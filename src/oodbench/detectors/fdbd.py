@@ -25,28 +25,19 @@ import numpy as np
 import torch
 
 from oodbench.detectors._math import as_tensor
-from oodbench.detectors._stats import (
-    by_chunks,
-    feature_mean,
-    features_of,
-    head_of,
-)
+from oodbench.detectors._stats import TrainMeanFit, by_chunks, features_of, head_of
 from oodbench.detectors.base import Detector, register
 from oodbench.extract.activations import Activations
 
 
 @register
 @dataclass
-class FDBD(Detector):
+class FDBD(TrainMeanFit, Detector):
     """Mean distance to the decision boundaries over the distance to the training mean."""
 
     name = "fdbd"
     requires = frozenset({"features", "logits", "head", "train"})
     paper = "Liu & Qin, ICML 2024, arXiv 2312.11536"
-
-    def _fit(self, train: Activations | None, model: object) -> None:
-        assert train is not None
-        self.train_mean_ = feature_mean(features_of(train))
 
     def _score(self, acts: Activations) -> np.ndarray:
         weight = as_tensor(head_of(acts)[0])

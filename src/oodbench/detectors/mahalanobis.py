@@ -58,9 +58,12 @@ class Mahalanobis(Detector):
         assert train is not None
         rows = labelled_rows(train, f"detector {self.name!r}")
         features = take_rows(features_of(train), rows)
-        labels = np.asarray(train.labels)[rows]
-        means, counts = class_means(features, labels, train.num_classes)
-        covariance = scatter_matrix(features, means, labels) / len(rows)
+        self._fit_labelled(features, np.asarray(train.labels)[rows], train.num_classes)
+
+    def _fit_labelled(self, features: np.ndarray, labels: np.ndarray, num_classes: int) -> None:
+        """The class Gaussians of the labelled fit rows (RMD extends this)."""
+        means, counts = class_means(features, labels, num_classes)
+        covariance = scatter_matrix(features, means, labels) / len(features)
         self.classes_ = np.flatnonzero(counts.numpy() > 0)
         self.means_ = means[self.classes_]
         self.covariance_ = covariance

@@ -29,19 +29,14 @@ import numpy as np
 import torch
 
 from oodbench.detectors._math import as_tensor
-from oodbench.detectors._stats import (
-    by_chunks,
-    feature_mean,
-    features_of,
-    head_of,
-)
+from oodbench.detectors._stats import TrainMeanFit, by_chunks, features_of, head_of
 from oodbench.detectors.base import Detector, register
 from oodbench.extract.activations import Activations
 
 
 @register
 @dataclass
-class NCI(Detector):
+class NCI(TrainMeanFit, Detector):
     """Alignment of the centred features with the predicted class's weight, plus alpha * L1 norm."""
 
     name = "nci"
@@ -49,10 +44,6 @@ class NCI(Detector):
     paper = "Liu & Qin, CVPR 2025, arXiv 2311.01479"
 
     alpha: float = 1e-4
-
-    def _fit(self, train: Activations | None, model: object) -> None:
-        assert train is not None
-        self.train_mean_ = feature_mean(features_of(train))
 
     def _score(self, acts: Activations) -> np.ndarray:
         weight = as_tensor(head_of(acts)[0])

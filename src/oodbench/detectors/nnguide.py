@@ -27,17 +27,17 @@ import numpy as np
 
 from oodbench.detectors._math import neg_energy
 from oodbench.detectors._stats import (
+    bank_rows,
     by_chunks,
+    check_k,
     chunks,
     features_of,
     flat_index,
     knn_search,
     normalized_float32,
-    subsample,
     take_rows,
 )
 from oodbench.detectors.base import Detector, register
-from oodbench.errors import InvalidInputError
 from oodbench.extract.activations import Activations
 
 
@@ -56,17 +56,12 @@ class NNGuide(Detector):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if int(self.k) < 1:
-            raise InvalidInputError(f"nnguide: k must be >= 1; got {self.k}")
+        check_k(self.name, self.k)
 
     def _fit(self, train: Activations | None, model: object) -> None:
         assert train is not None
-        rows = subsample(len(train), self.fit_fraction, self.seed, f"detector {self.name!r}")
-        if len(rows) < self.k:
-            raise InvalidInputError(
-                f"detector {self.name!r}: k={self.k} but the bank holds only {len(rows)} "
-                f"training features (fit_fraction={self.fit_fraction}); lower k or fit on more data"
-            )
+        who = f"detector {self.name!r}"
+        rows = bank_rows(len(train), self.k, self.fit_fraction, self.seed, who)
         bank = normalized_float32(take_rows(features_of(train), rows))
         logits = take_rows(train.logits, rows)
         for part in chunks(len(bank)):

@@ -26,10 +26,8 @@ import numpy as np
 from oodbench.detectors._stats import (
     feature_mean,
     features_of,
-    labelled_rows,
     min_sq_mahalanobis,
     scatter_matrix,
-    take_rows,
     whitener,
 )
 from oodbench.detectors.base import register
@@ -45,10 +43,8 @@ class RelativeMahalanobis(Mahalanobis):
     name = "rmd"
     paper = "Ren et al., 2021, arXiv 2106.09022"
 
-    def _fit(self, train: Activations | None, model: object) -> None:
-        super()._fit(train, model)
-        assert train is not None
-        features = take_rows(features_of(train), labelled_rows(train, f"detector {self.name!r}"))
+    def _fit_labelled(self, features: np.ndarray, labels: np.ndarray, num_classes: int) -> None:
+        super()._fit_labelled(features, labels, num_classes)
         mean = feature_mean(features)
         self.background_mean_ = mean[None, :]
         self.background_whitener_ = whitener(scatter_matrix(features, mean) / len(features))

@@ -17,7 +17,6 @@ file), ``detector`` (the oodbench detector computing that kappa), ``level``, ``p
 
 from __future__ import annotations
 
-import hashlib
 import os
 import urllib.request
 from collections.abc import Sequence
@@ -103,18 +102,12 @@ def kappa_for(name: str) -> PaperKappa:
 
 
 # -- loading ----------------------------------------------------------------------------------
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def download(url: str = PAPER_RESULTS_URL, *, sha256: str | None = PAPER_RESULTS_SHA256) -> Path:
     """Download ``url`` once into ``cache_dir()/paper/`` and verify its checksum."""
+    from oodbench.data.download import file_digest
+
     dest = cache_dir() / "paper" / Path(url.split("?", 1)[0]).name
-    if dest.is_file() and (sha256 is None or _sha256(dest) == sha256):
+    if dest.is_file() and (sha256 is None or file_digest(dest, "sha256") == sha256):
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(dest.name + ".part")
@@ -128,7 +121,7 @@ def download(url: str = PAPER_RESULTS_URL, *, sha256: str | None = PAPER_RESULTS
             f"could not download {url} ({err}); download it by hand and pass its path, or put "
             f"it at {dest}"
         ) from err
-    digest = _sha256(tmp)
+    digest = file_digest(tmp, "sha256")
     if sha256 is not None and digest != sha256:
         tmp.unlink(missing_ok=True)
         raise CacheError(

@@ -27,15 +27,22 @@ def to_png(fig: Figure, dpi: int = 110) -> bytes:
     return buf.getvalue()
 
 
+def _model_rows(
+    table: pd.DataFrame, benchmark: str, model: str, metric: str
+) -> tuple[pd.DataFrame, list[str]]:
+    """``by_group`` rows of ``model`` (one per detector configuration) and their group columns."""
+    rows = by_group(table, benchmark, metric)
+    rows = rows[rows["model"] == model]
+    return rows, [c for c in rows.columns if c not in ("model", "detector", "hyperparams", "label")]
+
+
 def severity_curves(
     table: pd.DataFrame, benchmark: str, model: str, metric: str = "auroc"
 ) -> Figure | None:
     """``metric`` against C-OOD severity level for every detector of ``model`` (best first)."""
-    rows = by_group(table, benchmark, metric)
-    rows = rows[rows["model"] == model]
+    rows, levels = _model_rows(table, benchmark, model, metric)
     if rows.empty:
         return None
-    levels = [c for c in rows.columns if c not in ("model", "detector", "hyperparams", "label")]
     x = np.arange(len(levels))
     order = rows.assign(_mean=rows[levels].mean(axis=1)).sort_values("_mean", ascending=False)
     fig = Figure(figsize=(8.2, 4.4))
@@ -60,15 +67,13 @@ def group_heatmap(
     table: pd.DataFrame, benchmark: str, model: str, metric: str = "auroc"
 ) -> Figure | None:
     """A detector x OOD group grid of ``metric`` for ``model``, detectors in leaderboard order."""
-    rows = by_group(table, benchmark, metric)
-    rows = rows[rows["model"] == model]
+    rows, groups = _model_rows(table, benchmark, model, metric)
     if rows.empty:
         return None
     board = leaderboard(table, benchmark)
     board = board[board["model"] == model]
     rows = rows.set_index(["detector", "hyperparams"]).loc[
         list(zip(board["detector"], board["hyperparams"]))].reset_index()
-    groups = [c for c in rows.columns if c not in ("model", "detector", "hyperparams", "label")]
     values = rows[groups].to_numpy(dtype=float)
     fig = Figure(figsize=(1.2 + 1.1 * len(groups), 0.8 + 0.26 * len(rows)))
     ax = fig.subplots()

@@ -410,6 +410,12 @@ class _Reader:
                     where, f"unknown key {key!r}; {hint}valid keys: {', '.join(allowed)}"
                 )
 
+    def entry(self, value: Any, where: str, key: str, allowed: Sequence[str]) -> Mapping[str, Any]:
+        """A table with only ``allowed`` keys; a plain string is short for ``{ key = "..." }``."""
+        table = self.table({key: value} if isinstance(value, str) else value, where)
+        self.keys(table, allowed, where)
+        return table
+
     def get(self, table: Mapping[str, Any], key: str, types: type | tuple[type, ...],
             where: str, default: Any = ..., what: str = "") -> Any:
         if key not in table:
@@ -488,10 +494,7 @@ class _Reader:
         return value
 
     def source(self, value: Any, where: str) -> SourceSpec:
-        if isinstance(value, str):
-            value = {"folder": value}
-        table = self.table(value, where)
-        self.keys(table, ["folder", "list", "root", "digits", "demo", "seed"], where)
+        table = self.entry(value, where, "folder", ["folder", "list", "root", "digits", "demo", "seed"])
         kinds = [k for k in ("folder", "list", "digits", "demo") if k in table]
         if len(kinds) != 1:
             raise self.fail(
@@ -527,10 +530,9 @@ class _Reader:
         return spec
 
     def model(self, value: Any, where: str) -> ModelSpec:
-        if isinstance(value, str):
-            value = {"spec": value}
-        table = self.table(value, where)
-        self.keys(table, ["name", "spec", "factory", "pretrained", "weights", "options"], where)
+        table = self.entry(
+            value, where, "spec", ["name", "spec", "factory", "pretrained", "weights", "options"]
+        )
         if ("spec" in table) == ("factory" in table):
             raise self.fail(
                 where, "give exactly one of spec = \"timm:resnet50\" (see `oodbench list models`) "
@@ -557,10 +559,7 @@ class _Reader:
         )
 
     def detector(self, value: Any, where: str) -> DetectorSpec:
-        if isinstance(value, str):
-            value = {"name": value}
-        table = self.table(value, where)
-        self.keys(table, ["name", "hyperparams", "grid"], where)
+        table = self.entry(value, where, "name", ["name", "hyperparams", "grid"])
         name = self.get(table, "name", str, where, what="a registered detector, or \"all\"")
         hyperparams = dict(self.get(table, "hyperparams", Mapping, where, {}))
         grid_in = self.get(table, "grid", Mapping, where, {})

@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from oodbench.run.experiment import ALL_DETECTORS, BenchmarkSpec, Experiment, ModelSpec
@@ -116,6 +115,7 @@ def make_plan(experiment: Experiment) -> Plan:
     """Expand the experiment into cells (models x detector configurations x benchmarks)."""
     from oodbench import detectors
     from oodbench.benchmarks.base import capture_for
+    from oodbench.data.download import file_digest
 
     configs = detector_configurations(experiment)
     id_sources = {
@@ -126,7 +126,7 @@ def make_plan(experiment: Experiment) -> Plan:
     for model in experiment.models:
         model_ident = model.describe()
         if model.weights is not None:  # retrained weights at the same path are a new model
-            model_ident["weights_sha256"] = _file_sha256(model.weights)
+            model_ident["weights_sha256"] = file_digest(model.weights, "sha256")
         cells = []
         for bench in experiment.benchmarks:
             for name, params in configs:
@@ -137,14 +137,6 @@ def make_plan(experiment: Experiment) -> Plan:
         capture = capture_for([detectors.create(name, **params) for name, params in configs])
         models.append(ModelPlan(model, tuple(cells), capture))
     return Plan(experiment, tuple(models))
-
-
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def canonical_json(value: Any) -> str:
