@@ -116,8 +116,9 @@ def extract_all(model: Any, source: Source, batch_size: int, progress: bool) -> 
 
 
 def detector_plan(n_fit: int, feature_dim: int, batch_size: int) -> tuple[list[tuple[str, Detector]], dict[str, str]]:
-    """(label, detector) for every registered detector that fits an ImageNet classifier, with the
-    small-sample hyper-parameters of the module docstring; and {name: reason} for those skipped."""
+    """(label, detector) for every registered detector that a plain classifier can run (ODIN once
+    per preset), with the small-sample hyper-parameters of the module docstring; and
+    {name: reason} for the skipped CLIP-text detectors."""
     sized: dict[str, dict[str, Any]] = {
         name: {"k": max(1, round(k * n_fit / bank))} for name, (k, bank) in K_REFERENCE.items()
     }
@@ -130,10 +131,9 @@ def detector_plan(n_fit: int, feature_dim: int, batch_size: int) -> tuple[list[t
             skipped[name] = "not applicable: needs a CLIP text encoder (text_embeddings); Lite0 has none"
         elif name == "odin":
             plan += [(f"odin[{p}]", create(name, preset=p, batch_size=batch_size)) for p in ("cood", "odin")]
-        elif "model" in entry["requires"]:
-            plan.append((name, create(name, batch_size=batch_size, **sized.get(name, {}))))
         else:
-            plan.append((name, create(name, **sized.get(name, {}))))
+            live = {"batch_size": batch_size} if "model" in entry["requires"] else {}
+            plan.append((name, create(name, **live, **sized.get(name, {}))))
     return plan, skipped
 
 
@@ -176,13 +176,16 @@ def fmt(x: float, digits: int = 4) -> str:
 
 def print_table(outcomes: list[Outcome], skipped: dict[str, str]) -> None:
     ok = sorted((o for o in outcomes if o.status == "ok"), key=lambda o: -o.metrics["auroc"])
-    header = f"{'detector':<20} {'hyperparams':<60} {'AUROC':>7} {'FPR95-ID':>8} {'FPR95-OOD':>9} {'AUPR-In':>7} {'fit s':>7} {'score s':>8}  finite"
+    hps = {o.label: ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+                              for k, v in o.hyperparams.items() if k not in RUN_OPTIONS and v is not None)
+           for o in ok}
+    width = max([len("hyperparams"), *map(len, hps.values())])
+    header = (f"{'detector':<20} {'hyperparams':<{width}} {'AUROC':>7} {'FPR95-ID':>8} {'FPR95-OOD':>9} "
+              f"{'AUPR-In':>7} {'fit s':>7} {'score s':>8}  finite")
     print(header + "\n" + "-" * len(header))
     for o in ok:
-        hp = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
-                       for k, v in o.hyperparams.items() if k not in RUN_OPTIONS and v is not None)
         m = o.metrics
-        print(f"{o.label:<20} {hp[:60]:<60} {fmt(m['auroc']):>7} {fmt(m['fpr95_id']):>8} "
+        print(f"{o.label:<20} {hps[o.label]:<{width}} {fmt(m['auroc']):>7} {fmt(m['fpr95_id']):>8} "
               f"{fmt(m['fpr95_ood']):>9} {fmt(m['aupr_in']):>7} {fmt(o.fit_s, 2):>7} "
               f"{fmt(o.score_s, 2):>8}  {'yes' if o.finite else 'NO'}")
     for o in outcomes:

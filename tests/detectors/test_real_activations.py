@@ -62,8 +62,10 @@ def test_every_detector_scores_real_activations(imagenet_val_1300, cifar10_test)
     assert set(NOT_APPLICABLE) <= set(results)
 
     # Sanity: CIFAR-10 (32 px, upsampled) is far-OOD for an ImageNet model, so the plain
-    # confidence scores separate it well. On this subset we saw AUROC ~0.9 for all three (0.92-0.96
-    # on the full benchmark); 0.7 leaves a wide margin and still fails on flipped signs (< 0.5)
-    # or on scores unrelated to the images (~0.5).
+    # confidence scores separate it well. On this subset (60 ID test vs 60 OOD) we saw AUROC
+    # MSP 0.929, MaxLogit 0.914, Energy 0.873 (0.941 / 0.922 / 0.871 on the full benchmark of 650
+    # vs 1,000). 0.7 leaves a wide margin and still fails on flipped signs (< 0.5) or on scores
+    # unrelated to the images (~0.5). (Feature-norm scores such as MaxNorm are *below* 0.5 here:
+    # CIFAR images give Lite0 larger penultimate norms, so they are not part of this check.)
     for name in ("msp", "maxlogit", "energy"):
         assert results[name].metrics["auroc"] > 0.7, (name, results[name].metrics["auroc"])
