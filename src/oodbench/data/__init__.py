@@ -1,7 +1,8 @@
 """Image sources: ordered, labelled image collections with a stable fingerprint (see DESIGN.md).
 
 ``ImageFolder`` (``root/<class>/<image>``), ``ImageList`` (OpenOOD's ``path label`` files),
-``ArraySource`` (in-memory arrays) and ``DigitsSource`` (scikit-learn's bundled digits) all
+``ImageNetVal`` (the ILSVRC2012 validation layouts), ``ArraySource`` (in-memory arrays) and
+``DigitsSource`` (scikit-learn's bundled digits) all
 implement :class:`Source`; ``load(i)`` returns an RGB PIL image or raises
 :class:`oodbench.errors.CorruptImageError`.
 """
@@ -10,6 +11,15 @@ from oodbench.data.arrays import ArraySource
 from oodbench.data.digits import DigitsSource
 from oodbench.data.folder import ImageFolder
 from oodbench.data.image_list import ImageList
+from oodbench.data.imagenet_val import ImageNetVal
 from oodbench.data.source import Source, SubsetSource
 
-__all__ = ["ArraySource", "DigitsSource", "ImageFolder", "ImageList", "Source", "SubsetSource"]
+__all__ = [
+    "ArraySource",
+    "DigitsSource",
+    "ImageFolder",
+    "ImageList",
+    "ImageNetVal",
+    "Source",
+    "SubsetSource",
+]
