@@ -47,3 +47,27 @@ def test_refuses_a_model_without_dropout():
         create("mc_dropout").fit(None, model=model)
     with pytest.raises(InvalidInputError, match="positive integer"):
         create("mc_dropout", passes=0)
+
+
+def test_timm_functional_dropout_matches_pytorch_ood():
+    """timm heads apply ``F.dropout(drop_rate, training=self.training)``; pytorch-ood's
+    ``MCD.run_mean`` (whole model in train mode but batch-norm) switches it on the same way."""
+    from oodbench.data import ArraySource
+    from oodbench.extract.activations import Activations
+    from oodbench.models import load
+
+    torch.manual_seed(0)
+    model = load("timm:resnet18", pretrained=False, drop_rate=0.5)
+    rng = np.random.default_rng(0)
+    source = ArraySource(rng.integers(0, 256, size=(3, 32, 32, 3), dtype=np.uint8), [0, 1, 2])
+    acts = Activations(logits=np.zeros((3, model.num_classes), np.float32),
+                       labels=np.array([0, 1, 2]), ids=np.array(source.ids), source=source)
+    ours = create("mc_dropout", passes=4, seed=5, device="cpu").fit(None, model=model).score(acts)
+    torch.manual_seed(batch_seed(5, 0))
+    p = MCD.run_mean(model, transformed(model, source), 4).double()
+    np.testing.assert_allclose(ours, (p * p.log()).sum(dim=1).numpy(), rtol=1e-5)
+    assert not model.training and not model.model.training  # modes restored
+    # with dropout on, the passes differ: the mean softmax is not one pass's softmax
+    with torch.no_grad():
+        single = torch.softmax(model(transformed(model, source)).double(), dim=1)
+    assert (p - single).abs().max() > 1e-4

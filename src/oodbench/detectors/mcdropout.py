@@ -13,10 +13,16 @@ mode, so batch-norm keeps its running statistics):
 Defaults: ``passes=30`` (C-OOD), ``seed=0``. The dropout masks come from torch's global RNG,
 re-seeded for every batch from ``(seed, batch number)`` inside ``torch.random.fork_rng`` (the
 caller's RNG state is untouched); the scores are reproducible for a given seed, batch size and
-device. A model without a dropout
-layer (``nn.Dropout``, ``Dropout1d/2d/3d``, ``AlphaDropout``, ``FeatureAlphaDropout``) with p > 0
-is an error: its passes would all be identical. (timm models apply their classifier dropout
-functionally from ``drop_rate`` and have no such layer.)
+device.
+
+Dropout is switched on in two forms: dropout layers (``nn.Dropout``, ``Dropout1d/2d/3d``,
+``AlphaDropout``, ``FeatureAlphaDropout``) with p > 0, and the functional classifier dropout of
+timm models (ResNet, EfficientNet, RegNet, DenseNet, ... apply ``F.dropout(x, drop_rate,
+training=self.training)`` in ``forward_head``): every module with a ``drop_rate > 0`` attribute
+gets its own ``training`` flag set (not its children's), so its dropout runs while batch-norm
+keeps its running statistics. timm creates models with ``drop_rate=0``; load them with dropout,
+e.g. ``oodbench.models.load("timm:resnet50", drop_rate=0.2)``. A model with neither form is an
+error: its passes would all be identical.
 
 Relation to pytorch-ood 0.4.0 ``MCD``: ``MCD.run_mean`` gives the same mean softmax p_bar (it
 puts the whole model in train mode except batch-norm); its ``mean`` mode scores
@@ -57,6 +63,16 @@ def dropout_layers(model: nn.Module) -> list[nn.Module]:
     return [m for m in model.modules() if isinstance(m, DROPOUT_LAYERS) and m.p > 0]
 
 
+def functional_dropout_modules(model: nn.Module) -> list[nn.Module]:
+    """Modules applying dropout functionally from a ``drop_rate > 0`` attribute (timm heads)."""
+    modules = []
+    for m in model.modules():
+        rate = getattr(m, "drop_rate", None)
+        if isinstance(rate, (int, float)) and rate > 0:
+            modules.append(m)
+    return modules
+
+
 @register
 @dataclass
 class MCDropout(Detector):
@@ -77,11 +93,12 @@ class MCDropout(Detector):
             raise InvalidInputError(f"MC-dropout passes must be a positive integer; got {self.passes!r}")
 
     def _fit(self, train: Activations | None, model: Any) -> None:
-        if not dropout_layers(model):
+        if not dropout_layers(model) and not functional_dropout_modules(model):
             raise InvalidInputError(
-                f"MC-dropout needs a dropout layer with p > 0, and model "
-                f"{getattr(model, 'spec', type(model).__name__)!r} has none (timm models apply "
-                "their classifier dropout functionally); use a model with nn.Dropout layers"
+                f"MC-dropout needs dropout with p > 0, and model "
+                f"{getattr(model, 'spec', type(model).__name__)!r} has none: neither a dropout "
+                "layer nor a timm drop_rate; load a timm model with dropout, e.g. "
+                "oodbench.models.load('timm:resnet50', drop_rate=0.2), or use nn.Dropout layers"
             )
         self.model_ = model
 
@@ -98,6 +115,8 @@ class MCDropout(Detector):
         model.eval()
         for layer in dropout_layers(model):
             layer.train()
+        for module in functional_dropout_modules(model):
+            module.training = True  # this module's F.dropout only; its children stay in eval
 
         batches = iter(range(2**62))
 

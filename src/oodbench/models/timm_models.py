@@ -89,14 +89,24 @@ def imagenet_class_names(model: nn.Module) -> list[str] | None:
 
 
 def create_timm_model(
-    name: str, *, pretrained: bool, weights: str | os.PathLike[str] | None, num_classes: int | None
+    name: str,
+    *,
+    pretrained: bool,
+    weights: str | os.PathLike[str] | None,
+    num_classes: int | None,
+    **create_options: Any,
 ) -> nn.Module:
-    """``timm.create_model`` with clear errors for unknown names and weights that are offline."""
+    """``timm.create_model`` with clear errors for unknown names and weights that are offline.
+
+    ``create_options`` go to ``timm.create_model`` (e.g. ``drop_rate=0.2`` for MC-dropout).
+    """
     import timm
 
     if not timm.is_model(name):
         raise UnknownNameError("timm model", name, timm.list_models())
-    extra: dict[str, Any] = {} if num_classes is None else {"num_classes": num_classes}
+    extra: dict[str, Any] = dict(create_options)
+    if num_classes is not None:
+        extra["num_classes"] = num_classes
     if weights is not None:
         model = timm.create_model(name, pretrained=False, **extra)
         load_strict(model, read_state_dict(weights), origin=repr(os.fspath(weights)))
@@ -122,8 +132,12 @@ def load_timm(
     pretrained: bool = True,
     weights: str | os.PathLike[str] | None = None,
     num_classes: int | None = None,
+    **create_options: Any,
 ) -> TimmClassifier:
-    """Loader of the ``timm:`` family (see :func:`oodbench.models.load`)."""
-    model = create_timm_model(name, pretrained=pretrained, weights=weights, num_classes=num_classes)
+    """Loader of the ``timm:`` family (see :func:`oodbench.models.load`); ``create_options``
+    (``drop_rate``, ``drop_path_rate``, ``img_size``, ...) go to ``timm.create_model``."""
+    model = create_timm_model(
+        name, pretrained=pretrained, weights=weights, num_classes=num_classes, **create_options
+    )
     names = imagenet_class_names(model) if pretrained and weights is None else None
     return TimmClassifier(model, spec=f"timm:{name}", class_names=names)
