@@ -58,6 +58,9 @@ def test_clip_through_the_cood_benchmark(tmp_path):
     pool_kappa = create("msp").score(bench.pool_activations_)
     pool_labels = np.asarray(bench.pool_labels_)[bench.pool_positions_]
     is_test = np.isin(bench.pool_positions_, bench.test_idx_)
+    kept_id, kept_levels = bench.scores_[("msp", "{}")]  # the scores behind the rows
+    np.testing.assert_array_equal(kept_id, id_kappa)
     for (_, row), classes in zip(msp_rows.iterrows(), bench.levels_["msp"]):
         level_kappa = pool_kappa[is_test & np.isin(pool_labels, classes)]
         assert row["auroc"] == auroc(id_kappa, level_kappa)
+        np.testing.assert_array_equal(kept_levels[row["group"]], level_kappa)

@@ -246,3 +246,15 @@ def test_real_images_through_extract(imagenet_val_1300: Path, cifar10_test: Path
     assert row.n_id == 26 and row.n_ood == 25
     assert row.auroc == pytest.approx(sk_auroc(direct(id_source), direct(ood_source)), abs=1e-6)
     assert out["group"].tolist() == ["cifar10", "far"]
+
+
+def test_run_keeps_the_scores_behind_its_rows(sets: dict[str, Activations]) -> None:
+    ood = {g: sets[g] for g in KINDS}
+    bench = OodSetsBenchmark(sets["id"], ood, kinds=KINDS)
+    bench.run(None, [create("msp"), create("energy")])
+    assert set(bench.scores_) == {("msp", "{}"), ("energy", '{"temperature": 1.0}')}
+    id_scores, groups = bench.scores_[("msp", "{}")]
+    np.testing.assert_allclose(id_scores, msp(sets["id"]), rtol=1e-12)
+    assert set(groups) == set(KINDS)
+    for group in KINDS:
+        np.testing.assert_allclose(groups[group], msp(sets[group]), rtol=1e-12)

@@ -25,11 +25,28 @@ from oodbench.detectors.base import Detector
 from oodbench.errors import InvalidInputError
 from oodbench.extract.activations import Activations
 
+#: one detector run's scores: the ID test scores and each OOD group's scores
+GroupScores = tuple[np.ndarray, dict[str, np.ndarray]]
+
 
 class Benchmark(ABC):
-    """An ID test set against one or more OOD groups."""
+    """An ID test set against one or more OOD groups.
+
+    After ``run``, ``scores_[(detector name, hyperparams JSON)]`` holds the scores behind its
+    rows: ``(id_scores, {group: ood_scores})`` (for score histograms and re-analysis).
+    """
 
     name: str = "benchmark"
+
+    @property
+    def scores_(self) -> dict[tuple[str, str], GroupScores]:
+        if not hasattr(self, "_scores"):
+            self._scores: dict[tuple[str, str], GroupScores] = {}
+        return self._scores
+
+    def keep_scores(self, det: Detector, id_scores: np.ndarray, groups: dict[str, np.ndarray]) -> None:
+        """Record one detector's scores under ``(name, hyperparams JSON)`` in ``scores_``."""
+        self.scores_[(det.name, hyperparams_json(det))] = (id_scores, groups)
 
     @abstractmethod
     def run(

@@ -459,6 +459,7 @@ class CoodBenchmark(Benchmark):
             self.levels_[det.name] = [self.pool_classes_[c] for c in level_classes]
             self._levels_by_config[(det.name, hyperparams_json(det))] = self.levels_[det.name]
             test_class, test_kappa = row_class[test_rows], pool_kappa[test_rows]
+            level_scores: dict[str, np.ndarray] = {}
             for level, classes in enumerate(level_classes):
                 member = np.zeros(self.pool_classes_.size, dtype=bool)
                 member[classes] = True
@@ -468,6 +469,7 @@ class CoodBenchmark(Benchmark):
                         f"C-OOD level {level} of detector {det.name!r} has no test images "
                         "(every image of its classes was skipped or used for estimation)"
                     )
+                level_scores[f"level_{level}"] = ood_kappa
                 metrics = evaluate(id_kappa, ood_kappa, id_correct=id_correct)
                 rows.append(
                     {
@@ -485,6 +487,7 @@ class CoodBenchmark(Benchmark):
                         "ood_mean_kappa": float(ood_kappa.mean()),
                     }
                 )
+            self.keep_scores(det, id_kappa, level_scores)
         return pd.DataFrame(rows)
 
     def level_classes(

@@ -194,8 +194,9 @@ class OodSetsBenchmark(Benchmark):
         for det in detectors:
             id_kappa = det.score(id_acts)
             sets = []
+            group_scores: dict[str, np.ndarray] = {}
             for group, acts in ood_acts.items():
-                ood_kappa = det.score(acts)
+                ood_kappa = group_scores[group] = det.score(acts)
                 metrics = evaluate(id_kappa, ood_kappa, id_correct=id_correct)
                 sets.append(
                     {
@@ -214,6 +215,7 @@ class OodSetsBenchmark(Benchmark):
             rows += sets
             if self.aggregate == "mean":
                 rows += mean_rows(sets)
+            self.keep_scores(det, id_kappa, group_scores)
         return pd.DataFrame(rows)
 
     @staticmethod

@@ -15,20 +15,17 @@ from __future__ import annotations
 import functools
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
+from oodbench.benchmarks.base import GroupScores, hyperparams_json
 from oodbench.results import table as results_table
 from oodbench.results.table import ResultsTable
 from oodbench.run.experiment import Experiment
 from oodbench.run.plan import Cell, ModelPlan, Plan
-
-Scores = tuple[np.ndarray, dict[str, np.ndarray]]
 
 
 @dataclass
@@ -37,7 +34,7 @@ class CellResult:
 
     cell: Cell
     rows: pd.DataFrame
-    scores: Scores | None = None
+    scores: GroupScores | None = None
     traceback: str = ""
 
     @property
@@ -103,55 +100,6 @@ def not_applicable(requires: frozenset[str], model: Any, experiment: Experiment)
     return None
 
 
-@contextmanager
-def recording(detector: Any) -> Iterator[list[tuple[Any, np.ndarray]]]:
-    """Record every ``(activations, scores)`` that ``detector.score`` returns inside the block."""
-    calls: list[tuple[Any, np.ndarray]] = []
-    score = detector.score
-
-    def recorded(acts: Any) -> np.ndarray:
-        out = score(acts)
-        calls.append((acts, out))
-        return out
-
-    detector.score = recorded
-    try:
-        yield calls
-    finally:
-        del detector.score
-
-
-def split_scores(bench: Any, detector: Any, calls: Sequence[tuple[Any, np.ndarray]]) -> Scores | None:
-    """The ID scores and each OOD group's scores of one benchmark run, from recorded calls.
-
-    C-OOD: the ID call and, per severity level, the level's test images of the pool call.
-    Benchmarks of named OOD sets: the call on each group's source. ``None`` when the calls cannot
-    be matched to groups (the histograms then skip this cell).
-    """
-    from oodbench.benchmarks.cood import CoodBenchmark
-
-    id_source = getattr(bench, "id_test", None)
-    if isinstance(bench, CoodBenchmark) and detector.name in bench.levels_:
-        id_calls = [s for a, s in calls if a.source is id_source]
-        pool_calls = [(a, s) for a, s in calls if a.source is not id_source]
-        if len(id_calls) != 1 or len(pool_calls) != 1:
-            return None
-        acts, pool_scores = pool_calls[0]
-        positions = np.asarray(acts.source_indices)
-        is_test = np.isin(positions, bench.test_idx_)
-        labels = bench.pool_labels_[positions]
-        levels = {f"level_{i}": pool_scores[is_test & np.isin(labels, classes)]
-                  for i, classes in enumerate(bench.levels_[detector.name])}
-        return id_calls[0], levels
-    groups: dict[str, Any] = dict(getattr(bench, "ood", {}) or {})
-    if not groups or id_source is None:
-        return None
-    by_source = {id(a.source): s for a, s in calls if a.source is not None}
-    if id(id_source) not in by_source or not all(id(s) in by_source for s in groups.values()):
-        return None
-    return by_source[id(id_source)], {g: by_source[id(s)] for g, s in groups.items()}
-
-
 def run_model(
     model_plan: ModelPlan,
     experiment: Experiment,
@@ -187,14 +135,13 @@ def run_model(
             det = made[key].get()
             bench = resources.benchmark(cell.benchmark.name)
             fit = fit_lazy.get() if "train" in requires else None
-            with recording(det) as calls:
-                wide = bench.run(model, [det], fit_activations=fit, **options)
+            wide = bench.run(model, [det], fit_activations=fit, **options)
             rows = results_table.from_wide(
                 wide, model=cell.model.name, benchmark=cell.benchmark.name, cell=cell.key,
                 seconds=time.perf_counter() - start, time=results_table.now(),
                 experiment=experiment.name,
             )
-            sink(CellResult(cell, rows, split_scores(bench, det, calls)))
+            sink(CellResult(cell, rows, bench.scores_.get((det.name, hyperparams_json(det)))))
         except Exception as err:
             message = f"{type(err).__name__}: {err}".replace("\n", " ")
             sink(status_result(cell, "failed", message, experiment, start, traceback.format_exc()))
