@@ -148,6 +148,17 @@ def head_energy(
     return out
 
 
+def shaped_energy(
+    acts: Activations, shape: Callable[[torch.Tensor], torch.Tensor], who: str
+) -> np.ndarray:
+    """``head_energy`` of ``acts``' own features and head after ``shape`` (the activation-shaping
+    detectors' score: ReAct, ASH, SCALE, VRA), with the inputs checked."""
+    weight, bias = head_tensors(acts)
+    features = required(acts, "features")
+    check_feature_dim(features, weight, who)
+    return head_energy(features, weight, bias, shape)
+
+
 def check_percentile(value: float, name: str, *, below_100: bool = False) -> None:
     """Raise unless ``0 <= value <= 100`` (``< 100`` with ``below_100``)."""
     if not (0.0 <= value < 100.0 if below_100 else 0.0 <= value <= 100.0):

@@ -32,12 +32,9 @@ import numpy as np
 import torch
 
 from oodbench.detectors._shaping import (
-    check_feature_dim,
     check_percentile,
-    head_energy,
-    head_tensors,
     keep_count,
-    required,
+    shaped_energy,
     sharpening,
 )
 from oodbench.detectors.base import Detector, register
@@ -70,10 +67,7 @@ class _ASH(Detector):
         check_percentile(self.percentile, f"{self.name} percentile", below_100=True)
 
     def _score(self, acts: Activations) -> np.ndarray:
-        weight, bias = head_tensors(acts)
-        features = required(acts, "features")
-        check_feature_dim(features, weight, self.name)
-        return head_energy(features, weight, bias, lambda f: ash(f, self.percentile, self.variant))
+        return shaped_energy(acts, lambda f: ash(f, self.percentile, self.variant), self.name)
 
 
 @register

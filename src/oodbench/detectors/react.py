@@ -26,12 +26,10 @@ from typing import Any
 import numpy as np
 
 from oodbench.detectors._shaping import (
-    check_feature_dim,
     check_percentile,
-    head_energy,
-    head_tensors,
     percentile,
     required,
+    shaped_energy,
 )
 from oodbench.detectors.base import Detector, register
 from oodbench.extract.activations import Activations
@@ -57,7 +55,4 @@ class ReAct(Detector):
         self.threshold_ = percentile(required(train, "features"), self.percentile)
 
     def _score(self, acts: Activations) -> np.ndarray:
-        weight, bias = head_tensors(acts)
-        features = required(acts, "features")
-        check_feature_dim(features, weight, self.name)
-        return head_energy(features, weight, bias, lambda f: f.clamp(max=self.threshold_))
+        return shaped_energy(acts, lambda f: f.clamp(max=self.threshold_), self.name)

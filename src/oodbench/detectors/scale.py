@@ -24,12 +24,9 @@ import numpy as np
 import torch
 
 from oodbench.detectors._shaping import (
-    check_feature_dim,
     check_percentile,
-    head_energy,
-    head_tensors,
     keep_count,
-    required,
+    shaped_energy,
     sharpening,
 )
 from oodbench.detectors.base import Detector, register
@@ -56,7 +53,4 @@ class SCALE(Detector):
         return f * sharpening(f.sum(dim=1), kept)[:, None]
 
     def _score(self, acts: Activations) -> np.ndarray:
-        weight, bias = head_tensors(acts)
-        features = required(acts, "features")
-        check_feature_dim(features, weight, self.name)
-        return head_energy(features, weight, bias, self._shape)
+        return shaped_energy(acts, self._shape, self.name)

@@ -38,13 +38,11 @@ import torch
 
 from oodbench.detectors._math import as_tensor
 from oodbench.detectors._shaping import (
-    check_feature_dim,
     check_percentile,
-    head_energy,
-    head_tensors,
     percentile,
     percentile_per_unit,
     required,
+    shaped_energy,
 )
 from oodbench.detectors.base import Detector, register
 from oodbench.errors import InvalidInputError
@@ -93,9 +91,4 @@ class VRA(Detector):
             self.beta_ = torch.tensor(upper, dtype=torch.float64)
 
     def _score(self, acts: Activations) -> np.ndarray:
-        weight, bias = head_tensors(acts)
-        features = required(acts, "features")
-        check_feature_dim(features, weight, self.name)
-        return head_energy(
-            features, weight, bias, lambda f: vra(f, self.alpha_, self.beta_, self.gamma)
-        )
+        return shaped_energy(acts, lambda f: vra(f, self.alpha_, self.beta_, self.gamma), self.name)
