@@ -50,6 +50,14 @@ SCHEMA: dict[str, str] = {
     "time": "string",  # UTC ISO-8601 time the cell finished (one value per attempt)
     "versions": "string",  # JSON of the package versions that produced the row
     "experiment": "string",
+    # provenance of the number: how it was made
+    "preset": "string",  # detector protocol preset ("paper", "openood", "cood", ...), "" = none
+    "fit_data": "string",  # what the detector was fitted on ("train", "id_val", "none", ...)
+    "tuning": "string",  # JSON: tuning protocol and chosen hyper-parameters, "" = not tuned
+    "seed": "Int64",  # the benchmark's seed (C-OOD split), <NA> when it has none
+    # uncertainty of ``value`` (95 % confidence interval; <NA> when not computed)
+    "ci_low": "float64",
+    "ci_high": "float64",
 }
 COLUMNS = tuple(SCHEMA)
 STATUSES = ("ok", "failed", "skipped")
@@ -57,7 +65,9 @@ FILE_NAME = "results.parquet"
 SCORES_DIR = "scores"
 
 #: wide-result columns that identify a row rather than measure something
-_ID_COLUMNS = {"detector", "hyperparams", "group", "kind", "level", "n_id", "n_ood"}
+_ID_COLUMNS = {"detector", "hyperparams", "group", "kind", "level", "n_id", "n_ood", "seed"}
+#: provenance columns a benchmark's wide rows may carry; passed through to every long row
+_PROVENANCE = ("preset", "fit_data", "tuning")
 _VERSIONED = ("oodbench", "torch", "torchvision", "timm", "numpy", "scikit-learn", "open_clip_torch")
 
 
@@ -109,7 +119,8 @@ def conform(rows: pd.DataFrame) -> pd.DataFrame:
         if column in rows.columns:
             out[column] = rows[column].astype(dtype)
         else:
-            out[column] = pd.Series(pd.NA, index=rows.index, dtype=dtype)
+            missing_value = np.nan if dtype == "float64" else pd.NA
+            out[column] = pd.Series(missing_value, index=rows.index, dtype=dtype)
     return out.reset_index(drop=True)
 
 
@@ -152,6 +163,8 @@ def from_wide(
             "level": wide["level"] if "level" in wide else pd.NA,
             "n_id": wide["n_id"] if "n_id" in wide else pd.NA,
             "n_ood": wide["n_ood"] if "n_ood" in wide else pd.NA,
+            "seed": wide["seed"] if "seed" in wide else pd.Series(pd.NA, index=wide.index, dtype="Int64"),
+            **{c: wide[c].astype(str) if c in wide else "" for c in _PROVENANCE},
         }
     )
     long = base.join(wide[metric_columns]).melt(

@@ -1,5 +1,8 @@
 """Hyper-parameter search for detectors on cached activations: ``oodbench.tune``.
 
+A package: the search itself lives here; protocol data and other search strategies go in
+sibling modules (``oodbench.tune.<name>``).
+
     result = oodbench.tune("react", {"percentile": [85, 90, 95, 99]}, id_val, ood_val, fit=train)
     result.best_params   # {"percentile": 90}
     result.detector      # the detector with those hyper-parameters, fitted on ``fit``
