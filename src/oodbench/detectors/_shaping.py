@@ -3,12 +3,15 @@
 These detectors change the penultimate features ``f`` (or the linear head ``W, b``) and score the
 result with the energy of the head, ``kappa = logsumexp(W f' + b)``. Everything here works on
 cached arrays in row chunks (features may be memory-mapped float16 of a 100k-sample training
-bank), in float64:
+bank) on the current compute backend (:mod:`oodbench.compute`):
 
 - ``percentile``: exact ``np.percentile`` (linear interpolation) over *all* entries of a large
-  array without copying it (a chunked histogram selection), as ReAct's threshold needs.
+  array without copying it (a chunked histogram selection in torch on the backend's device), as
+  ReAct's threshold needs.
 - ``percentile_per_unit``: ``np.percentile(x, q, axis=0)`` in column chunks.
-- ``head_energy``: ``logsumexp(shape(f) @ W.T + b)`` in row chunks.
+- ``head_energy``: ``logsumexp(shape(f) @ W.T + b)`` in row chunks on the backend's device:
+  the head product in the features' precision (float32 for float32 or float16 features), the
+  energy finished in float64 (``_math.neg_energy``); about 1e-7 relative against float64.
 - ``keep_count`` / ``sharpening``: the per-sample top-k and the ``exp(s1 / s2)`` factor of ASH
   and SCALE.
 """
@@ -20,11 +23,12 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import torch
 
+from oodbench.compute import current, to_host
 from oodbench.detectors._math import as_tensor, neg_energy
 from oodbench.errors import InvalidInputError
 from oodbench.extract.activations import Activations
 
-#: rough size of one float64 working chunk
+#: rough size of one float64 working chunk of the CPU loops (RankFeat, GradNorm, LINe)
 CHUNK_BYTES = 64 * 2**20
 _BINS = 4096  # histogram bins per selection pass
 _DIRECT = 2**20  # a bin with at most this many values is sorted directly
@@ -37,40 +41,43 @@ def row_slices(n_rows: int, row_width: int) -> Iterator[slice]:
         yield slice(start, min(start + step, n_rows))
 
 
-def _flat_chunks(values: np.ndarray) -> Iterator[np.ndarray]:
-    """Flat chunks of ``values`` in float32 (float64 input stays float64): order is preserved."""
-    dtype = np.float64 if values.dtype == np.float64 else np.float32
+def _flat_chunks(values: np.ndarray) -> Iterator[torch.Tensor]:
+    """Flat chunks of ``values`` on the backend's device, float32 (float64 input stays float64),
+    in order."""
+    backend = current()
+    dtype = torch.float64 if values.dtype == np.float64 else torch.float32
     rows = values.reshape(len(values), -1) if values.ndim > 1 else values.reshape(-1, 1)
-    for sl in row_slices(rows.shape[0], rows.shape[1]):
-        yield np.asarray(rows[sl], dtype=dtype).ravel()
+    for sl in backend.rows(rows.shape[0], rows.shape[1], 4):
+        yield backend.tensor(rows[sl], dtype).reshape(-1)
 
 
 def _kth_smallest(values: np.ndarray, k: int) -> float:
     """The ``k``-th smallest entry (0-based) of ``values``, by repeated chunked histograms."""
-    extremes = np.array([(c.min(), c.max()) for c in _flat_chunks(values)])
-    lo, hi = float(extremes[:, 0].min()), float(extremes[:, 1].max())
+    lo, hi = np.inf, -np.inf
+    for chunk in _flat_chunks(values):
+        small, large = torch.aminmax(chunk)
+        lo, hi = min(lo, float(small)), max(hi, float(large))
     below = 0  # entries known to be < lo
     while lo < hi:
         scale = _BINS / (hi - lo)
 
-        def bins(chunk: np.ndarray, lo: float = lo, hi: float = hi, scale: float = scale):
+        def bins(chunk: torch.Tensor, lo: float = lo, hi: float = hi, scale: float = scale):
             inside = chunk[(chunk >= lo) & (chunk <= hi)]
-            return inside, np.minimum(((inside - lo) * scale).astype(np.int64), _BINS - 1)
+            return inside, ((inside - lo) * scale).long().clamp_(max=_BINS - 1)
 
-        counts = np.zeros(_BINS, dtype=np.int64)
-        for chunk in _flat_chunks(values):
-            counts += np.bincount(bins(chunk)[1], minlength=_BINS)
-        cum = np.cumsum(counts)
+        counts = sum(torch.bincount(bins(chunk)[1], minlength=_BINS).cpu() for chunk in _flat_chunks(values))
+        cum = np.cumsum(np.asarray(counts))
         b = int(np.searchsorted(cum, k - below, side="right"))
         before = int(cum[b - 1]) if b else 0
         if counts[b] <= _DIRECT:
-            picked = np.concatenate([v[i == b] for v, i in map(bins, _flat_chunks(values))])
-            return float(np.sort(picked)[k - below - before])
+            picked = torch.cat([v[i == b] for v, i in map(bins, _flat_chunks(values))])
+            return float(torch.sort(picked).values[k - below - before])
         new_lo, new_hi = np.inf, -np.inf  # narrow the range to the values in bin b
         for v, i in map(bins, _flat_chunks(values)):
             member = v[i == b]
-            if member.size:
-                new_lo, new_hi = min(new_lo, float(member.min())), max(new_hi, float(member.max()))
+            if member.numel():
+                small, large = torch.aminmax(member)
+                new_lo, new_hi = min(new_lo, float(small)), max(new_hi, float(large))
         lo, hi = new_lo, new_hi
         below += before
     return lo
@@ -92,9 +99,9 @@ def percentile(values: np.ndarray, q: float) -> float:
     # the next order statistic: a itself when tied, else the smallest entry above a
     at_most_a, above = 0, np.inf
     for chunk in _flat_chunks(values):
-        at_most_a += int(np.count_nonzero(chunk <= a))
+        at_most_a += int((chunk <= a).sum())
         bigger = chunk[chunk > a]
-        above = min(above, float(bigger.min())) if bigger.size else above
+        above = min(above, float(bigger.min())) if bigger.numel() else above
     b = a if at_most_a >= below + 2 else above
     # numpy's lerp, evaluated from the nearer end exactly as np.percentile does
     return float(a + (b - a) * frac) if frac < 0.5 else float(b - (b - a) * (1.0 - frac))
@@ -112,6 +119,22 @@ def percentile_per_unit(features: np.ndarray, q: float) -> np.ndarray:
     )
 
 
+def row_percentiles(x: torch.Tensor, q: float) -> torch.Tensor:
+    """``np.percentile(x, q, axis=1)`` (linear interpolation, NumPy's lerp) of a (B, n) tensor,
+    on its device: one ``kthvalue`` and the next order statistic, no full sort."""
+    n = x.shape[1]
+    index = (q / 100.0) * (n - 1)
+    below = int(np.floor(index))
+    frac = index - below
+    a = torch.kthvalue(x, below + 1, dim=1).values
+    if frac == 0.0:
+        return a
+    tied = (x <= a[:, None]).sum(dim=1) >= below + 2
+    above = torch.where(x > a[:, None], x, torch.inf).min(dim=1).values
+    b = torch.where(tied, a, above)
+    return a + (b - a) * frac if frac < 0.5 else b - (b - a) * (1.0 - frac)
+
+
 def required(acts: Activations, name: str) -> np.ndarray:
     """``acts.<name>`` (e.g. ``"features"``), raising ``MissingActivationError`` when absent."""
     acts.require(name, who="this detector")
@@ -119,7 +142,7 @@ def required(acts: Activations, name: str) -> np.ndarray:
 
 
 def head_tensors(acts: Activations) -> tuple[torch.Tensor, torch.Tensor]:
-    """The linear head ``(W (C, D), b (C,))`` of ``acts`` as float64 tensors."""
+    """The linear head ``(W (C, D), b (C,))`` of ``acts`` as float64 CPU tensors."""
     return as_tensor(required(acts, "head_weight")), as_tensor(required(acts, "head_bias"))
 
 
@@ -134,17 +157,24 @@ def check_feature_dim(features: np.ndarray, weight: torch.Tensor, who: str) -> N
 
 def head_energy(
     features: np.ndarray,
-    weight: torch.Tensor,
-    bias: torch.Tensor,
+    weight: torch.Tensor | np.ndarray,
+    bias: torch.Tensor | np.ndarray,
     shape: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> np.ndarray:
-    """``logsumexp(shape(f) @ W.T + b)`` per row (the negative energy, T = 1), in row chunks."""
+    """``logsumexp(shape(f) @ W.T + b)`` per row (the negative energy, T = 1), float64 (N,).
+
+    Row chunks of ``features`` go to the backend's device in their precision (float32, or
+    float64 for float64 features); ``shape`` gets them there and may return any float dtype.
+    """
+    backend = current()
+    dtype = torch.float64 if features.dtype == np.float64 else torch.float32
+    weight_t, bias_t = backend.tensor(weight, dtype), backend.tensor(bias, dtype)
     out = np.empty(len(features), dtype=np.float64)
-    for sl in row_slices(len(features), max(weight.shape)):
-        f = as_tensor(features[sl])
+    for rows in backend.rows(len(features), max(weight_t.shape)):
+        f = backend.tensor(features[rows], dtype)
         if shape is not None:
-            f = shape(f)
-        out[sl] = neg_energy((f @ weight.T + bias).numpy()).numpy()
+            f = shape(f).to(dtype)
+        out[rows] = to_host(neg_energy(torch.addmm(bias_t, f, weight_t.T)))
     return out
 
 
@@ -153,7 +183,7 @@ def shaped_energy(
 ) -> np.ndarray:
     """``head_energy`` of ``acts``' own features and head after ``shape`` (the activation-shaping
     detectors' score: ReAct, ASH, SCALE, VRA), with the inputs checked."""
-    weight, bias = head_tensors(acts)
+    weight, bias = required(acts, "head_weight"), required(acts, "head_bias")
     features = required(acts, "features")
     check_feature_dim(features, weight, who)
     return head_energy(features, weight, bias, shape)
@@ -174,12 +204,15 @@ def keep_count(n: int, percentile: float) -> int:
     return max(1, n - int(np.round(n * percentile / 100.0)))
 
 
-def sharpening(total: torch.Tensor, kept: torch.Tensor) -> torch.Tensor:
-    """``exp(s1 / s2)``: the factor of ASH-S and SCALE from s1 = ``total``, s2 = ``kept`` sums.
+def sharpening(features: torch.Tensor, kept: torch.Tensor) -> torch.Tensor:
+    """``exp(s1 / s2)`` per row: the factor of ASH-S and SCALE, float64 (N,).
 
-    s1 sums all activations of a sample, s2 its ``keep_count`` largest. Where ``s2 == 0`` (an
-    all-zero row of non-negative activations) the row is zero and the factor is irrelevant; it
-    is set to ``e`` (ratio 1) instead of NaN.
+    s1 sums all activations of a sample (``features``, (N, D)), s2 its ``keep_count`` largest
+    (``kept``, (N, k)); both sums accumulate in float64, since the factor exponentiates their
+    ratio. Where ``s2 == 0`` (an all-zero row of non-negative activations) the row is zero and
+    the factor is irrelevant; it is set to ``e`` (ratio 1) instead of NaN.
     """
-    nonzero = kept != 0
-    return torch.exp(torch.where(nonzero, total / torch.where(nonzero, kept, 1.0), 1.0))
+    total = features.sum(dim=1, dtype=torch.float64)
+    kept_sum = kept.sum(dim=1, dtype=torch.float64)
+    nonzero = kept_sum != 0
+    return torch.exp(torch.where(nonzero, total / torch.where(nonzero, kept_sum, 1.0), 1.0))
