@@ -70,10 +70,10 @@ class NeighbourIndex:
         self.metric = metric
         self.backend = current()
         self.size = len(bank)
+        self.faiss_: faiss.Index | None = None
         if _faiss_on(self.backend):
             self.faiss_, self.faiss_resources_ = _faiss_index(bank, metric, self.backend)
             return
-        self.faiss_ = None
         self.bank_ = self.backend.tensor(bank, torch.float32)
         self.bank_sq_ = (self.bank_ * self.bank_).sum(dim=1)
 

@@ -65,8 +65,10 @@ def _kth_smallest(values: np.ndarray, k: int) -> float:
             inside = chunk[(chunk >= lo) & (chunk <= hi)]
             return inside, ((inside - lo) * scale).long().clamp_(max=_BINS - 1)
 
-        counts = sum(torch.bincount(bins(chunk)[1], minlength=_BINS).cpu() for chunk in _flat_chunks(values))
-        cum = np.cumsum(np.asarray(counts))
+        counts = np.zeros(_BINS, dtype=np.int64)
+        for chunk in _flat_chunks(values):
+            counts += torch.bincount(bins(chunk)[1], minlength=_BINS).cpu().numpy()
+        cum = np.cumsum(counts)
         b = int(np.searchsorted(cum, k - below, side="right"))
         before = int(cum[b - 1]) if b else 0
         if counts[b] <= _DIRECT:
@@ -146,7 +148,7 @@ def head_tensors(acts: Activations) -> tuple[torch.Tensor, torch.Tensor]:
     return as_tensor(required(acts, "head_weight")), as_tensor(required(acts, "head_bias"))
 
 
-def check_feature_dim(features: np.ndarray, weight: torch.Tensor, who: str) -> None:
+def check_feature_dim(features: np.ndarray, weight: torch.Tensor | np.ndarray, who: str) -> None:
     """Raise when the features do not match the head's input width."""
     if features.ndim != 2 or features.shape[1] != weight.shape[1]:
         raise InvalidInputError(

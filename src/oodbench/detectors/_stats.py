@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import numpy as np
+import scipy.linalg
 import torch
 
 from oodbench.compute import current, to_host
@@ -162,6 +163,21 @@ def scatter_matrix(
     return out
 
 
+def symmetric_eigh(matrix: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eigenvalues (ascending) and eigenvectors of a symmetric float64 matrix, on its device.
+
+    The NumPy path uses SciPy's LAPACK (``dsyevd``); the torch path ``torch.linalg.eigh`` on the
+    device. Both in float64: a float32 eigendecomposition of a ViM scatter matrix moved its
+    residual-space norms by 2.5e-4 relative in our measurement (nearly equal eigenvalues at the
+    principal/residual split swap places).
+    """
+    sym = (matrix + matrix.T) / 2
+    if current().kind == "numpy":
+        values, vectors = scipy.linalg.eigh(sym.cpu().numpy(), driver="evd", check_finite=False)
+        return torch.from_numpy(values), torch.from_numpy(vectors)
+    return torch.linalg.eigh(sym)
+
+
 def whitener(covariance: torch.Tensor) -> torch.Tensor:
     """``M`` (D, r) with ``M M^T = pinv(covariance)``, so ``||(x - mu) M||^2`` is the Mahalanobis distance.
 
@@ -169,9 +185,8 @@ def whitener(covariance: torch.Tensor) -> torch.Tensor:
     of ``scipy.linalg.pinvh`` that sklearn's ``EmpiricalCovariance.precision_`` uses, so a
     singular covariance (fewer samples than dimensions) still gives finite distances.
     """
-    cov = (covariance + covariance.T) / 2
-    eigvals, eigvecs = torch.linalg.eigh(cov)
-    cutoff = eigvals.abs().max() * cov.shape[0] * torch.finfo(torch.float64).eps
+    eigvals, eigvecs = symmetric_eigh(covariance)
+    cutoff = eigvals.abs().max() * covariance.shape[0] * torch.finfo(torch.float64).eps
     keep = eigvals > cutoff
     return eigvecs[:, keep] / eigvals[keep].sqrt()
 
