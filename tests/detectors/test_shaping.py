@@ -22,15 +22,28 @@ def test_percentile_equals_numpy(dtype, shape):
         assert _shaping.percentile(x, q) == pytest.approx(expected, rel=1e-12, abs=1e-12)
 
 
-@pytest.mark.parametrize("backend", ["numpy", "torch"])
-def test_percentile_multi_pass_selection_and_ties(monkeypatch, backend):
-    """Force several histogram refinements (tiny direct-sort limit) on tied, rounded values."""
-    monkeypatch.setattr(_shaping, "_DIRECT", 7)
+@pytest.mark.parametrize("path", ["every entry sampled", "bracketed pass", "histogram"])
+def test_percentile_selection_paths_and_ties(monkeypatch, path):
+    """Each way to the order statistics, on tied, rounded and heavy-tailed values, in many
+    chunks: the sample holds every entry; a sample of rows brackets one exact pass; the bracket
+    is refused (too many entries) and the histogram selection refines several times."""
+    monkeypatch.setattr(_shaping, "CHUNK_BYTES", 4096)  # many row chunks
+    if path != "every entry sampled":
+        monkeypatch.setattr(_shaping, "_SAMPLE", 64)
+    if path != "histogram":  # the histogram must not be needed
+
+        def unused(*args):
+            raise AssertionError("fell back to the histogram selection")
+
+        monkeypatch.setattr(_shaping, "_kth_smallest", unused)
+    if path == "histogram":
+        monkeypatch.setattr(_shaping, "_BRACKET_LIMIT", -1)
+        monkeypatch.setattr(_shaping, "_DIRECT", 7)
     rng = np.random.default_rng(1)
-    with compute.use(backend, "cpu", chunk_bytes=4096):  # many row chunks
-        for x in (np.round(rng.normal(size=(3000, 7)), 1), rng.exponential(size=(500, 40)) ** 4):
-            for q in np.linspace(0, 100, 23):
-                assert _shaping.percentile(x, q) == pytest.approx(np.percentile(x, q), rel=1e-12)
+    for x in (np.round(rng.normal(size=(3000, 7)), 1), rng.exponential(size=(500, 40)) ** 4,
+              np.maximum(rng.normal(size=(800, 16)), 0).astype(np.float32)):  # half zeros
+        for q in np.linspace(0, 100, 23):
+            assert _shaping.percentile(x, q) == np.percentile(x.astype(np.float64), q)
 
 
 def test_row_percentiles_equal_numpy():

@@ -6,8 +6,9 @@ cached arrays in row chunks (features may be memory-mapped float16 of a 100k-sam
 bank) on the current compute backend (:mod:`oodbench.compute`):
 
 - ``percentile``: exact ``np.percentile`` (linear interpolation) over *all* entries of a large
-  array without copying it (a chunked histogram selection in torch on the backend's device), as
-  ReAct's threshold needs.
+  array without copying it (one pass bracketed by a sample, else a chunked histogram
+  selection), as ReAct's threshold needs. In NumPy on the host on both paths: a memory-bound
+  pass over host arrays gains nothing from a trip to the GPU.
 - ``percentile_per_unit``: ``np.percentile(x, q, axis=0)`` in column chunks.
 - ``head_energy``: ``logsumexp(shape(f) @ W.T + b)`` in row chunks on the backend's device:
   the head product in the features' precision (float32 for float32 or float16 features), the
@@ -32,6 +33,8 @@ from oodbench.extract.activations import Activations
 CHUNK_BYTES = 64 * 2**20
 _BINS = 4096  # histogram bins per selection pass
 _DIRECT = 2**20  # a bin with at most this many values is sorted directly
+_SAMPLE = 2**20  # entries sampled to bracket a percentile
+_BRACKET_LIMIT = 2**24  # entries a bracket may hold (64 MiB of float32)
 
 
 def row_slices(n_rows: int, row_width: int) -> Iterator[slice]:
@@ -41,52 +44,88 @@ def row_slices(n_rows: int, row_width: int) -> Iterator[slice]:
         yield slice(start, min(start + step, n_rows))
 
 
-def _flat_chunks(values: np.ndarray) -> Iterator[torch.Tensor]:
-    """Flat chunks of ``values`` on the backend's device, float32 (float64 input stays float64),
-    in order."""
-    backend = current()
-    dtype = torch.float64 if values.dtype == np.float64 else torch.float32
+def _flat_chunks(values: np.ndarray) -> Iterator[np.ndarray]:
+    """Flat chunks of ``values`` in float32 (float64 input stays float64): order is preserved."""
+    dtype = np.float64 if values.dtype == np.float64 else np.float32
     rows = values.reshape(len(values), -1) if values.ndim > 1 else values.reshape(-1, 1)
-    for sl in backend.rows(rows.shape[0], rows.shape[1], 4):
-        yield backend.tensor(rows[sl], dtype).reshape(-1)
+    for sl in row_slices(rows.shape[0], rows.shape[1]):
+        yield np.asarray(rows[sl], dtype=dtype).ravel()
 
 
 def _kth_smallest(values: np.ndarray, k: int) -> float:
     """The ``k``-th smallest entry (0-based) of ``values``, by repeated chunked histograms."""
-    lo, hi = np.inf, -np.inf
-    for chunk in _flat_chunks(values):
-        small, large = torch.aminmax(chunk)
-        lo, hi = min(lo, float(small)), max(hi, float(large))
+    extremes = np.array([(c.min(), c.max()) for c in _flat_chunks(values)])
+    lo, hi = float(extremes[:, 0].min()), float(extremes[:, 1].max())
     below = 0  # entries known to be < lo
     while lo < hi:
         scale = _BINS / (hi - lo)
 
-        def bins(chunk: torch.Tensor, lo: float = lo, hi: float = hi, scale: float = scale):
+        def bins(chunk: np.ndarray, lo: float = lo, hi: float = hi, scale: float = scale):
             inside = chunk[(chunk >= lo) & (chunk <= hi)]
-            return inside, ((inside - lo) * scale).long().clamp_(max=_BINS - 1)
+            return inside, np.minimum(((inside - lo) * scale).astype(np.int64), _BINS - 1)
 
         counts = np.zeros(_BINS, dtype=np.int64)
         for chunk in _flat_chunks(values):
-            counts += torch.bincount(bins(chunk)[1], minlength=_BINS).cpu().numpy()
+            counts += np.bincount(bins(chunk)[1], minlength=_BINS)
         cum = np.cumsum(counts)
         b = int(np.searchsorted(cum, k - below, side="right"))
         before = int(cum[b - 1]) if b else 0
         if counts[b] <= _DIRECT:
-            picked = torch.cat([v[i == b] for v, i in map(bins, _flat_chunks(values))])
-            return float(torch.sort(picked).values[k - below - before])
+            picked = np.concatenate([v[i == b] for v, i in map(bins, _flat_chunks(values))])
+            return float(np.sort(picked)[k - below - before])
         new_lo, new_hi = np.inf, -np.inf  # narrow the range to the values in bin b
         for v, i in map(bins, _flat_chunks(values)):
             member = v[i == b]
-            if member.numel():
-                small, large = torch.aminmax(member)
-                new_lo, new_hi = min(new_lo, float(small)), max(new_hi, float(large))
+            if member.size:
+                new_lo, new_hi = min(new_lo, float(member.min())), max(new_hi, float(member.max()))
         lo, hi = new_lo, new_hi
         below += before
     return lo
 
 
+def _sample(values: np.ndarray) -> np.ndarray:
+    """The entries of about ``_SAMPLE`` evenly spaced rows of ``values`` (every row when that
+    is all of them), sorted."""
+    rows = values.reshape(len(values), -1) if values.ndim > 1 else values.reshape(-1, 1)
+    take = np.unique(np.linspace(0, len(rows) - 1, max(1, _SAMPLE // rows.shape[1])).astype(np.int64))
+    dtype = np.float64 if values.dtype == np.float64 else np.float32
+    picked = rows if len(take) == len(rows) else rows[take]
+    return np.sort(np.asarray(picked, dtype=dtype).ravel())
+
+
+def _bracketed(values: np.ndarray, ranks: tuple[int, int], lo: float, hi: float) -> list[float] | None:
+    """The order statistics ``ranks`` (0-based) of ``values`` when they lie in ``[lo, hi]``, from
+    one pass that counts the entries below ``lo``, at ``lo`` and at ``hi`` and keeps those in
+    between; ``None`` when a rank falls outside or too many entries fall in between."""
+    below = at_lo = at_hi = kept = 0
+    inside: list[np.ndarray] = []
+    for chunk in _flat_chunks(values):
+        below += int(np.count_nonzero(chunk < lo))
+        at_lo += int(np.count_nonzero(chunk == lo))
+        if hi > lo:
+            at_hi += int(np.count_nonzero(chunk == hi))
+            inside.append(chunk[(chunk > lo) & (chunk < hi)])
+            kept += inside[-1].size
+            if kept > _BRACKET_LIMIT:
+                return None
+    middle = np.sort(np.concatenate(inside)) if inside else np.empty(0)
+    found = []
+    for rank in ranks:
+        pos = rank - below
+        if pos < 0 or pos >= at_lo + middle.size + at_hi:
+            return None
+        found.append(lo if pos < at_lo else float(middle[pos - at_lo]) if pos < at_lo + middle.size else hi)
+    return found
+
+
 def percentile(values: np.ndarray, q: float) -> float:
-    """``np.percentile(values, q)`` (linear interpolation) over every entry, in bounded memory."""
+    """``np.percentile(values, q)`` (linear interpolation) over every entry, in bounded memory.
+
+    The two order statistics around ``q`` come from one pass over ``values``, bracketed by the
+    quantiles of a sample of evenly spaced rows (a bracket of +-4, then +-32 standard errors of
+    the sample quantile); should both brackets miss (or hold too many entries), from the
+    chunked histogram selection. Exact: the answer is NumPy's to the last bit.
+    """
     n = int(np.prod(values.shape))
     if n == 0:
         raise InvalidInputError("cannot take a percentile of an empty array")
@@ -95,18 +134,40 @@ def percentile(values: np.ndarray, q: float) -> float:
     index = (q / 100.0) * (n - 1)
     below = int(np.floor(index))
     frac = index - below
-    a = _kth_smallest(values, below)
+    ranks = (below, min(below + 1, n - 1))
+    sample = _sample(values)
+    m = sample.size
+    if m == n:  # the sample is every entry
+        a, b = float(sample[ranks[0]]), float(sample[ranks[1]])
+    else:
+        centre = below / max(n - 1, 1) * (m - 1)
+        for margin in (4.0, 32.0):
+            spread = margin * np.sqrt(m)
+            low, high = int(centre - spread), int(np.ceil(centre + 1 + spread))
+            lo = float(sample[low]) if low > 0 else -np.inf  # the sample's ends bound nothing
+            hi = float(sample[high]) if high < m - 1 else np.inf
+            found = _bracketed(values, ranks, lo, hi)
+            if found is not None:
+                a, b = found
+                break
+        else:
+            a = _kth_smallest(values, below)
+            b = a if ranks[1] == below else _next_above(values, a, below)
     if frac == 0.0:
         return a
-    # the next order statistic: a itself when tied, else the smallest entry above a
-    at_most_a, above = 0, np.inf
-    for chunk in _flat_chunks(values):
-        at_most_a += int((chunk <= a).sum())
-        bigger = chunk[chunk > a]
-        above = min(above, float(bigger.min())) if bigger.numel() else above
-    b = a if at_most_a >= below + 2 else above
     # numpy's lerp, evaluated from the nearer end exactly as np.percentile does
     return float(a + (b - a) * frac) if frac < 0.5 else float(b - (b - a) * (1.0 - frac))
+
+
+def _next_above(values: np.ndarray, a: float, rank: int) -> float:
+    """The order statistic after ``a`` (the ``rank``-th): ``a`` itself when tied, else the
+    smallest entry above it."""
+    at_most_a, above = 0, np.inf
+    for chunk in _flat_chunks(values):
+        at_most_a += int(np.count_nonzero(chunk <= a))
+        bigger = chunk[chunk > a]
+        above = min(above, float(bigger.min())) if bigger.size else above
+    return a if at_most_a >= rank + 2 else above
 
 
 def percentile_per_unit(features: np.ndarray, q: float) -> np.ndarray:
