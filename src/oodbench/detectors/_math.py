@@ -1,13 +1,12 @@
 """Maths shared by several detectors (one place, no copies between detector files).
 
-The softmax family (``softmax_parts`` and what is built on it: ``neg_energy``, ``max_softmax``)
-runs on the current compute backend (:mod:`oodbench.compute`) in the precision of its input, at
-least float32: one pass of ``exp(z - max z)`` in float32 for float32 logits, with the parts that
-decide the ranking finished in float64. The sum of the non-maximal terms ``s`` is kept apart
-from the maximal term 1, so ``max softmax = 1 / (1 + s)`` keeps full float64 resolution next to
-1 (no ties at 1.0 as a float32 softmax gives) and ``logsumexp = max + log1p(s)``. Each exp is
-accurate to about 1e-7 relative, so these are accurate to about 1e-7 relative against an
-all-float64 computation (float64 input: to about 1e-15).
+The softmax family (``neg_energy``, ``other_mass``, ``max_softmax``; GEN) runs on the current
+compute backend (:mod:`oodbench.compute`) in the precision of its input, at least float32: one
+pass of ``exp(z - max z)`` in float32 for float32 logits, with the parts that decide the ranking
+finished in float64. The sum of the non-maximal terms ``s`` is kept apart from the maximal term
+1, so ``max softmax = 1 / (1 + s)`` keeps full float64 resolution next to 1 (no ties at 1.0 as
+a float32 softmax gives). Each exp is accurate to about 1e-7 relative, so these are accurate to
+about 1e-7 relative against an all-float64 computation (float64 input: to about 1e-15).
 """
 
 from __future__ import annotations
@@ -43,25 +42,19 @@ def working(values: np.ndarray | torch.Tensor) -> torch.Tensor:
     return current().tensor(values, dtype)
 
 
-def softmax_parts(
-    logits: np.ndarray | torch.Tensor, temperature: float = 1.0
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The pieces of ``softmax(z / T)`` from which its detectors are computed exactly.
+def other_mass(
+    z: torch.Tensor, top: torch.Tensor, top_index: torch.Tensor, temperature: float = 1.0
+) -> torch.Tensor:
+    """``s = sum_{c != top_index} exp((z_c - top) / T)`` per row, float64 (N,).
 
-    Returns ``(top, d, others)``:
-
-    - ``top``: ``max_c z_c`` (N,), float64;
-    - ``d``: ``(z - max z) / T`` (N, C) in the working precision (every entry <= 0);
-    - ``others``: ``s = sum_c exp(d_c)`` without one maximal term (N,), float64, so that the
-      softmax denominator is ``1 + s``: ``p_c = exp(d_c) / (1 + s)``.
+    ``top`` (N, 1) is the largest entry of each row of ``z`` and ``top_index`` (N, 1) where it
+    is: the softmax denominator is then ``1 + s`` and ``p_c = exp((z_c - top) / T) / (1 + s)``.
+    Kept apart from the maximal term 1, ``s`` has full relative precision however small.
     """
-    z = working(logits)
-    top, where = z.max(dim=1, keepdim=True)
     d = z - top
     if temperature != 1.0:
-        d = d / temperature
-    terms = torch.exp(d).scatter_(1, where, 0.0)
-    return top.squeeze(1).double(), d, terms.sum(dim=1).double()
+        d /= temperature
+    return d.exp_().scatter_(1, top_index, 0.0).sum(dim=1).double()
 
 
 def neg_energy(logits: np.ndarray | torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
@@ -82,8 +75,10 @@ def neg_energy(logits: np.ndarray | torch.Tensor, temperature: float = 1.0) -> t
 
 
 def max_softmax(logits: np.ndarray | torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
-    """``max_c softmax(z / T)_c = 1 / (1 + s)`` (``s`` as in ``softmax_parts``), float64 (N,)."""
-    return 1.0 / (1.0 + softmax_parts(logits, temperature)[2])
+    """``max_c softmax(z / T)_c = 1 / (1 + s)`` (``s`` from ``other_mass``), float64 (N,)."""
+    z = working(logits)
+    top, where = z.max(dim=1, keepdim=True)
+    return 1.0 / (1.0 + other_mass(z, top, where, temperature))
 
 
 def softmax(logits: np.ndarray, temperature: float = 1.0) -> torch.Tensor:

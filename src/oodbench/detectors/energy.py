@@ -7,8 +7,8 @@ Liu, Wang, Owens & Li, "Energy-based Out-of-distribution Detection", NeurIPS 202
 
 Default ``temperature=1`` (the paper's choice for post-hoc scoring). pytorch-ood 0.4.0
 ``EnergyBased.score(logits, t)`` returns ``E = -kappa`` exactly. Computed as
-``max z + T log1p(s)`` (``_math.softmax_parts``: float32 exps, float64 result; about 1e-7
-relative against an all-float64 computation).
+``max z + T log S`` (``_math.neg_energy``: float32 exps, float64 result; within about ``1e-7 T``
+of an all-float64 computation).
 """
 
 from __future__ import annotations

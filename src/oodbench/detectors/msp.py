@@ -6,7 +6,7 @@ Neural Networks", ICLR 2017 (arXiv 1610.02136). The C-OOD paper's "softmax" kapp
     kappa(x) = max_c softmax(z(x))_c
 
 Computed as ``1 / (1 + s)`` with ``s`` the softmax mass of the other classes relative to the
-top one (``_math.softmax_parts``: float32 exps, float64 result), so confident predictions keep
+top one (``_math.other_mass``: float32 exps, float64 result), so confident predictions keep
 distinct float64 scores next to 1 instead of tying at 1.0. pytorch-ood ``MaxSoftmax`` returns
 ``-kappa``.
 """
