@@ -7,9 +7,11 @@ whole run as the pool grows from 1,000 to 10,000 classes.
    as ``.npy`` files under ``OODBENCH_CACHE`` (no images): an ID test set of 50,000 rows and a
    pool of ``classes x images`` rows, all with logits of 1,000 classes (float32; 10,000 x 200
    is 2 million rows, 8 GB of logits). ``CoodBenchmark(...).run(None, [msp, energy])`` on the
-   memory-mapped arrays, timed, with the process's peak resident set (``ru_maxrss``) and its
-   peak anonymous memory (``RssAnon`` of ``/proc/self/status``, sampled every 10 ms: memory the
-   process owns, without file pages it maps) next to the resident set before the run.
+   memory-mapped arrays, timed, with the process's peak resident set (``VmHWM`` of
+   ``/proc/self/status``; not ``ru_maxrss``, which Linux carries over from the parent process
+   across ``exec``) and its peak anonymous memory (``RssAnon``, sampled every 10 ms: memory the
+   process owns, without the file pages it maps) next to both before the run, and the bytes it
+   read from storage (``read_bytes`` of ``/proc/self/io``: the pool not served by the page cache).
 
 The window is fixed (default 100 classes, 11 levels) so that only the pool grows between sizes.
 Prints tables and writes ``benchmarks/results/bench_cood.json``.
@@ -24,7 +26,6 @@ import argparse
 import json
 import os
 import platform
-import resource
 import shutil
 import subprocess
 import sys
@@ -113,6 +114,13 @@ def _status_kib(field: str) -> int:
     return 0
 
 
+def _read_bytes() -> int:
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("read_bytes:"):
+            return int(line.split()[1])
+    return 0
+
+
 class PeakAnon:
     """Samples ``RssAnon`` every 10 ms in a thread; ``peak_mib`` is the largest value seen."""
 
@@ -148,7 +156,8 @@ def child(folder: Path, window: int, levels: int) -> dict:
 
     id_acts, pool = acts("id"), acts("pool")
     detectors = [create("msp"), create("energy")]
-    before = {"rss_mib": _status_kib("VmRSS") / 1024, "anon_mib": _status_kib("RssAnon") / 1024}
+    before = {"rss_mib": _status_kib("VmRSS") / 1024, "anon_mib": _status_kib("RssAnon") / 1024,
+              "read_bytes": _read_bytes()}
     with PeakAnon() as anon:
         start = time.perf_counter()
         bench = CoodBenchmark(id_acts, pool, window=window, n_levels=levels)
@@ -158,7 +167,8 @@ def child(folder: Path, window: int, levels: int) -> dict:
         "seconds": seconds,
         "rss_before_mib": before["rss_mib"],
         "anon_before_mib": before["anon_mib"],
-        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_rss_mib": _status_kib("VmHWM") / 1024,
+        "storage_read_gb": (_read_bytes() - before["read_bytes"]) / 1e9,
         "peak_anon_mib": anon.peak / 1024,
         "rows_out": len(table),
         "mean_auroc_level_0": float(table[table["level"] == 0]["auroc"].mean()),
@@ -186,7 +196,8 @@ def end_to_end(sizes: list[int], images: int, window: int, levels: int, keep: bo
         print(f"{classes:>7,} classes  {row['pool_rows']:>10,} rows  {row['pool_logits_gb']:>6.2f} GB  "
               f"run {row['seconds']:8.1f} s  peak RSS {row['peak_rss_mib']:8.0f} MiB "
               f"(before {row['rss_before_mib']:6.0f})  peak anon {row['peak_anon_mib']:7.0f} MiB "
-              f"(before {row['anon_before_mib']:6.0f})", flush=True)
+              f"(before {row['anon_before_mib']:6.0f})  read {row['storage_read_gb']:5.2f} GB from storage",
+              flush=True)
         if not keep:
             shutil.rmtree(folder)
     return rows
