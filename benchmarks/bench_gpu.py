@@ -11,8 +11,9 @@ speed does not depend on them), AMP bf16 and channels-last:
   empty cache (the same work plus copies to the host, checks and shard writes);
 * forward only: the model on one preloaded batch, repeated to ``--images`` rows (no data
   loading): the GPU's own ceiling;
-* detectors: every detector that runs from arrays (not the live-network or CLIP-text ones),
-  fitted on the extracted activations and scoring them, on the torch path on the GPU
+* detectors: every detector that runs from logits, features and the head (not the
+  live-network, CLIP-text or feature-map ones), fitted on the extracted activations and scoring
+  them, on the torch path on the GPU
   (``oodbench.compute.use("torch", device)``); their total time is given as a ratio to the
   forward pass over the same images.
 
@@ -108,8 +109,10 @@ def forward_only(model, n: int, batch_size: int, device: torch.device) -> float:
 
 
 def array_detectors() -> list[str]:
-    """Every registered detector that runs from cached arrays alone."""
-    return [d["name"] for d in available() if not {"model", "text_embeddings"} & set(d["requires"])]
+    """Every registered detector that runs from logits, features and the head alone (not the
+    live-network, CLIP-text or feature-map ones: the extraction here keeps no feature map)."""
+    skip = {"model", "text_embeddings", "feature_map"}
+    return [d["name"] for d in available() if not skip & set(d["requires"])]
 
 
 def detector_suite(acts, device: torch.device) -> dict[str, float]:
