@@ -156,3 +156,15 @@ def test_timm_model_round_trips_through_models_load(tmp_path):
     with pytest.raises(InvalidInputError, match="Check that the checkpoint is for this architecture") as err:
         models.load("timm:resnet34", pretrained=False, num_classes=3, weights=res.weights)
     assert "\n" not in str(err.value)
+
+
+def test_trained_model_gets_a_new_weights_digest(tmp_path):
+    """The cache keys activations by weights digest: after training in place, the model must
+    not report the digest it had before (a stale memo would serve the untrained activations)."""
+    model = models.wrap(SmallCNN(6, seed=0).body.append(torch.nn.AdaptiveAvgPool2d(1))
+                        .append(torch.nn.Flatten()).append(torch.nn.Linear(64, 6)),
+                        feature_layer="6", head_layer="9", transform=SmallCNN(6).transform)
+    before = model.weights_digest()
+    res = train(model, DigitsSource(range(6)), out=tmp_path, epochs=1, progress=False, device="cpu")
+    assert res.model.weights_digest() != before
+    assert res.model.weights_digest() == models._adapter.state_dict_digest(res.model)

@@ -202,6 +202,9 @@ def train(
                 dist.barrier()
     for p in model.parameters():
         p.requires_grad_(True)
+    # the optimiser changed the weights in place: reloading them makes adapters forget a
+    # memoised weights digest, so the activation cache keys the trained model as a new one
+    model.load_state_dict(model.state_dict())
     model.eval()
     return TrainResult(model, out_dir, out_dir / ckpt.WEIGHTS, config, history)
 
