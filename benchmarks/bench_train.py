@@ -40,7 +40,6 @@ from torch.utils.data import DataLoader, Dataset
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from loss_table import ID, SHARED, read_images, small_cnn  # noqa: E402
-
 from oodbench.data.arrays import ArraySource  # noqa: E402
 from oodbench.extract import extract  # noqa: E402
 from oodbench.train import train, train_head  # noqa: E402
