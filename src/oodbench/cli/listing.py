@@ -1,4 +1,4 @@
-"""``oodbench list models | detectors | benchmarks``."""
+"""``oodbench list models | detectors | benchmarks | losses``."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from rich.table import Table
 
 
 @click.command("list")
-@click.argument("what", type=click.Choice(["detectors", "models", "benchmarks"]))
+@click.argument("what", type=click.Choice(["detectors", "models", "benchmarks", "losses"]))
 def list_cmd(what: str) -> None:
-    """List the registered detectors, model specs or named benchmarks."""
+    """List the registered detectors, model specs, named benchmarks or training losses."""
     console = Console()
     if what == "detectors":
         from oodbench import detectors
@@ -21,6 +21,16 @@ def list_cmd(what: str) -> None:
         for row in detectors.available():
             defaults = ", ".join(f"{k}={v}" for k, v in row["defaults"].items())
             table.add_row(row["name"], ", ".join(row["requires"]), defaults, row["paper"])
+        console.print(table)
+    elif what == "losses":
+        from oodbench import losses
+
+        table = Table(title="training losses (oodbench train, oodbench.train)")
+        for col in ("name", "options", "needs outliers", "paper"):
+            table.add_column(col)
+        for row in losses.available():
+            options = ", ".join(f"{k}={v}" for k, v in row["defaults"].items())
+            table.add_row(row["name"], options, "yes" if row["needs_outliers"] else "", row["paper"])
         console.print(table)
     elif what == "models":
         from oodbench import models
