@@ -51,6 +51,7 @@ def test_checkpoint_files_and_history(tmp_path):
     assert _same_weights(reloaded, res.model)
 
 
+@pytest.mark.heavy
 def test_resume_after_a_kill_gives_the_same_weights(tmp_path):
     """A subprocess is SIGKILLed after its first checkpoint, somewhere in a later epoch (or in
     the middle of writing a checkpoint); the resumed run ends bit-identical to an
@@ -82,6 +83,7 @@ def test_resume_refuses_another_config(tmp_path):
     assert run(str(tmp_path / "r"), epochs=1, lr=1e-2, resume=False).config["lr"] == 1e-2
 
 
+@pytest.mark.heavy
 def test_two_gloo_processes_equal_one_process(tmp_path):
     """torchrun, 2 CPU processes on gloo, global batch 48 split 24/24 (the last batch 27 split
     14/13): the weights after 2 epochs equal the single-process run within float tolerance."""
