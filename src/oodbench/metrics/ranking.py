@@ -147,14 +147,15 @@ def fpr_at_tpr_counts(pos: np.ndarray, neg: np.ndarray, tpr: float) -> Float:
 def aupr_counts(pos: np.ndarray, neg: np.ndarray) -> Float:
     """:meth:`Ranking.aupr` over the last axis of count arrays ``(..., m)``.
 
-    Where no sample lies at or above a threshold (only possible with zero counts) precision is
-    set to the anchor's 1; that point has recall 0 like the anchor, so it adds no area.
+    The trapezoids are summed from the strict end, starting at the anchor ``(recall 0,
+    precision 1)``: ``sum_j (R_j - R_{j-1}) (P_j + P_{j-1}) / 2``. Where no sample lies at or
+    above a threshold (only possible with zero counts) precision is set to the anchor's 1; that
+    point has recall 0 like the anchor, so it adds no area.
     """
     tps, fps = np.cumsum(pos[..., ::-1], axis=-1), np.cumsum(neg[..., ::-1], axis=-1)
     accepted = tps + fps
     precision = np.divide(tps, accepted, out=np.ones(tps.shape), where=accepted > 0)
     recall = tps / tps[..., -1:]
-    anchor = np.ones(tps.shape[:-1] + (1,))
-    p = np.concatenate([precision[..., ::-1], anchor], axis=-1)
-    r = np.concatenate([recall[..., ::-1], 0.0 * anchor], axis=-1)
-    return np.sum((r[..., :-1] - r[..., 1:]) * (p[..., :-1] + p[..., 1:]), axis=-1) / 2
+    area = recall[..., 0] * (precision[..., 0] + 1.0)
+    area += np.sum(np.diff(recall, axis=-1) * (precision[..., 1:] + precision[..., :-1]), axis=-1)
+    return area / 2
