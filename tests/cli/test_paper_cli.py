@@ -137,3 +137,15 @@ def test_show(tmp_path: Path) -> None:
     assert len(frame) == 44 and set(frame["kappa"]) == {"softmax", "max_logit", "entropy", "odin"}
     unknown = _invoke("paper", "show", "vit_large_patch32_38")
     assert unknown.exit_code == 2 and "vit_large_patch32_384" in unknown.output
+
+
+def test_findings(tmp_path: Path) -> None:
+    from oodbench.results.paper_findings import CLAIMS
+
+    result = _invoke("paper", "findings", "--out", str(tmp_path / "f"))
+    assert result.exit_code == 0, result.output
+    for number, claim in CLAIMS.items():
+        assert f"({number})" in result.output and claim in result.output
+    assert result.output.count("verdict:") == 5 and "paper: 96 %" in result.output
+    written = sorted(p.name for p in (tmp_path / "f").iterdir())
+    assert "findings.md" in written and "finding-5.png" in written and "finding-1.csv" in written

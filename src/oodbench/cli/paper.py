@@ -124,7 +124,7 @@ def paper_cmd() -> None:
     oodbench paper leaderboard --kappa max_logit --levels 0,5,10 --top 10
     oodbench paper leaderboard --model vit_large_patch32_384 --digits 4 --truncate
     oodbench paper show vit_large_patch32_384 --kappa max_logit --png vit.png
-    oodbench paper findings
+    oodbench paper findings --out findings/
     oodbench paper rank results/ --png rank.png
     """
 
@@ -275,3 +275,32 @@ def rank_cmd(results: Path, kappa: str | None, metric: str, allow_mismatch: bool
                 continue
             target.write_bytes(plots.to_png(fig))
             click.echo(f"wrote {target}", err=True)
+
+
+@paper_cmd.command("findings")
+@click.option("--kappa", default="softmax", show_default=True,
+              help="the confidence function the findings are computed for (the official "
+                   "code's default is softmax)")
+@click.option("--out", type=click.Path(path_type=Path), default=None,
+              help="also write each finding's figure (finding-<n>.png), its numbers "
+                   "(finding-<n>.csv) and findings.md into this folder")
+@click.option("--csv", "csv", type=click.Path(path_type=Path), default=None, help=_CSV_HELP)
+def findings_cmd(kappa: str, out: Path | None, csv: Path | None) -> None:
+    """The five findings of the paper's abstract, recomputed from its published table."""
+    from oodbench.results import plots
+    from oodbench.results.paper_findings import findings
+
+    results = findings(_load(csv), kappa=kappa)
+    text = [f.text() for f in results]
+    click.echo("\n\n".join(text))
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        lines = [f"# C-OOD paper findings, recomputed (kappa = {kappa})", ""]
+        for f in results:
+            f.numbers.to_csv(out / f"finding-{f.number}.csv", index=False)
+            (out / f"finding-{f.number}.png").write_bytes(plots.to_png(f.figure()))
+            lines += [f"## ({f.number}) {f.title}", "", f"> {f.claim}", "",
+                      f"**Table:** {f.measured}", "", f"**Verdict:** {f.verdict} ({f.rule})", "",
+                      f"![finding {f.number}](finding-{f.number}.png)", ""]
+        (out / "findings.md").write_text("\n".join(lines), encoding="utf-8")
+        click.echo(f"wrote {out}/findings.md, finding-<n>.png and finding-<n>.csv", err=True)

@@ -219,7 +219,9 @@ def _kappa_name(df: pd.DataFrame, kappa: str) -> str:
     return kappa if kappa in set(df["kappa"]) else kappa_for(kappa).kappa
 
 
-def _select(df: pd.DataFrame, kappa: str, level: int | Sequence[int] | None) -> pd.DataFrame:
+def select(df: pd.DataFrame, kappa: str, level: int | Sequence[int] | None) -> pd.DataFrame:
+    """The rows of one kappa (short, paper or detector name) at ``level`` (one, several, or
+    ``None`` for all); raises when the kappa or a level is not published."""
     out = df[df["kappa"] == _kappa_name(df, kappa)]
     if out.empty:
         raise InvalidInputError(
@@ -313,7 +315,7 @@ def leaderboard(
     ``rank``, ``model``, ``metric``'s column, ``id_accuracy``, ``id_auroc``, ``percentile``.
     Ties share the best rank (``method="min"``). Values keep the file's full precision.
     """
-    sub = _select(df, kappa, level).copy()
+    sub = select(df, kappa, level).copy()
     sub["rank"] = sub.groupby("level")[metric].rank(ascending=False, method="min").astype(np.int64)
     sub = sub.sort_values(["level", "rank", "model"], kind="stable")
     if model is not None:
@@ -506,7 +508,7 @@ def plot_severity_curves(
     """
     import matplotlib.pyplot as plt
 
-    sub = _select(df, kappa, None)
+    sub = select(df, kappa, None)
     unknown = sorted(set(models) - set(sub["model"]))
     if unknown:
         raise UnknownNameError(f"published model (kappa {kappa})", unknown[0], set(sub["model"]))
@@ -574,7 +576,7 @@ def plot_among_published(
     if mine.empty:
         raise UnknownNameError("detector in the results", detector, names)
     k = kappa_for(kappa or detector).kappa
-    published = _select(df, k, None).pivot_table(index="model", columns="level", values=metric)
+    published = select(df, k, None).pivot_table(index="model", columns="level", values=metric)
     fig = Figure(figsize=(7.6, 4.4))
     ax = fig.subplots()
     x = published.columns.to_numpy()
