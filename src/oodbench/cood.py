@@ -29,7 +29,7 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -42,9 +42,9 @@ from oodbench.errors import InvalidInputError, UnknownNameError
 from oodbench.extract.activations import Activations
 from oodbench.models.classifier import Classifier
 
-ModelInput = Union[str, Classifier, nn.Module, Mapping[str, Any]]
-DataInput = Union[Source, Activations, str, os.PathLike]
-DetectorInput = Union[str, Detector]
+ModelInput = str | Classifier | nn.Module | Mapping[str, Any]
+DataInput = Source | Activations | str | os.PathLike
+DetectorInput = str | Detector
 #: the official dict form's keys
 DICT_KEYS = ("model_name", "model", "transforms")
 
