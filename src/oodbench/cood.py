@@ -194,7 +194,7 @@ def benchmark(
     bench = CoodBenchmark(as_source(id_test, "id_test"), as_source(pool, "pool"), window=window,
                           n_levels=n_levels, seed=seed, **cood_options)
     bench.n_bootstrap = n_bootstrap
-    options = {"batch_size": batch_size, "device": device, "progress": progress}
+    options: dict[str, Any] = {"batch_size": batch_size, "device": device, "progress": progress}
     fit_acts = None
     if any("train" in d.requires for d in dets):
         if fit is None:
