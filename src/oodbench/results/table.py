@@ -200,7 +200,7 @@ def to_wide(table: pd.DataFrame) -> pd.DataFrame:
         known = ok[ok[bound].notna()]
         if len(known):
             extra = known.pivot_table(index=keys, columns="metric", values=bound, aggfunc="first",
-                                      observed=True)
+                                      dropna=False, observed=True).dropna(how="all")
             wide = wide.join(extra.add_suffix(suffix))
     wide = wide.reset_index()
     wide.columns.name = None
