@@ -29,7 +29,7 @@ intervals ``A +- z_{1-alpha/2} sqrt(var)`` clipped to [0, 1] (pROC's ``ci.auc(me
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -188,8 +188,8 @@ def delong_test(
 
 
 def mean_auroc_test(
-    a: tuple[ArrayLike, dict[str, ArrayLike]],
-    b: tuple[ArrayLike, dict[str, ArrayLike]],
+    a: tuple[ArrayLike, Mapping[str, ArrayLike]],
+    b: tuple[ArrayLike, Mapping[str, ArrayLike]],
     *,
     paired_id: bool = True,
     paired_groups: bool = True,
