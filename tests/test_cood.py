@@ -150,3 +150,22 @@ def test_bad_input(trees: tuple[Path, Path]) -> None:
                        **OPTIONS)
     with pytest.raises(InvalidInputError, match="model must be"):
         cood.benchmark(42, id_test=id_dir, pool=pool_dir, **OPTIONS)  # type: ignore[arg-type]
+
+
+@pytest.mark.heavy
+def test_real_model_on_real_images_and_a_cifar_pool(lite0_imagenet_val, cifar10_test) -> None:
+    """EfficientNet-Lite0 (real weights), the 1,300 real ImageNet images as ID, CIFAR-10 classes
+    as a 4-level pool: the table is right, and ranking it against the paper is refused (issue
+    12.8) until the mismatch is allowed, then flagged."""
+    model, _val, acts = lite0_imagenet_val
+    table = cood.benchmark(model, ["softmax", "max_logit"], id_test=acts, pool=cifar10_test,
+                           n_levels=4, window=2, images_per_class=20, batch_size=50)
+    assert len(table) == 8 and set(table["n_id"]) == {1300}
+    assert table["auroc"].between(0.5, 1.0).all()  # a real ImageNet model does detect CIFAR
+    assert (table["auroc_ci_high"] - table["auroc_ci_low"]).between(0.0, 0.3).all()
+    msp = table[table["detector"] == "msp"]
+    assert msp["severity"].is_monotonic_increasing  # harder levels: more confident on OOD
+    with pytest.raises(ProtocolMismatchError, match="severity levels: paper 11, yours 4"):
+        paper.rank(paper.load(), table)
+    ranked = paper.rank(paper.load(), table, allow_mismatch=True)
+    assert ranked["n_published"].gt(500).all() and not ranked["comparable"].any()
