@@ -1,5 +1,5 @@
-"""Coverage and cost of oodbench's confidence intervals (DeLong for AUROC, bootstrap for FPR@95
-and AUPR-In).
+"""Coverage and cost of oodbench's confidence intervals (DeLong for AUROC, Wald and logit
+intervals; bootstrap for FPR@95 and AUPR-In).
 
 Coverage: binormal scores, ID ~ N(d, 1) and OOD ~ N(0, 1), whose true values are known in
 closed form: AUROC = Phi(d / sqrt(2)); FPR@95 (ID positive) = 1 - Phi(d + Phi^-1(0.05));
@@ -34,6 +34,7 @@ from scipy.stats import norm
 
 from oodbench.metrics import evaluate
 from oodbench.metrics.bootstrap import bootstrap_ci
+from oodbench.metrics.delong import INTERVAL_METHODS as METHODS
 from oodbench.metrics.delong import auroc_ci
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -60,21 +61,25 @@ def true_aupr_in(d: float, ratio: float) -> float:
 
 
 def delong_coverage(n_sims: int) -> list[dict]:
+    """Both interval methods on the same simulated samples."""
     rows = []
     for auroc in AUROCS:
         d = shift_for(auroc)
         for m, n in SIZES:
             rng = np.random.default_rng([m, n, int(auroc * 1000)])
-            hits, widths = 0, []
+            hits, widths = {k: 0 for k in METHODS}, {k: [] for k in METHODS}
             for _ in range(n_sims):
-                iv = auroc_ci(rng.normal(d, 1, m), rng.normal(0, 1, n))
-                hits += iv.low <= auroc <= iv.high
-                widths.append(iv.high - iv.low)
-            cover = hits / n_sims
-            rows.append({"metric": "auroc", "method": "delong", "true_value": auroc, "n_id": m,
-                         "n_ood": n, "simulations": n_sims, "coverage": cover,
-                         "coverage_se": float(np.sqrt(cover * (1 - cover) / n_sims)),
-                         "mean_width": float(np.mean(widths))})
+                x, y = rng.normal(d, 1, m), rng.normal(0, 1, n)
+                for method in METHODS:
+                    iv = auroc_ci(x, y, method=method)
+                    hits[method] += iv.low <= auroc <= iv.high
+                    widths[method].append(iv.high - iv.low)
+            for method in METHODS:
+                cover = hits[method] / n_sims
+                rows.append({"metric": "auroc", "method": f"delong {method}", "true_value": auroc,
+                             "n_id": m, "n_ood": n, "simulations": n_sims, "coverage": cover,
+                             "coverage_se": float(np.sqrt(cover * (1 - cover) / n_sims)),
+                             "mean_width": float(np.mean(widths[method]))})
     return rows
 
 

@@ -179,3 +179,20 @@ def test_bad_input() -> None:
     with pytest.raises(InvalidInputError, match="paired"):
         contrast_variance([(1.0, auroc_components([1.0, 2.0], [0.0]), "id", "ood"),
                            (1.0, auroc_components([1.0], [0.0]), "id", "ood")])
+
+
+def test_logit_interval() -> None:
+    rng = np.random.default_rng(7)
+    x, y = rng.normal(3, 1, 40), rng.normal(0, 1, 40)
+    wald, logit = auroc_ci(x, y), auroc_ci(x, y, method="logit")
+    a, se = wald.estimate, np.sqrt(auroc_variance(x, y))
+    half = norm.ppf(0.975) * se / (a * (1 - a))
+    expit = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+    assert logit.estimate == a
+    assert logit.low == pytest.approx(expit(np.log(a / (1 - a)) - half))
+    assert logit.high == pytest.approx(expit(np.log(a / (1 - a)) + half))
+    assert 0 < logit.low < a < logit.high < 1 and logit.high < wald.high
+    separated = auroc_ci([2.0, 3.0], [0.0, 1.0], method="logit")  # A = 1: the Wald interval
+    assert (separated.low, separated.high) == (1.0, 1.0)
+    with pytest.raises(InvalidInputError, match="method"):
+        auroc_ci(x, y, method="exact")
