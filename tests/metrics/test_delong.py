@@ -118,15 +118,15 @@ def test_delong_variance_agrees_with_a_monte_carlo_bootstrap() -> None:
 def test_intervals() -> None:
     rng = np.random.default_rng(4)
     x, y = rng.normal(1, 1, 200), rng.normal(0, 1, 150)
-    iv = auroc_ci(x, y)
+    iv = auroc_ci(x, y, method="wald")
     se = np.sqrt(auroc_variance(x, y))
     assert iv.estimate == pytest.approx(roc_auc_score(np.r_[np.ones(200), np.zeros(150)],
                                                       np.r_[x, y]))
     assert iv.low == pytest.approx(iv.estimate - norm.ppf(0.975) * se)
     assert iv.high == pytest.approx(iv.estimate + norm.ppf(0.975) * se)
-    wide, narrow = auroc_ci(x, y, 0.99), auroc_ci(x, y, 0.8)
+    wide, narrow = auroc_ci(x, y, 0.99, method="wald"), auroc_ci(x, y, 0.8, method="wald")
     assert wide.low < iv.low < narrow.low < iv.estimate < narrow.high < iv.high < wide.high
-    near_one = auroc_ci(x + 3.5, y)  # the Wald interval is clipped to [0, 1]
+    near_one = auroc_ci(x + 3.5, y, method="wald")  # the Wald interval is clipped to [0, 1]
     assert near_one.high == 1.0 and near_one.low < near_one.estimate
     separated = auroc_ci([2.0, 3.0], [0.0, 1.0])
     assert (separated.low, separated.estimate, separated.high) == (1.0, 1.0, 1.0)
@@ -184,7 +184,7 @@ def test_bad_input() -> None:
 def test_logit_interval() -> None:
     rng = np.random.default_rng(7)
     x, y = rng.normal(3, 1, 40), rng.normal(0, 1, 40)
-    wald, logit = auroc_ci(x, y), auroc_ci(x, y, method="logit")
+    wald, logit = auroc_ci(x, y, method="wald"), auroc_ci(x, y)  # logit: the default
     a, se = wald.estimate, np.sqrt(auroc_variance(x, y))
     half = norm.ppf(0.975) * se / (a * (1 - a))
     expit = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731

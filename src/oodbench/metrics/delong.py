@@ -24,7 +24,8 @@ scores and ``T_x``, ``T_y`` the mid-ranks within each set,
 
 ``O((m + n) log(m + n))`` instead of the ``O(m n)`` of the definition. Intervals are Wald
 intervals ``A +- z_{1-alpha/2} sqrt(var)`` clipped to [0, 1] (pROC's ``ci.auc(method =
-"delong")``); they are degenerate (zero width) when the two sets are perfectly separated.
+"delong")``), or the same on the logit scale (the default, see :func:`auroc_ci`); both are
+degenerate (zero width) when the two sets are perfectly separated.
 """
 
 from __future__ import annotations
@@ -150,16 +151,19 @@ INTERVAL_METHODS = ("wald", "logit")
 
 
 def auroc_ci(
-    id_scores: ArrayLike, ood_scores: ArrayLike, level: float = 0.95, *, method: str = "wald"
+    id_scores: ArrayLike, ood_scores: ArrayLike, level: float = 0.95, *, method: str = "logit"
 ) -> Interval:
-    """AUROC with DeLong's interval.
+    """AUROC with an interval from DeLong's variance.
 
-    ``method="wald"`` (default, pROC's): ``A +- z sqrt(var)``, clipped to [0, 1].
-    ``method="logit"``: the Wald interval of ``logit(A)`` with the delta-method standard error
-    ``sqrt(var) / (A (1 - A))``, mapped back (Qin & Hotilovac, Statistical Methods in Medical
-    Research 17, 2008); it stays inside (0, 1) and covers better near AUROC 1 with few samples
-    (``benchmarks/bench_ci.py``). At A = 0 or 1 the logit is infinite and the Wald interval is
-    returned.
+    ``method="logit"`` (default): the Wald interval of ``logit(A)`` with the delta-method
+    standard error ``sqrt(var) / (A (1 - A))``, mapped back (Qin & Hotilovac, Statistical
+    Methods in Medical Research 17, 2008). It stays inside (0, 1) and keeps its coverage near
+    AUROC 1, where C-OOD's easy levels lie: over 1,000 binormal simulations at AUROC 0.99 with
+    50 + 50 samples it covered 92.9 % against the plain interval's 81.5 %, and both were within
+    a point of 95 % at AUROC 0.75 and 0.9 (``benchmarks/results/bench_ci.json``). At A = 0 or 1
+    the logit is infinite and the plain interval (zero width) is returned.
+    ``method="wald"``: ``A +- z sqrt(var)`` clipped to [0, 1], pROC's ``ci.auc(method =
+    "delong")``.
     """
     if method not in INTERVAL_METHODS:
         raise InvalidInputError(f"method must be one of {INTERVAL_METHODS}; got {method!r}")

@@ -44,6 +44,12 @@ def evaluate(
         With ``id_correct`` (one bool per ID sample: was the prediction right?):
         ``id_accuracy``, ``id_auroc`` (NaN when all ID predictions are right, or all wrong:
         undefined), ``aurc`` (:func:`~oodbench.metrics.aurc` of the ID scores).
+        With ``ci``: ``auroc_ci_low`` / ``auroc_ci_high``, the interval at ``level`` from
+        DeLong's variance (:func:`~oodbench.metrics.delong.auroc_ci`, logit scale, ``O(n log
+        n)``). With ``n_bootstrap > 0``: ``<key>_ci_low`` / ``<key>_ci_high`` of ``fpr95_id``,
+        ``fpr95_ood``, ``aupr_in`` and ``aupr_out`` from that many stratified bootstrap
+        replicates seeded by ``seed`` (:func:`~oodbench.metrics.bootstrap.bootstrap_ci`; about
+        ``n_bootstrap`` times the cost of the curves, so off by default).
     """
     target = check_tpr(tpr)
     conf = as_scores(id_scores, "id_scores")
