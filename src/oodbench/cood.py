@@ -220,6 +220,13 @@ def _kappa_or_empty(detector: str, kappa_for: Callable[[str], Any]) -> str:
         return ""
 
 
+def _identity(data: Source | Activations) -> str:
+    """What a cell key knows of a data set: a Source's fingerprint, or the activations' own."""
+    if isinstance(data, Source):
+        return data.fingerprint()
+    return str(data.meta.get("source_fingerprint", f"{len(data)} activations"))
+
+
 def _keep(wide: pd.DataFrame, bench: Any, dets: Sequence[Detector], model: str, out: Path,
           seconds: float) -> None:
     """Append the rows (one cell per detector) and the scores to the results folder ``out``."""
@@ -231,7 +238,10 @@ def _keep(wide: pd.DataFrame, bench: Any, dets: Sequence[Detector], model: str, 
     for det in dets:
         hp = hyperparams_json(det)
         rows = wide[(wide["detector"] == det.name) & (wide["hyperparams"] == hp)]
-        cell = hashlib.sha256(f"cood.benchmark|{model}|{det.name}|{hp}|{bench.seed}".encode())
+        ident = "|".join(["cood.benchmark", model, det.name, hp, str(bench.seed),
+                          _identity(bench.id_test), _identity(bench.ood_pool),
+                          str(bench.n_levels), str(bench.window)])
+        cell = hashlib.sha256(ident.encode())
         key = cell.hexdigest()[:16]
         long = results_table.from_wide(
             rows.drop(columns=["model", "kappa"]).assign(seed=np.int64(bench.seed)), model=model,
