@@ -140,8 +140,9 @@ def from_wide(
     """Turn a benchmark's wide result (one row per detector x group) into long ``ok`` rows.
 
     ``<metric>_ci_low`` / ``<metric>_ci_high`` columns become the ``ci_low`` / ``ci_high`` of
-    that metric's row. Every other numeric column that does not identify the row (``auroc``, ``fpr95_id``, C-OOD's
-    ``severity`` score and ``percentile``, mean kappas, ...) becomes one ``(metric, value)`` row;
+    that metric's row. Every other numeric column that does not identify the row (``auroc``,
+    ``fpr95_id``, C-OOD's ``severity`` score and ``percentile``, mean kappas, ...) becomes one
+    ``(metric, value)`` row;
     non-numeric extras are dropped, and so are aggregate rows (``is_average``: OpenOOD's near /
     far / all means), which :mod:`oodbench.results.leaderboard` recomputes from the groups.
     """
