@@ -202,9 +202,11 @@ class SourceSpec(Schema):
 class ModelSpec(Schema):
     """A classifier: an ``oodbench.models.load`` spec, or a ``"module:callable"`` factory.
 
-    TOML: ``{ spec = "timm:resnet50", pretrained = true, weights = "ckpt.safetensors" }`` or
-    ``{ factory = "mypkg.nets:build", options = { width = 2 }, weights = "net.pt" }``; ``name``
-    (the label in tables) defaults to the spec or factory.
+    TOML: ``{ spec = "timm:resnet50", pretrained = true, weights = "ckpt.safetensors" }``
+    (``num_classes`` for a head of another size), ``{ factory = "mypkg.nets:build", options =
+    { width = 2 }, weights = "net.pt" }``, or ``{ train = "train.toml" }``: the model a training
+    config produces (:mod:`oodbench.train.config`; trained once, cached by content). ``name``
+    (the label in tables) defaults to the spec, factory or training config.
     """
 
     shorthand = "spec"
@@ -212,25 +214,33 @@ class ModelSpec(Schema):
     name: StrictStr = ""
     spec: StrictStr | None = None
     factory: StrictStr | None = None
+    train: ConfigPath | None = None
     pretrained: StrictBool = True
     weights: ConfigPath | None = None
+    num_classes: StrictInt | None = None
     options: dict[str, Any] = Field(default_factory=dict)
 
     @classmethod
     def prepare(cls, data: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
-        if not data.get("name") and isinstance(data.get("spec") or data.get("factory"), str):
-            data["name"] = data.get("spec") or data.get("factory")
+        label = data.get("spec") or data.get("factory") or data.get("train")
+        if not data.get("name") and isinstance(label, str):
+            data["name"] = label
         return data
 
     @model_validator(mode="after")
     def _spec_or_factory(self) -> ModelSpec:
-        if (self.spec is None) == (self.factory is None):
+        if [self.spec, self.factory, self.train].count(None) != 2:
             raise ValueError(
-                "give exactly one of spec = \"timm:resnet50\" (see `oodbench list models`) "
-                "or factory = \"package.module:callable\""
+                "give exactly one of spec = \"timm:resnet50\" (see `oodbench list models`), "
+                "factory = \"package.module:callable\" or train = \"train.toml\""
             )
+        if self.spec is None and self.num_classes is not None:
+            raise ValueError("num_classes goes with spec; a factory takes it in options")
         if self.spec is not None and self.options:
             raise ValueError("options go with factory; a spec takes none")
+        if self.train is not None and (self.weights is not None or self.options):
+            raise ValueError("a train = \"...\" model takes its weights and options from the "
+                             "training config; remove weights / options here")
         return self
 
     @field_validator("factory")
@@ -248,7 +258,12 @@ class ModelSpec(Schema):
         if self.spec is not None:
             from oodbench import models
 
-            return models.load(self.spec, pretrained=self.pretrained, weights=self.weights)
+            return models.load(self.spec, pretrained=self.pretrained, weights=self.weights,
+                               num_classes=self.num_classes)
+        if self.train is not None:
+            from oodbench.train.config import run_training
+
+            return run_training(self.train).model
         return self._load_factory()
 
     def _load_factory(self) -> Any:
@@ -270,7 +285,9 @@ class ModelSpec(Schema):
                 "not an oodbench Classifier; wrap a plain nn.Module with oodbench.models.wrap"
             )
         if self.weights is not None:
-            model.load_state_dict(load_state_dict(self.weights))
+            from oodbench.models.checkpoint import load_strict, read_state_dict
+
+            load_strict(model, read_state_dict(self.weights), origin=repr(str(self.weights)))
         return model.eval()
 
     def describe(self) -> dict[str, Any]:
@@ -280,25 +297,16 @@ class ModelSpec(Schema):
         if self.factory is not None:
             out["factory"] = self.factory
             out["options"] = dict(self.options)
+        if self.num_classes is not None:
+            out["num_classes"] = self.num_classes
+        if self.train is not None:  # the content key: a changed config is a new model
+            from oodbench.train.config import read_train_config
+
+            out["train"] = str(self.train)
+            out["train_key"] = read_train_config(self.train).content_key()
         if self.weights is not None:
             out["weights"] = str(self.weights)
         return out
-
-
-def load_state_dict(path: Path) -> dict[str, Any]:
-    """Read a checkpoint safely: safetensors, or ``torch.load(weights_only=True)``."""
-    if not path.is_file():
-        raise MissingDataError(f"weights file {path} does not exist (fix 'weights' in the experiment)")
-    if path.suffix == ".safetensors":
-        from safetensors.torch import load_file
-
-        return dict(load_file(str(path)))
-    import torch
-
-    state = torch.load(path, map_location="cpu", weights_only=True)
-    if isinstance(state, dict) and "state_dict" in state and isinstance(state["state_dict"], dict):
-        state = state["state_dict"]
-    return dict(state)
 
 
 # -- detectors ----------------------------------------------------------------------------------
