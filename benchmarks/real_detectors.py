@@ -21,8 +21,8 @@ Small-sample caveats (the fit half has ~1-2 images per class):
 * ViM: the principal dimension must stay below the rank of the fit covariance (<= n_fit), else
   the fit residuals vanish and alpha blows up; we use min(paper default, n_fit // 2).
 Every other detector runs with its defaults. ODIN runs with both presets (C-OOD and ODIN paper);
-MC-dropout and CLIP-only detectors (text embeddings) are reported as not applicable with the
-reason. Metrics: ``oodbench.metrics.evaluate`` (ID positive; FPR@95 both conventions).
+MC-dropout, MOS (needs a group-softmax head) and CLIP-only detectors (text embeddings) are
+reported as not applicable with the reason. Metrics: ``oodbench.metrics.evaluate`` (ID positive; FPR@95 both conventions).
 
 Prints a table sorted by AUROC and writes ``benchmarks/results/real_detectors.json``
 (``real_detectors_quick.json`` with ``--quick``), rewritten after every detector.
