@@ -42,6 +42,7 @@ from PIL import Image
 from oodbench import compute
 from oodbench.data import ImageFolder
 from oodbench.detectors import available, create
+from oodbench.errors import OodbenchError
 from oodbench.extract import extract
 from oodbench.models import load
 
@@ -115,18 +116,22 @@ def array_detectors() -> list[str]:
     return [d["name"] for d in available() if not skip & set(d["requires"])]
 
 
-def detector_suite(acts, device: torch.device) -> dict[str, float]:
+def detector_suite(acts, device: torch.device) -> tuple[dict[str, float], dict[str, str]]:
     """Seconds of fit + score of every array detector on ``acts`` (fit and scored on the same
-    rows), on the torch path on ``device``."""
-    times = {}
+    rows), on the torch path on ``device``; and the detectors that do not apply, with why."""
+    times, skipped = {}, {}
     with compute.use("torch", device):
         for name in array_detectors():
             det = create(name)
             start = time.perf_counter()
-            det.fit(acts if "train" in det.requires else None).score(acts)
+            try:
+                det.fit(acts if "train" in det.requires else None).score(acts)
+            except OodbenchError as err:  # e.g. MOS needs a group-softmax head
+                skipped[name] = f"{type(err).__name__}: {err}"
+                continue
             synchronize(device)
             times[name] = time.perf_counter() - start
-    return times
+    return times, skipped
 
 
 def main() -> int:
@@ -156,7 +161,7 @@ def main() -> int:
                        num_workers=args.workers, progress=False)
         extract_s = time.perf_counter() - start
         forward_s = forward_only(model, args.images, args.batch_size, device)
-        suite = detector_suite(acts, device)
+        suite, skipped = detector_suite(acts, device)
     suite_s = sum(suite.values())
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor()
     n = args.images
@@ -169,13 +174,15 @@ def main() -> int:
           f"{suite_s / forward_s:.2f} x the forward pass over the same images")
     for det, seconds in sorted(suite.items(), key=lambda kv: -kv[1])[:8]:
         print(f"    {det:<22}{seconds:8.3f} s")
+    for det, why in skipped.items():
+        print(f"    {det:<22}not applicable: {why[:100]}")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps({
         "benchmark": "bench_gpu", "model": MODEL, "device": str(device), "device_name": name,
         "images": n, "batch_size": args.batch_size, "workers": args.workers, "amp": "bf16",
         "bare_img_s": n / bare_s, "extract_img_s": n / extract_s, "forward_img_s": n / forward_s,
         "detector_suite_s": suite_s, "detector_suite_over_forward": suite_s / forward_s,
-        "detectors_s": suite, "torch": torch.__version__, "cpus": os.cpu_count(),
+        "detectors_s": suite, "not_applicable": skipped, "torch": torch.__version__, "cpus": os.cpu_count(),
     }, indent=2) + "\n")
     print(f"wrote {RESULTS}")
     return 0
