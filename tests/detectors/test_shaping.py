@@ -46,12 +46,14 @@ def test_percentile_selection_paths_and_ties(monkeypatch, path):
             assert _shaping.percentile(x, q) == np.percentile(x.astype(np.float64), q)
 
 
-def test_row_percentiles_equal_numpy():
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_row_percentiles_equal_numpy(backend):
     rng = np.random.default_rng(4)
     x = np.round(rng.normal(size=(5, 301)), 1)  # ties
-    for q in (0.0, 10.0, 33.3, 50.0, 90.0, 100.0):
-        got = _shaping.row_percentiles(torch.as_tensor(x), q).numpy()
-        np.testing.assert_array_equal(got, np.percentile(x, q, axis=1))
+    with compute.use(backend, "cpu"):
+        for q in (0.0, 10.0, 33.3, 50.0, 90.0, 100.0):
+            got = _shaping.row_percentiles(torch.as_tensor(x), q).numpy()
+            np.testing.assert_array_equal(got, np.percentile(x, q, axis=1))
 
 
 def test_percentile_per_unit_and_validation(monkeypatch):

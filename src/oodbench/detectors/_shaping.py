@@ -183,8 +183,13 @@ def percentile_per_unit(features: np.ndarray, q: float) -> np.ndarray:
 
 
 def row_percentiles(x: torch.Tensor, q: float) -> torch.Tensor:
-    """``np.percentile(x, q, axis=1)`` (linear interpolation, NumPy's lerp) of a (B, n) tensor,
-    on its device: one ``kthvalue`` and the next order statistic, no full sort."""
+    """``np.percentile(x, q, axis=1)`` (linear interpolation, NumPy's lerp) of a (B, n) tensor.
+
+    NumPy's own on the NumPy path (its selection is twice as fast as torch's on the CPU); on
+    the torch path one ``kthvalue`` and the next order statistic on the tensor's device.
+    """
+    if current().kind == "numpy":
+        return torch.from_numpy(np.percentile(x.cpu().numpy(), q, axis=1))
     n = x.shape[1]
     index = (q / 100.0) * (n - 1)
     below = int(np.floor(index))
