@@ -5,25 +5,28 @@ One mechanism for every detector (no per-detector branches): the detectors' shar
 *current backend* where to put a chunk of rows, how many rows a chunk may hold, how to search
 nearest neighbours and how to sort.
 
-- ``"numpy"``: the reference path. CPU, nearest neighbours with faiss-cpu, metrics sorted by
-  NumPy, chunks sized for the CPU caches.
+- ``"numpy"``: the reference path. CPU; nearest neighbours with faiss-cpu, eigendecompositions
+  with SciPy's LAPACK, per-class percentiles with NumPy's selection, metrics sorted by NumPy;
+  chunks sized for the CPU caches.
 - ``"torch"``: torch on ``device`` (``"cuda"``, ``"cuda:1"``, or ``"cpu"`` to run this path
   without a GPU, as the tests do). Nearest neighbours with faiss on the GPU when ``faiss-gpu`` is
-  installed, else an exact chunked ``matmul`` + ``topk``; metrics sorted by ``torch.sort`` on the
-  device; larger chunks, bounded by ``chunk_bytes`` of device memory per working array.
+  installed (``pip install oodbench[gpu]``), else an exact chunked ``matmul`` + ``topk``;
+  ``torch.linalg`` and ``torch.sort`` on the device; larger chunks, bounded by ``chunk_bytes``
+  of device memory per working array.
 
 The default (``"auto"``, or the ``OODBENCH_BACKEND`` environment variable: ``numpy``, ``torch``,
 ``torch:cuda:1``, ...) is torch on the first GPU when one is present, else NumPy. Choose for a
 block of code with ``with oodbench.compute.use("torch", device="cuda:1"): ...`` (a context
 variable: threads and asyncio tasks each see their own choice, like ``sklearn.config_context``).
 
-Precision is the same on both paths: per-sample products (the head, whitening, the exps of the
-softmax) run in float32, the precision in which activations are stored; what accumulates or
-cancels runs in float64 (class sums and scatter matrices, eigendecompositions, the final
-``log``/``1 / (1 + s)`` of the softmax family, distances after centring). TF32 is never enabled
-for these products (it would cost three decimal digits). The two paths agree to 1e-5 relative
-(``tests/detectors/test_backends.py``); each detector's docstring states where it deviates from
-this rule.
+Precision is the same on both paths: per-sample products (the head, the ViM projection, the
+exps of the softmax) run in float32, the precision in which activations are stored; what
+accumulates, cancels or decides a discrete choice runs in float64 (class sums and scatter
+matrices, eigendecompositions, Mahalanobis whitening, the final ``log`` / ``1 / (1 + s)`` of the
+softmax family, LINe's predicted class and masks, VRA's thresholds). oodbench never turns on
+TF32 (``torch.set_float32_matmul_precision("high")`` in user code would cost three digits on
+a GPU). The two paths agree to 1e-5 relative (``tests/detectors/test_backends.py``); each
+detector's docstring says where its float32 steps are.
 """
 
 from __future__ import annotations
