@@ -7,7 +7,7 @@ with ``compute.use("torch", --device)`` (the CPU by default: on this machine the
 with the largest relative difference of the two paths' scores.
 
 Prints a table and writes the ``detectors`` part of ``benchmarks/results/bench_scale.json``
-(other parts are kept).
+(other parts are kept), after every detector (``"complete": false`` until the last).
 
     python benchmarks/bench_scale.py detectors                      # 50,000 scored, 50,000 bank
     python benchmarks/bench_scale.py detectors --rows 5000 --bank 5000 --only knn,vim
@@ -48,6 +48,15 @@ def run(name: str, train, test, kind: str, device: str) -> tuple[float, float, n
         return fitted - start, time.perf_counter() - fitted, scores
 
 
+def save(part: str, result: dict) -> None:
+    """Write ``result`` as ``part`` of the results file (other parts kept)."""
+    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    results[part] = {**result, "machine": {"platform": platform.platform(),
+                                           "cpus": os.cpu_count(), "torch": torch.__version__}}
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+
+
 def detectors(args: argparse.Namespace) -> dict:
     rng = np.random.default_rng(0)
     start = time.perf_counter()
@@ -57,7 +66,9 @@ def detectors(args: argparse.Namespace) -> dict:
           f"{args.dim} features, {args.classes} classes; torch path on {args.device}, "
           f"{torch.get_num_threads()} threads", flush=True)
     wanted = [n for n in args.only.split(",") if n] or TORCH_PATH
-    rows = []
+    rows: list[dict] = []
+    setup = {"bank": args.bank, "rows": args.rows, "dim": args.dim, "classes": args.classes,
+             "device": args.device, "torch_threads": torch.get_num_threads()}
     print(f"{'detector':<14}{'numpy fit':>11}{'score':>9}{'torch fit':>11}{'score':>9}"
           f"{'torch/numpy':>13}{'max rel diff':>14}", flush=True)
     for name in wanted:
@@ -71,12 +82,12 @@ def detectors(args: argparse.Namespace) -> dict:
         rows.append(row)
         print(f"{name:<14}{n_fit:>11.2f}{n_score:>9.2f}{t_fit:>11.2f}{t_score:>9.2f}"
               f"{row['torch_over_numpy']:>13.2f}{row['max_abs_diff_over_max_abs']:>14.1e}", flush=True)
+        save("detectors", {**setup, "complete": False, "detectors": rows})  # kept if stopped
     total_numpy = sum(r["numpy_fit_s"] + r["numpy_score_s"] for r in rows)
     total_torch = sum(r["torch_fit_s"] + r["torch_score_s"] for r in rows)
     print(f"{'total':<14}{total_numpy:>20.1f}{total_torch:>20.1f}{total_torch / total_numpy:>13.2f}")
-    return {"bank": args.bank, "rows": args.rows, "dim": args.dim, "classes": args.classes,
-            "device": args.device, "torch_threads": torch.get_num_threads(),
-            "total_numpy_s": total_numpy, "total_torch_s": total_torch, "detectors": rows}
+    return {**setup, "complete": True, "total_numpy_s": total_numpy, "total_torch_s": total_torch,
+            "detectors": rows}
 
 
 def main() -> None:
@@ -91,12 +102,7 @@ def main() -> None:
     det.add_argument("--only", default="")
     args = parser.parse_args()
 
-    result = detectors(args)
-    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    results[args.part] = {**result, "machine": {"platform": platform.platform(),
-                                                "cpus": os.cpu_count(), "torch": torch.__version__}}
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+    save(args.part, detectors(args))
     print(f"wrote {RESULTS}")
 
 
