@@ -35,7 +35,7 @@ def test_every_trial_is_scored_like_an_independent_fit(data):  # noqa: F811
     assert result.best_params == {"percentile": table.loc[table["auroc"].idxmax(), "percentile"]}
     assert result.detector.percentile == result.best_params["percentile"]
     assert result.provenance == {"protocol": "ood_val", "search": "tpe", "criterion": "auroc",
-                                 "n_trials": 12, "seed": 0}
+                                 "n_trials": 12, "sampler_seed": 0}
     assert '"search": "tpe"' in result.tuning_record()
 
 

@@ -109,7 +109,7 @@ def search(
         rows = tpe_search(objective, dims, criterion=name, larger_is_better=larger,
                           n_trials=trials, seed=seed, storage=storage, study_name=study_name,
                           signature=signature, progress=progress)
-        provenance.update({"n_trials": trials, "seed": seed})
+        provenance.update({"n_trials": trials, "sampler_seed": seed})
     winner = best_row(rows, name, larger)
     table = pd.DataFrame(rows)
     table["best"] = np.arange(len(rows)) == winner
