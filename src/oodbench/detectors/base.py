@@ -25,7 +25,7 @@ from oodbench.extract.activations import Activations
 
 #: what a detector may declare in ``requires``
 INPUTS = frozenset(
-    {"logits", "features", "feature_map", "head", "train", "model", "text_embeddings"}
+    {"logits", "features", "feature_map", "head", "train", "model", "text_embeddings", "groups"}
 )
 
 
@@ -40,7 +40,8 @@ class Detector(ABC):
     Class attributes every subclass sets:
         name: registry name (``"msp"``).
         requires: inputs from ``INPUTS``; ``"train"`` means ``fit`` needs ID training activations,
-            ``"model"`` that it runs the live network, ``"head"`` the linear head's weights.
+            ``"model"`` that it runs the live network, ``"head"`` the linear head's weights,
+            ``"groups"`` a group-softmax head (MOS), so ``"all"`` leaves it out.
         paper: the citation (authors, venue, year, arXiv id).
     """
 

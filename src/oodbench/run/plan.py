@@ -87,7 +87,8 @@ def detector_configurations(experiment: Experiment) -> list[tuple[str, dict[str,
     """Every (detector name, full hyper-parameters) of the experiment, ``"all"`` expanded.
 
     ``"all"`` stands for every registered detector with its defaults, except those that need
-    CLIP text embeddings when no model is a CLIP model; the runner records the remaining ones
+    CLIP text embeddings when no model is a CLIP model and those that need a group-softmax
+    head (``mos``: name it); the runner records the remaining ones
     that do not apply to a given model as ``skipped`` with the reason.
     """
     from oodbench import detectors

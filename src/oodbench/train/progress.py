@@ -1,0 +1,40 @@
+"""A rich progress bar for training: images done, images/s, the running loss, time left."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from oodbench.extract.progress import ImagesPerSecondColumn
+
+
+@contextmanager
+def training_bar(
+    description: str, total: int, completed: int = 0, enabled: bool = True
+) -> Iterator[Callable[[int, float], None]]:
+    """Yields ``advance(n_images, running_loss)``; a no-op when ``enabled`` is False."""
+    if not enabled:
+        yield lambda n, loss: None
+        return
+    columns = (
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        ImagesPerSecondColumn(),
+        TextColumn("loss {task.fields[loss]}"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns) as bar:
+        task = bar.add_task(description, total=total, completed=completed, loss="-")
+        yield lambda n, loss: bar.update(task, advance=n, loss=f"{loss:.4f}")
