@@ -11,9 +11,9 @@ CIFAR-10 test images (100 per class, seeded) are OOD; one forward pass each thro
 ``oodbench.extract`` (logits and features, cached under ``oodbench.config.cache_dir()``).
 
 * ID split. ``split_halves`` of ``real_detectors.py`` (same seed -> the same halves): the *test*
-  half (650 images) is only used for the final evaluation. The *tuning* half is split by class:
-  for every class with two or more images in it, one random image goes to ``id_val``, the rest
-  to ``fit``; classes with one image go to ``fit``. So every ``id_val`` class also occurs in
+  half (650 images) is only used for the final evaluation. The *tuning* half is split by class
+  (``oodbench.tune.split.split_by_class``): for every class with two or more images in it, one
+  random image goes to ``id_val``, the rest to ``fit``; classes with one image go to ``fit``. So every ``id_val`` class also occurs in
   ``fit``: a held-out variant trained on a class has seen one of its images, and its other
   image is a fair simulated-ID sample. ``fit`` is what detectors fit on (ReAct's and VRA/PLF's
   percentiles, the KNN bank) in every protocol and what the held-out variants' heads train on.
@@ -56,6 +56,7 @@ from oodbench.detectors import Detector, create
 from oodbench.extract import extract
 from oodbench.extract.activations import Activations
 from oodbench.tune import Range, TuneResult, tune
+from oodbench.tune.split import split_by_class
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from real_detectors import split_halves  # noqa: E402 - the sibling benchmark's split
@@ -93,17 +94,6 @@ def load_data(data: Path, batch_size: int) -> tuple[Activations, Activations, li
                      batch_size=batch_size, progress=True)
     ood = extract(model, cifar.subset(rows), capture=capture, batch_size=batch_size, progress=True)
     return id_all, ood, list(cifar.class_names)
-
-
-def split_tuning_half(tuning: Activations, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(fit rows, id_val rows) of the tuning half: one random image of every class with two or
-    more images to id_val, the rest to fit."""
-    rng = np.random.default_rng([seed, 1])
-    labels = np.asarray(tuning.labels)
-    val = [rng.choice(np.flatnonzero(labels == c)) for c in np.unique(labels)
-           if (labels == c).sum() >= 2]
-    val_rows = np.sort(np.asarray(val, dtype=np.int64))
-    return np.setdiff1d(np.arange(len(labels)), val_rows), val_rows
 
 
 def severity_groups(ood: Activations, names: list[str]) -> dict[str, list[int]]:
@@ -173,7 +163,7 @@ def main() -> None:
     id_all, ood_all, names = load_data(args.data, args.batch_size)
     tuning_rows, test_rows = split_halves(len(id_all), args.split_seed)
     tuning, id_test = id_all.subset(tuning_rows), id_all.subset(test_rows)
-    fit_rows, val_rows = split_tuning_half(tuning, args.split_seed)
+    fit_rows, val_rows = split_by_class(tuning.labels, args.split_seed)
     fit, id_val = tuning.subset(fit_rows), tuning.subset(val_rows)
     groups = severity_groups(ood_all, names)
     ood_labels = np.asarray(ood_all.labels)
