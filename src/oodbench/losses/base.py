@@ -65,7 +65,11 @@ class Loss(nn.Module):
             raise InvalidInputError(
                 f"loss {self.name!r}: logits must be 2-D (batch, outputs); got {tuple(logits.shape)}"
             )
-        return int(logits.shape[1])
+        return self.classes_for_width(int(logits.shape[1]))
+
+    def classes_for_width(self, width: int) -> int:
+        """The number of ID classes a head with ``width`` outputs serves (default: ``width``)."""
+        return width
 
     def check_labels(self, labels: torch.Tensor, num_classes: int) -> None:
         """``ClassCountMismatchError`` when a label lies outside ``[0, num_classes)``."""

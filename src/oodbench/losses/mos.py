@@ -119,9 +119,8 @@ class GroupSoftmax(Loss):
             )
         return self.layout.width
 
-    def num_classes_of(self, logits: torch.Tensor) -> int:
-        super().num_classes_of(logits)
-        self.layout.check_width(int(logits.shape[1]))
+    def classes_for_width(self, width: int) -> int:
+        self.layout.check_width(width)
         return self.layout.num_classes
 
     def _loss(self, logits, labels, outlier_logits):  # type: ignore[no-untyped-def]

@@ -201,9 +201,11 @@ class SourceSpec(Schema):
 class ModelSpec(Schema):
     """A classifier: an ``oodbench.models.load`` spec, or a ``"module:callable"`` factory.
 
-    TOML: ``{ spec = "timm:resnet50", pretrained = true, weights = "ckpt.safetensors" }`` or
-    ``{ factory = "mypkg.nets:build", options = { width = 2 }, weights = "net.pt" }``; ``name``
-    (the label in tables) defaults to the spec or factory.
+    TOML: ``{ spec = "timm:resnet50", pretrained = true, weights = "ckpt.safetensors" }``
+    (``num_classes`` for a head of another size), ``{ factory = "mypkg.nets:build", options =
+    { width = 2 }, weights = "net.pt" }``, or ``{ train = "train.toml" }``: the model a training
+    config produces (:mod:`oodbench.train.config`; trained once, cached by content). ``name``
+    (the label in tables) defaults to the spec, factory or training config.
     """
 
     shorthand = "spec"
@@ -211,25 +213,33 @@ class ModelSpec(Schema):
     name: StrictStr = ""
     spec: StrictStr | None = None
     factory: StrictStr | None = None
+    train: ConfigPath | None = None
     pretrained: StrictBool = True
     weights: ConfigPath | None = None
+    num_classes: StrictInt | None = None
     options: dict[str, Any] = Field(default_factory=dict)
 
     @classmethod
     def prepare(cls, data: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
-        if not data.get("name") and isinstance(data.get("spec") or data.get("factory"), str):
-            data["name"] = data.get("spec") or data.get("factory")
+        label = data.get("spec") or data.get("factory") or data.get("train")
+        if not data.get("name") and isinstance(label, str):
+            data["name"] = label
         return data
 
     @model_validator(mode="after")
     def _spec_or_factory(self) -> ModelSpec:
-        if (self.spec is None) == (self.factory is None):
+        if [self.spec, self.factory, self.train].count(None) != 2:
             raise ValueError(
-                "give exactly one of spec = \"timm:resnet50\" (see `oodbench list models`) "
-                "or factory = \"package.module:callable\""
+                "give exactly one of spec = \"timm:resnet50\" (see `oodbench list models`), "
+                "factory = \"package.module:callable\" or train = \"train.toml\""
             )
+        if self.spec is None and self.num_classes is not None:
+            raise ValueError("num_classes goes with spec; a factory takes it in options")
         if self.spec is not None and self.options:
             raise ValueError("options go with factory; a spec takes none")
+        if self.train is not None and (self.weights is not None or self.options):
+            raise ValueError("a train = \"...\" model takes its weights and options from the "
+                             "training config; remove weights / options here")
         return self
 
     @field_validator("factory")
@@ -247,7 +257,12 @@ class ModelSpec(Schema):
         if self.spec is not None:
             from oodbench import models
 
-            return models.load(self.spec, pretrained=self.pretrained, weights=self.weights)
+            return models.load(self.spec, pretrained=self.pretrained, weights=self.weights,
+                               num_classes=self.num_classes)
+        if self.train is not None:
+            from oodbench.train.config import run_training
+
+            return run_training(self.train).model
         return self._load_factory()
 
     def _load_factory(self) -> Any:
@@ -279,6 +294,13 @@ class ModelSpec(Schema):
         if self.factory is not None:
             out["factory"] = self.factory
             out["options"] = dict(self.options)
+        if self.num_classes is not None:
+            out["num_classes"] = self.num_classes
+        if self.train is not None:  # the content key: a changed config is a new model
+            from oodbench.train.config import read_train_config
+
+            out["train"] = str(self.train)
+            out["train_key"] = read_train_config(self.train).content_key()
         if self.weights is not None:
             out["weights"] = str(self.weights)
         return out
