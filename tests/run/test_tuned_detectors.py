@@ -22,7 +22,7 @@ else:  # pragma: no cover
 
 HELD_OUT = {"name": "react", "tune": {
     "protocol": "held_out_classes", "held_out_fraction": 0.34, "n_variants": 2,
-    "head": {"epochs": 3}, "space": {"percentile": [50.0, 90.0]}}}
+    "train": {"epochs": 3}, "space": {"percentile": [50.0, 90.0]}}}
 
 
 def with_fit(**overrides):
@@ -36,7 +36,7 @@ def test_tune_entries_parse_and_plan_one_cell_each():
     exp = parse_experiment(with_fit(detectors=["msp", HELD_OUT, ood_val]))
     react, vra = exp.detectors[1], exp.detectors[2]
     assert react.tune.protocol == "held_out_classes" and react.configurations() == [{}]
-    assert react.tune.held_out == {"n_variants": 2, "held_out_fraction": 0.34, "head": {"epochs": 3},
+    assert react.tune.held_out == {"n_variants": 2, "held_out_fraction": 0.34, "train": {"epochs": 3},
                                    "seed": 0}
     assert vra.tune.ood.digits == (5, 6) and vra.configurations() == [{"per_unit": False}]
     assert any(where.endswith("[[detectors]] #3.tune.ood") for where, _ in exp.sources())

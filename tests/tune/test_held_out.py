@@ -49,7 +49,7 @@ def _reference(name, points, fit, id_val, *, n_variants, fraction, seed):
 
 
 def _held_out(seed=0, **kw):
-    return {"n_variants": 3, "held_out_fraction": 0.3, "seed": seed, "head": HEAD, **kw}
+    return {"n_variants": 3, "held_out_fraction": 0.3, "seed": seed, "train": HEAD, **kw}
 
 
 def test_matches_the_protocol_restated(fit_val):
@@ -70,7 +70,7 @@ def test_matches_the_protocol_restated(fit_val):
     np.testing.assert_array_equal(result.detector.score(id_val), expected.score(id_val))
     assert result.provenance == {
         "protocol": "held_out_classes", "search": "grid", "criterion": "auroc", "n_variants": 3,
-        "held_out_fraction": 0.3, "retrain": "head", "seed": 0, "head": HEAD}
+        "held_out_fraction": 0.3, "retrain": "head", "seed": 0, "train": HEAD}
 
 
 def test_variants_are_disjoint_splits_of_the_fit_classes(fit_val):
@@ -131,7 +131,7 @@ def test_variants_are_cached_by_content(fit_val, tmp_path, monkeypatch):
     assert calls == [0, 1, 2]  # another detector and a re-run reuse the three heads
     assert third.table["auroc"].tolist() == first.table["auroc"].tolist()
     assert second.table["n_variants"].iloc[0] == 3
-    run(head={"epochs": 4, "lr": 0.05})  # other training settings: other heads
+    run(train={"epochs": 4, "lr": 0.05})  # other training settings: other heads
     assert calls == [0, 1, 2, 0, 1, 2]
     changed = fit.subset(np.arange(len(fit)))
     changed.features = changed.features * 1.01
@@ -159,7 +159,7 @@ def test_bad_input(fit_val):
     def tune(name="react", grid=None, fit=fit, ood_val=None, **held_out):
         return oodbench.tune(name, grid if grid is not None else {"percentile": [90.0]}, id_val,
                              ood_val, fit=fit, protocol="held_out_classes",
-                             held_out={"head": HEAD, **held_out})
+                             held_out={"train": HEAD, **held_out})
 
     two = fit.subset(np.flatnonzero(fit.labels < 2))
     with pytest.raises(InvalidInputError, match="needs at least 3 classes in fit .* has 2"):
@@ -178,8 +178,8 @@ def test_bad_input(fit_val):
         tune(ood_val=id_val)
     with pytest.raises(InvalidInputError, match="pass fit=train_activations"):
         tune(fit=None)
-    with pytest.raises(InvalidInputError, match="unknown head option"):
-        tune(head={"epoch": 3})
+    with pytest.raises(InvalidInputError, match="unknown train option"):
+        tune(train={"epoch": 3})
     with pytest.raises(InvalidInputError, match="n_variants must be an integer >= 1"):
         tune(n_variants=0)
     with pytest.raises(InvalidInputError, match="runs the live network"):
@@ -190,4 +190,94 @@ def test_bad_input(fit_val):
     no_shared.labels = np.full(len(no_shared), 99)
     with pytest.raises(InvalidInputError, match="id_val has no sample of any of them"):
         oodbench.tune("react", {"percentile": [90.0]}, no_shared, None, fit=fit,
-                      protocol="held_out_classes", held_out={"head": HEAD})
+                      protocol="held_out_classes", held_out={"train": HEAD})
+
+
+FULL = {"epochs": 1, "batch_size": 32, "lr": 0.05, "device": "cpu"}
+
+
+@pytest.fixture(scope="module")
+def digits():
+    """SmallCNN (random init) on 300 fit and 150 validation digits, 10 classes."""
+    from oodbench.data import DigitsSource
+    from oodbench.extract import extract
+    from oodbench.models.small_cnn import SmallCNN
+
+    source, model = DigitsSource(), SmallCNN(num_classes=10, seed=0)
+    rows = np.random.default_rng(0).permutation(len(source))
+    fit, val = (extract(model, source.subset(np.sort(r)), device="cpu", progress=False)
+                for r in (rows[:300], rows[300:450]))
+    return model, fit, val
+
+
+def test_full_retraining_matches_fine_tuning_by_hand(digits, tmp_path, monkeypatch):
+    """retrain="full": each variant is the model with its head cut to the kept classes,
+    fine-tuned with oodbench.train on the kept classes' fit images, re-extracted."""
+    import copy
+
+    import torch
+
+    from oodbench.data import ArraySource
+    from oodbench.extract import extract
+    from oodbench.train import finetune
+
+    model, fit, val = digits
+    monkeypatch.setenv("OODBENCH_CACHE", str(tmp_path))
+    epochs = []
+    real_epoch = finetune._epoch
+    monkeypatch.setattr(finetune, "_epoch", lambda *a: epochs.append(1) or real_epoch(*a))
+    held_out = {"retrain": "full", "n_variants": 2, "held_out_fraction": 0.3, "train": FULL}
+    grid = {"percentile": [80.0, 95.0]}
+    result = oodbench.tune("react", grid, val, None, fit=fit, model=model,
+                           protocol="held_out_classes", held_out=held_out)
+    assert len(epochs) == 2  # one epoch per variant
+
+    images = np.stack([np.asarray(fit.source.parent.load(int(i)).convert("L"))
+                       for i in fit.source.indices])
+    val_images = np.stack([np.asarray(val.source.parent.load(int(i)).convert("L"))
+                           for i in val.source.indices])
+    expected = np.zeros((2, 2))
+    for i in range(2):  # by hand: withheld classes, cut head, oodbench.train, extract
+        withheld = np.random.default_rng([0, i, 3]).choice(np.arange(10), size=3, replace=False)
+        kept = np.setdiff1d(np.arange(10), withheld)
+        net = copy.deepcopy(model)
+        with torch.no_grad():
+            net.fc.weight = torch.nn.Parameter(model.fc.weight[torch.as_tensor(kept)].clone())
+            net.fc.bias = torch.nn.Parameter(model.fc.bias[torch.as_tensor(kept)].clone())
+        net.fc.out_features, net.num_classes = kept.size, kept.size
+        in_fit, in_val = np.isin(fit.labels, kept), np.isin(val.labels, kept)
+        relabel = {int(c): j for j, c in enumerate(kept)}
+        train_src = ArraySource(images[in_fit], np.array([relabel[int(v)] for v in fit.labels[in_fit]]),
+                                name=fit.source.name)
+        finetune.train(net, train_src, out=tmp_path / f"by-hand-{i}", seed=i, progress=False, **FULL)
+
+        def acts(img, net=net):
+            return extract(net, ArraySource(img, np.zeros(len(img), dtype=np.int64)), device="cpu",
+                           progress=False, cache=False)
+
+        for j, p in enumerate(grid["percentile"]):
+            det = create("react", percentile=p).fit(acts(images[in_fit]))
+            ood = np.concatenate([det.score(acts(images[~in_fit])), det.score(acts(val_images[~in_val]))])
+            expected[j, i] = metrics.auroc(det.score(acts(val_images[in_val])), ood)
+    np.testing.assert_allclose(result.table["auroc"], expected.mean(axis=1), rtol=1e-6)
+    assert result.provenance["retrain"] == "full"
+
+    again = oodbench.tune("react", grid, val, None, fit=fit, model=model,
+                          protocol="held_out_classes", held_out=held_out)
+    assert len(epochs) == 2 + 2  # the by-hand runs above; the re-run trained nothing
+    assert again.table["auroc"].tolist() == result.table["auroc"].tolist()
+
+
+def test_full_retraining_needs_the_model_and_the_images(digits, fit_val):
+    model, fit, val = digits
+    held_out = {"retrain": "full", "train": FULL}
+    with pytest.raises(InvalidInputError, match="pass model=classifier"):
+        oodbench.tune("react", {"percentile": [90.0]}, val, None, fit=fit,
+                      protocol="held_out_classes", held_out=held_out)
+    synthetic_fit, synthetic_val = fit_val
+    with pytest.raises(InvalidInputError, match="do not know their source"):
+        oodbench.tune("react", {"percentile": [90.0]}, synthetic_val, None, fit=synthetic_fit,
+                      model=model, protocol="held_out_classes", held_out=held_out)
+    with pytest.raises(InvalidInputError, match="unknown train option.*'full'"):
+        oodbench.tune("react", {"percentile": [90.0]}, val, None, fit=fit, model=model,
+                      protocol="held_out_classes", held_out={"retrain": "full", "train": {"trainable": "x", "epoch": 1}})

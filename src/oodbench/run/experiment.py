@@ -324,7 +324,7 @@ def load_state_dict(path: Path) -> dict[str, Any]:
 
 # -- detectors ----------------------------------------------------------------------------------
 #: tune keys that only the held-out-class protocol takes
-_HELD_OUT_KEYS = ("n_variants", "held_out_fraction", "retrain", "head")
+_HELD_OUT_KEYS = ("n_variants", "held_out_fraction", "retrain", "train")
 
 
 class TuneSpec(Schema):
@@ -339,7 +339,8 @@ class TuneSpec(Schema):
     ``id_val`` (a source) defaults to one image of every ``[id].fit`` class that has two or
     more, the rest of ``[id].fit`` being what the detector fits on while tuning
     (``oodbench.tune.split.split_by_class`` with ``seed``). Held-out options: ``n_variants``,
-    ``held_out_fraction``, ``retrain``, ``head`` (``train_head`` options).
+    ``held_out_fraction``, ``retrain`` (``"head"`` or ``"full"``), ``train`` (the trainer's
+    options, e.g. ``{ epochs = 30 }``).
     """
 
     protocol: Literal["ood_val", "held_out_classes"] = Field(
@@ -357,7 +358,7 @@ class TuneSpec(Schema):
     n_variants: StrictInt | None = None
     held_out_fraction: StrictFloat | None = None
     retrain: StrictStr | None = None
-    head: dict[str, Any] | None = None
+    train: dict[str, Any] | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> TuneSpec:

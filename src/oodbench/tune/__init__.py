@@ -145,7 +145,8 @@ def tune(
         criterion: a metric key; default ``"auroc"`` with OOD data, ``"id_auroc"`` without.
         protocol: ``"ood_val"`` (above) or ``"held_out_classes"`` (no OOD data: simulated by
             withholding ID classes of ``fit``; ``held_out={"n_variants": 5,
-            "held_out_fraction": 0.2, "retrain": "head", "seed": 0, "head": {...}}``).
+            "held_out_fraction": 0.2, "retrain": "head", "seed": 0, "train": {...}}``;
+            ``retrain="full"`` also needs ``model``).
         search: ``"grid"`` or ``"tpe"`` (``n_trials=50, seed=0, storage=None, study_name=None,
             progress=False``).
     """

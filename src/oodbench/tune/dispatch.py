@@ -84,7 +84,7 @@ def search(
                 f"tune: detector {cls.name!r} runs the live network, which the held-out-class "
                 "variants (new heads on cached features) do not have; tune it with protocol='ood_val'"
             )
-        objective = held_out_objective(build, VariantFactory(fit, id_val, config), name)
+        objective = held_out_objective(build, VariantFactory(fit, id_val, config, model), name)
         provenance.update(config.describe())
     else:
         if held_out is not None:

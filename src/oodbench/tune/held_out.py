@@ -11,12 +11,14 @@ What this module does, per variant i = 1..N (all seeded, see below):
 
     W_i  = a random set of round(f * n) of the classes of ``fit``   (f = held_out_fraction)
     K_i  = the other classes of ``fit``
-    head_i = train_head(fit rows of K_i)                     (retrain="head": a new linear head
-                                                              on the cached, frozen features)
+    net_i = the network trained on the fit rows of K_i only:
+            retrain="head": a new linear head on the cached, frozen features (train_head);
+            retrain="full": the model fine-tuned (oodbench.train.train) from its own weights,
+                            its head cut to the rows of K_i, on the images of those rows
     simulated ID  = id_val rows of a class in K_i            (never used for training)
     simulated OOD = fit and id_val rows of any other class   (the variant never saw them)
-    m_i(phi) = metric(detector_phi fitted on fit rows of K_i through head_i,
-                      scored on simulated ID vs simulated OOD through head_i)
+    m_i(phi) = metric(detector_phi fitted on fit rows of K_i through net_i,
+                      scored on simulated ID vs simulated OOD through net_i)
 
     l(phi | M) = mean_i m_i(phi)        (maximised for AUROC, minimised for FPR@95, ...)
 
@@ -30,27 +32,39 @@ be read when this was written; check these against its Sec. 4 before claiming to
   the search space to tune M jointly, as the paper does;
 * ``retrain="head"`` keeps the backbone, which did see the withheld classes during its own
   training: the simulated OOD is therefore easier to tell apart in feature space than truly
-  unseen classes, a known limitation of the fast path (``retrain="full"``, which retrains the
-  network without them, needs ``oodbench.train``'s fine-tuning);
+  unseen classes, a known limitation of the fast path. ``retrain="full"`` fine-tunes every
+  layer (``train={"trainable": ...}`` to change that) on the kept classes, starting from the
+  given model, not from scratch as the paper trains its variants: the backbone's memory of the
+  withheld classes fades only as far as the fine-tuning goes. It needs the live ``model`` and
+  activations that still know their images (from ``oodbench.extract``);
 * rows of ``id_val`` whose class never occurs in ``fit`` are simulated OOD for every variant
   (no variant was trained on them).
 
 Seeds: the withheld classes of variant i are drawn with ``numpy.random.default_rng([seed, i,
-M])``, and the head is trained with seed ``seed * 1000 + i``; the same (data, seed, settings)
-give the same variants, the same scores and therefore the same chosen hyper-parameters.
+M])``, and the variant is trained with seed ``seed * 1000 + i``; the same (data, seed, settings)
+give the same variants, the same scores and therefore the same chosen hyper-parameters (on the
+CPU; GPU kernels may round differently).
 
-Cache: each variant's head is stored under ``cache_dir()/tune/held_out/<key>.npz``; the key
-hashes the fit features and labels (their bytes), the withheld classes, the head's training
-settings and seed and the torch version, so a re-run (or another detector tuned on the same
-data) reuses the variants without training and a change to any input trains new ones.
+Cache: ``retrain="head"`` stores each variant's head under ``cache_dir()/tune/held_out/<key>.npz``;
+the key hashes the fit features and labels (their bytes), the withheld classes, the training
+settings and seed and the torch version. ``retrain="full"`` trains into
+``cache_dir()/tune/held_out/full/<key>/`` (``oodbench.train``'s checkpoints, keyed by the
+model's weights digest, the training images and labels, the settings and seed; a killed run
+resumes there) and the variant's activations go through the activation cache. So a re-run (or
+another detector tuned on the same data) reuses the variants without training, and a change to
+any input trains new ones.
 """
 
 from __future__ import annotations
 
+import contextlib
+import copy
+import functools
 import hashlib
 import json
+import tempfile
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +73,7 @@ import torch
 
 from oodbench import metrics
 from oodbench.config import cache_dir
+from oodbench.data.source import RelabeledSource
 from oodbench.detectors import Detector
 from oodbench.errors import InvalidInputError
 from oodbench.extract._atomic import atomic_path
@@ -76,9 +91,12 @@ class HeldOutClasses:
     Attributes:
         n_variants: N, the number of simulated ID/OOD splits (network variants).
         held_out_fraction: the fraction of ``fit``'s classes withheld per variant (M = round(f n)).
-        retrain: ``"head"`` (a new linear head on cached features) or ``"full"``.
-        seed: seeds the withheld classes and the heads.
-        head: keyword arguments of :func:`oodbench.train.train_head` (``epochs``, ``lr``, ...).
+        retrain: ``"head"`` (a new linear head on cached features) or ``"full"`` (fine-tune
+            the network on the kept classes' images).
+        seed: seeds the withheld classes and the training.
+        train: keyword arguments of the trainer: :func:`oodbench.train.train_head` for
+            ``"head"`` (``epochs``, ``lr``, ...), :func:`oodbench.train.train` for ``"full"``
+            (also ``trainable``, ``amp``, ``num_workers``).
         cache: reuse and store variants under ``cache_dir()/tune/held_out``.
     """
 
@@ -86,7 +104,7 @@ class HeldOutClasses:
     held_out_fraction: float = 0.2
     retrain: str = "head"
     seed: int = 0
-    head: Mapping[str, Any] = field(default_factory=dict)
+    train: Mapping[str, Any] = field(default_factory=dict)
     cache: bool = True
 
     def __post_init__(self) -> None:
@@ -97,26 +115,26 @@ class HeldOutClasses:
             raise InvalidInputError(
                 f"held_out_classes: retrain must be one of {list(RETRAIN)}; got {self.retrain!r}"
             )
-        if self.retrain == "full":
-            raise InvalidInputError(
-                "held_out_classes: retrain='full' needs oodbench.train's fine-tuning with classes "
-                "withheld, which this version does not provide; use retrain='head'"
-            )
-        unknown = set(self.head) - _HEAD_OPTIONS
+        allowed = _TRAIN_OPTIONS[self.retrain]
+        unknown = set(self.train) - allowed
         if unknown:
+            trainer = "train_head" if self.retrain == "head" else "train"
             raise InvalidInputError(
-                f"held_out_classes: unknown head option(s) {sorted(unknown)}; "
-                f"train_head takes {sorted(_HEAD_OPTIONS)}"
+                f"held_out_classes: unknown train option(s) {sorted(unknown)} for "
+                f"retrain={self.retrain!r}; oodbench.train.{trainer} takes {sorted(allowed)}"
             )
 
     def describe(self) -> dict[str, Any]:
         """The settings that shape the result (for the ``tuning`` provenance record)."""
         return {"n_variants": self.n_variants, "held_out_fraction": self.held_out_fraction,
-                "retrain": self.retrain, "seed": self.seed, "head": dict(self.head)}
+                "retrain": self.retrain, "seed": self.seed, "train": dict(self.train)}
 
 
-_HEAD_OPTIONS = frozenset({"loss", "loss_options", "epochs", "batch_size", "lr", "weight_decay",
-                           "optimizer", "schedule", "warmup_epochs", "device"})
+_COMMON = {"loss", "loss_options", "epochs", "batch_size", "lr", "weight_decay", "optimizer",
+           "schedule", "warmup_epochs", "device"}
+#: retrain -> the trainer options a user may set (seed, data and output are the protocol's)
+_TRAIN_OPTIONS = {"head": frozenset(_COMMON),
+                  "full": frozenset(_COMMON | {"trainable", "amp", "num_workers"})}
 
 
 def check_fraction(value: Any) -> None:
@@ -129,10 +147,11 @@ def check_fraction(value: Any) -> None:
 
 @dataclass
 class Variant:
-    """One simulated ID/OOD split and the head trained without its withheld classes.
+    """One simulated ID/OOD split and the network trained without its withheld classes.
 
-    ``fit``, ``id_val`` and ``ood`` are already passed through the variant's head (logits, head
-    weight and bias are the variant's; labels re-indexed to ``kept``, -1 elsewhere).
+    ``fit``, ``id_val`` and ``ood`` are already passed through the variant's network (logits,
+    head weight and bias, with "full" also features, are the variant's; labels re-indexed to
+    ``kept``, -1 elsewhere).
     """
 
     index: int
@@ -184,12 +203,18 @@ def activations_digest(acts: Activations) -> str:
 
 class VariantFactory:
     """Builds (or loads from the cache) the variants of one (fit, id_val, settings) triple,
-    for any ``held_out_fraction`` (memoised, so a search over M trains each split once)."""
+    for any ``held_out_fraction`` (memoised, so a search over M trains each split once).
+    ``model`` (the live classifier) is needed for ``retrain="full"``."""
 
-    def __init__(self, fit: Activations, id_val: Activations, config: HeldOutClasses):
-        fit.require("features", who="tune(protocol='held_out_classes') fit")
-        id_val.require("features", who="tune(protocol='held_out_classes') id_val")
-        self.fit, self.id_val, self.config = fit, id_val, config
+    def __init__(self, fit: Activations, id_val: Activations, config: HeldOutClasses,
+                 model: Any = None):
+        who = "tune(protocol='held_out_classes')"
+        if config.retrain == "head":
+            fit.require("features", who=f"{who} fit")
+            id_val.require("features", who=f"{who} id_val")
+        else:
+            check_full(fit, id_val, model)
+        self.fit, self.id_val, self.config, self.model = fit, id_val, config, model
         self.classes = fit_classes(fit)
         self._digest: str | None = None
         self._memo: dict[int, list[Variant]] = {}
@@ -205,7 +230,6 @@ class VariantFactory:
         rng = np.random.default_rng([self.config.seed, index, m])
         withheld = np.sort(rng.choice(self.classes, size=m, replace=False))
         kept = np.setdiff1d(self.classes, withheld)
-        head, from_cache = self._head(kept, withheld, seed=self.config.seed * 1000 + index)
         fit_labels, val_labels = np.asarray(self.fit.labels), np.asarray(self.id_val.labels)
         sim_id = np.isin(val_labels, kept)
         if not sim_id.any():
@@ -213,30 +237,35 @@ class VariantFactory:
                 f"held_out_classes: variant {index} keeps {kept.size} classes but id_val has no "
                 "sample of any of them; id_val needs samples of the classes in fit"
             )
-        ood = Activations.concatenate([
-            self.fit.subset(np.flatnonzero(np.isin(fit_labels, withheld))),
-            self.id_val.subset(np.flatnonzero(~sim_id)),
-        ])
-        return Variant(
-            index=index, kept=kept, withheld=withheld,
-            fit=head.apply(self.fit.subset(np.flatnonzero(np.isin(fit_labels, kept)))),
-            id_val=head.apply(self.id_val.subset(np.flatnonzero(sim_id))),
-            ood=head.apply(ood), from_cache=from_cache,
-        )
+        seed = self.config.seed * 1000 + index
+        if self.config.retrain == "head":
+            head, from_cache = self._head(kept, withheld, seed)
+            apply: Callable[[Activations], Activations] = head.apply
+        else:
+            net, from_cache = self._network(kept, seed)
+            apply = functools.partial(through, net, kept)
+        fit_kept = np.isin(fit_labels, kept)
+        ood = Activations.concatenate([apply(self.fit.subset(np.flatnonzero(~fit_kept))),
+                                       apply(self.id_val.subset(np.flatnonzero(~sim_id)))])
+        return Variant(index=index, kept=kept, withheld=withheld,
+                       fit=apply(self.fit.subset(np.flatnonzero(fit_kept))),
+                       id_val=apply(self.id_val.subset(np.flatnonzero(sim_id))),
+                       ood=ood, from_cache=from_cache)
+
+    def _key(self, **parts: Any) -> str:
+        return hashlib.sha256(json.dumps({"format": _FORMAT, "retrain": self.config.retrain,
+                                          "torch": torch.__version__, **parts},
+                                         sort_keys=True, default=str).encode()).hexdigest()
 
     def _head(self, kept: np.ndarray, withheld: np.ndarray, seed: int) -> tuple[Any, bool]:
         from oodbench.train import HeadResult, train_head
 
-        options = {**self.config.head, "seed": seed}
+        options = {**self.config.train, "seed": seed}
         path = None
         if self.config.cache:
             if self._digest is None:
                 self._digest = activations_digest(self.fit)
-            key = hashlib.sha256(json.dumps({
-                "format": _FORMAT, "fit": self._digest, "withheld": withheld.tolist(),
-                "retrain": self.config.retrain, "options": options, "torch": torch.__version__,
-            }, sort_keys=True, default=str).encode()).hexdigest()
-            path = variant_dir() / f"{key}.npz"
+            path = variant_dir() / f"{self._key(fit=self._digest, withheld=withheld.tolist(), options=options)}.npz"
             if path.exists():
                 with np.load(path, allow_pickle=False) as saved:
                     return HeadResult(weight=saved["weight"], bias=saved["bias"],
@@ -249,6 +278,80 @@ class VariantFactory:
                 np.savez(f, weight=head.weight, bias=head.bias, classes=head.classes,
                          config=np.array(json.dumps(head.config, default=str)))
         return head, False
+
+    def _network(self, kept: np.ndarray, seed: int) -> tuple[Any, bool]:
+        """The model fine-tuned on the images of the kept classes' fit rows (head cut to them)."""
+        from oodbench.train import train
+        from oodbench.train.checkpoint import STATE
+
+        rows = np.flatnonzero(np.isin(self.fit.labels, kept))
+        source = RelabeledSource(images_of(self.fit.subset(rows)), reindex(self.fit.labels[rows], kept))
+        options = {"progress": False, **self.config.train, "seed": seed}
+        key = self._key(model=self.model.spec, weights=self.model.weights_digest(),
+                        images=source.fingerprint(), kept=kept.tolist(), options=options)
+        with contextlib.ExitStack() as stack:
+            out = (variant_dir() / "full" / key if self.config.cache
+                   else Path(stack.enter_context(tempfile.TemporaryDirectory())))
+            done = (out / STATE).exists()
+            result = train(without_classes(self.model, kept), source, out=out, **options)
+        return result.model, done and self.config.cache
+
+
+def check_full(fit: Activations, id_val: Activations, model: Any) -> None:
+    """Raise unless ``retrain="full"`` has what it needs: the model and the images."""
+    if model is None:
+        raise InvalidInputError(
+            "held_out_classes with retrain='full' fine-tunes the network: pass model=classifier"
+        )
+    for name, acts in (("fit", fit), ("id_val", id_val)):
+        if acts.source is None:
+            raise InvalidInputError(
+                f"held_out_classes with retrain='full' re-runs the images, but these {name} "
+                "activations do not know their source; pass activations from oodbench.extract"
+            )
+
+
+def images_of(acts: Activations) -> Any:
+    """The source rows behind ``acts`` (in row order)."""
+    assert acts.source is not None and acts.source_indices is not None
+    return acts.source.subset(acts.source_indices)
+
+
+def reindex(labels: np.ndarray, classes: np.ndarray) -> np.ndarray:
+    """Labels as positions in ``classes``; -1 for any other label (and for -1)."""
+    labels = np.asarray(labels, dtype=np.int64)
+    lookup = {int(c): i for i, c in enumerate(classes)}
+    return np.array([lookup.get(int(v), -1) for v in labels], dtype=np.int64)
+
+
+def without_classes(model: Any, kept: np.ndarray) -> Any:
+    """A copy of ``model`` whose linear head keeps only the rows of ``kept`` (the start of a
+    full variant: the other classes' outputs are gone, their knowledge in the backbone not)."""
+    from oodbench.train.parts import head_module
+
+    variant = copy.deepcopy(model)
+    head: Any = head_module(variant)  # an nn.Linear
+    index = torch.as_tensor(kept, dtype=torch.long)
+    with torch.no_grad():
+        head.weight = torch.nn.Parameter(head.weight[index].clone())
+        if head.bias is not None:
+            head.bias = torch.nn.Parameter(head.bias[index].clone())
+    head.out_features = int(kept.size)
+    variant.num_classes = int(kept.size)
+    if getattr(variant, "class_names", None) is not None:
+        variant.class_names = [variant.class_names[int(c)] for c in kept]
+    variant.load_state_dict(variant.state_dict())  # forget a memoised weights digest
+    return variant
+
+
+def through(net: Any, kept: np.ndarray, acts: Activations) -> Activations:
+    """``acts``' images through the variant network ``net`` (cached extraction), labels
+    re-indexed to ``kept``."""
+    from oodbench.extract import extract
+
+    source = RelabeledSource(images_of(acts), reindex(acts.labels, kept))
+    out = extract(net, source, capture=("logits", "features"), progress=False)
+    return replace(out, meta={**out.meta, "restricted_classes": kept.tolist()})
 
 
 def variant_dir() -> Path:
