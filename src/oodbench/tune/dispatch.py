@@ -57,7 +57,7 @@ def search(
     held_out: HeldOutClasses | Mapping[str, Any] | None = None,
 ) -> Any:
     """Run ``protocol`` with ``search`` and return a ``TuneResult`` (see ``oodbench.tune``)."""
-    from oodbench.tune import TuneResult, _id_metrics, _resolve_criterion
+    from oodbench.tune import TuneResult
 
     check_choice("protocol", protocol, PROTOCOLS)
     check_choice("search", search, SEARCHES)
@@ -65,35 +65,14 @@ def search(
     build = detector_builder(detector_or_name, list(dims), protocol)
     cls = type(detector_or_name) if isinstance(detector_or_name, Detector) else detector_class(
         detector_or_name)
-    provenance: dict[str, Any] = {"protocol": protocol, "search": search}
-    if protocol == "held_out_classes":
-        if ood_val is not None:
-            raise InvalidInputError(
-                "tune: protocol='held_out_classes' simulates OOD with withheld ID classes and "
-                "takes no ood_val; pass ood_val=None (or use protocol='ood_val')"
-            )
-        if fit is None:
-            raise InvalidInputError(
-                "tune: protocol='held_out_classes' trains variants on labelled ID training "
-                "activations: pass fit=train_activations"
-            )
-        config = held_out if isinstance(held_out, HeldOutClasses) else HeldOutClasses(**(held_out or {}))
-        name, larger = _resolve_criterion(criterion, with_ood=True)
-        if "model" in cls.requires:
-            raise InvalidInputError(
-                f"tune: detector {cls.name!r} runs the live network, which the held-out-class "
-                "variants (new heads on cached features) do not have; tune it with protocol='ood_val'"
-            )
-        objective = held_out_objective(build, VariantFactory(fit, id_val, config, model), name)
-        provenance.update(config.describe())
-    else:
-        if held_out is not None:
-            raise InvalidInputError("tune: held_out settings need protocol='held_out_classes'")
-        name, larger = _resolve_criterion(criterion, with_ood=ood_val is not None)
-        objective = _ood_val_objective(build, id_val, ood_val, fit, model, _id_metrics)
-        if ood_val is None:
-            provenance["protocol"] = "id_only"
-    provenance["criterion"] = name
+    if "model" in cls.requires and protocol == "held_out_classes":
+        raise InvalidInputError(
+            f"tune: detector {cls.name!r} runs the live network, which the held-out-class "
+            "protocol does not hand to detectors; tune it with protocol='ood_val'"
+        )
+    objective, name, larger, provenance = _objective(
+        build, id_val, ood_val, fit, model, criterion, protocol, held_out)
+    provenance = {"protocol": protocol, "search": search, **provenance, "criterion": name}
 
     if search == "grid":
         points = grid_points(dims)  # type: ignore[arg-type]
@@ -117,6 +96,42 @@ def search(
     detector = build(best_params).fit(fit, model)
     return TuneResult(best_params=best_params, detector=detector, table=table, criterion=name,
                       best_value=float(rows[winner][name]), provenance=provenance)
+
+
+def _objective(
+    build: Callable[[Mapping[str, Any]], Detector],
+    id_val: Activations,
+    ood_val: Activations | None,
+    fit: Activations | None,
+    model: Any,
+    criterion: str | None,
+    protocol: str,
+    held_out: HeldOutClasses | Mapping[str, Any] | None,
+) -> tuple[Callable[[Mapping[str, Any]], dict[str, float]], str, bool, dict[str, Any]]:
+    """(point -> metrics, criterion, larger is better, provenance) of ``protocol``."""
+    from oodbench.tune import _id_metrics, _resolve_criterion
+
+    if protocol == "ood_val":
+        if held_out is not None:
+            raise InvalidInputError("tune: held_out settings need protocol='held_out_classes'")
+        name, larger = _resolve_criterion(criterion, with_ood=ood_val is not None)
+        provenance = {} if ood_val is not None else {"protocol": "id_only"}
+        return (_ood_val_objective(build, id_val, ood_val, fit, model, _id_metrics), name, larger,
+                provenance)
+    if ood_val is not None:
+        raise InvalidInputError(
+            "tune: protocol='held_out_classes' simulates OOD with withheld ID classes and "
+            "takes no ood_val; pass ood_val=None (or use protocol='ood_val')"
+        )
+    if fit is None:
+        raise InvalidInputError(
+            "tune: protocol='held_out_classes' trains variants on labelled ID training "
+            "activations: pass fit=train_activations"
+        )
+    config = held_out if isinstance(held_out, HeldOutClasses) else HeldOutClasses(**(held_out or {}))
+    name, larger = _resolve_criterion(criterion, with_ood=True)
+    factory = VariantFactory(fit, id_val, config, model)
+    return held_out_objective(build, factory, name), name, larger, config.describe()
 
 
 def _ood_val_objective(

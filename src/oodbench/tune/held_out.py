@@ -216,6 +216,7 @@ class VariantFactory:
             check_full(fit, id_val, model)
         self.fit, self.id_val, self.config, self.model = fit, id_val, config, model
         self.classes = fit_classes(fit)
+        withheld_count(len(self.classes), config.held_out_fraction)  # fail before any training
         self._digest: str | None = None
         self._memo: dict[int, list[Variant]] = {}
 
