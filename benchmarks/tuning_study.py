@@ -28,6 +28,9 @@ CIFAR-10 test images (100 per class, seeded) are OOD; one forward pass each thro
   (mean over the variants for (b)). Held-out protocol: 5 variants, 20 % of the fit classes
   withheld, a new linear head per variant (``oodbench.train.train_head`` defaults); run once per
   ``--seeds`` value to show how much the choice varies.
+* Proxy fidelity: for every point a search tried, the test near/far AUROC is computed too, and
+  the Spearman correlation between the protocol's criterion and the test AUROC over those
+  points says how well the criterion ranks hyper-parameters (the choice itself is unaffected).
 * ID accuracy: top-1 of the logits the detector's shaping produces (``detector.shape``: ReAct,
   ASH, VRA, PLF change the features and so the predictions), of the model's own logits for KNN.
 
@@ -48,6 +51,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from scipy.stats import spearmanr
 
 from oodbench import metrics, models
 from oodbench.data import ImageFolder
@@ -129,11 +133,46 @@ def evaluate_detector(det: Detector, id_test: Activations, ood: Activations,
     return out
 
 
+class TestAurocs:
+    """Near/far test AUROC of any point of a detector's space (memoised): to measure how well a
+    protocol's criterion ranks the points it tried (Spearman rho against the test AUROC)."""
+
+    def __init__(self, fit: Activations, id_test: Activations, ood: Activations,
+                 groups: dict[str, list[int]]):
+        self.fit, self.id_test, self.ood, self.groups = fit, id_test, ood, groups
+        self._memo: dict[str, dict[str, Any]] = {}
+
+    def __call__(self, name: str, point: dict[str, Any]) -> dict[str, Any]:
+        params = {k: v for k, v in point.items() if k != "held_out_fraction"}
+        key = json.dumps([name, params], sort_keys=True)
+        if key not in self._memo:
+            det = create(name, **params).fit(self.fit)
+            self._memo[key] = evaluate_detector(det, self.id_test, self.ood, self.groups)
+        return self._memo[key]
+
+    def fidelity(self, name: str, result: TuneResult, space: dict[str, Any]) -> dict[str, Any]:
+        table = result.table
+        ok = table[table["status"] == "ok"] if "status" in table else table  # TPE: invalid points
+        crit = ok[result.criterion].to_numpy(dtype=float)
+        tests = [self(name, {k: row[k] for k in space}) for _, row in ok.iterrows()]
+        out: dict[str, Any] = {"points": len(ok)}
+        for group in ("near", "far"):
+            values = np.array([t[f"{group}_auroc"] for t in tests])
+            rho = spearmanr(crit, values).statistic if np.ptp(crit) > 0 and np.ptp(values) > 0 else float("nan")
+            out[f"spearman_{group}"] = float(rho)
+            out[f"best_possible_{group}"] = float(values.max())
+        return out
+
+
 def run_one(label: str, det: Detector, how: str, result: TuneResult | None, id_test: Activations,
-            ood: Activations, groups: dict[str, list[int]], seconds: float) -> dict[str, Any]:
+            ood: Activations, groups: dict[str, list[int]], seconds: float,
+            tests: TestAurocs | None = None, space: dict[str, Any] | None = None) -> dict[str, Any]:
     row = {"detector": label, "protocol": how, "hyperparams": det.hyperparams,
            "tuning": None if result is None else json.loads(result.tuning_record()),
            "tune_s": seconds, **evaluate_detector(det, id_test, ood, groups)}
+    if result is not None and tests is not None and space is not None:
+        row["fidelity"] = tests.fidelity(det.name, result, space)
+        row["criterion_at_choice"] = result.best_value
     print(f"  {label:<6} {how:<22} near {row['near_auroc']:.4f}  far {row['far_auroc']:.4f}  "
           f"acc {row['id_accuracy']:.4f}  {fmt_params(det.hyperparams, result)}  ({seconds:.1f} s)",
           flush=True)
@@ -183,6 +222,7 @@ def main() -> None:
           f"{len(id_test)} (top-1 {report['model_top1_id_test']:.4f}); OOD groups "
           f"{report['ood_groups']}", flush=True)
     out_path.parent.mkdir(parents=True, exist_ok=True)
+    tests = TestAurocs(fit, id_test, ood_all, groups)
     for label, (name, search, space) in STUDY.items():
         options: dict[str, Any] = {"search": search}
         if search == "tpe":
@@ -190,14 +230,14 @@ def main() -> None:
         tic = time.perf_counter()
         a = tune(name, space, id_val, ood_val, fit=fit, **options)
         report["rows"].append(run_one(label, a.detector, "(a) OOD-val", a, id_test, ood_all,
-                                      groups, time.perf_counter() - tic))
+                                      groups, time.perf_counter() - tic, tests, space))
         for seed in seeds:
             tic = time.perf_counter()
             extra = {"seed": seed} if search == "tpe" else {}
             b = tune(name, space, id_val, None, fit=fit, protocol="held_out_classes",
                      held_out={**HELD_OUT, "seed": seed}, **options, **extra)
             row = run_one(label, b.detector, f"(b) held-out seed {seed}", b, id_test, ood_all,
-                          groups, time.perf_counter() - tic)
+                          groups, time.perf_counter() - tic, tests, space)
             row["held_out_loss"] = b.best_value
             row["variant_id_accuracy"] = float(b.table.loc[b.table["best"], "id_accuracy"].iloc[0])
             report["rows"].append(row)
@@ -228,6 +268,14 @@ def print_tables(report: dict[str, Any]) -> None:
                 print(f"{label:<7} {'(b) held-out, ' + str(len(held)) + ' seeds':<26} "
                       f"{near.mean():>6.2f}±{near.std():<3.2f} {far.mean():>6.2f}±{far.std():<3.2f} "
                       f"{acc.mean():>7.2f}")
+    print("\nhow well each protocol's criterion ranks the points it tried: Spearman rho against "
+          "the test near / far AUROC of those points (best test AUROC among them)")
+    for r in rows:
+        if "fidelity" in r:
+            f = r["fidelity"]
+            print(f"  {r['detector']:<6} {r['protocol']:<22} {f['points']:>3} points  rho "
+                  f"{f['spearman_near']:+.2f} / {f['spearman_far']:+.2f}  (best "
+                  f"{100 * f['best_possible_near']:.2f} / {100 * f['best_possible_far']:.2f})")
     print("\nheld-out choice per seed (hyper-parameters; near / far AUROC on the test groups)")
     for label in STUDY:
         for r in rows:
