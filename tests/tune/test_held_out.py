@@ -162,18 +162,21 @@ def test_bad_input(fit_val):
                              held_out={"train": HEAD, **held_out})
 
     two = fit.subset(np.flatnonzero(fit.labels < 2))
-    with pytest.raises(InvalidInputError, match="needs at least 3 classes in fit .* has 2"):
+    with pytest.raises(InvalidInputError, match="needs at least 3 classes in fit .* has 2") as err:
         tune(fit=two)
+    assert "\n" not in str(err.value)  # the three errors the issue names are one line each
     with pytest.raises(InvalidInputError, match="withholds 0"):
         tune(held_out_fraction=0.01)
     with pytest.raises(InvalidInputError, match="withholds 10"):
         tune(held_out_fraction=0.99)
     with pytest.raises(InvalidInputError, match="strictly between 0 and 1"):
         tune(held_out_fraction=1.5)
-    with pytest.raises(InvalidInputError, match="no hyper-parameter k; it takes percentile"):
+    with pytest.raises(InvalidInputError, match="no hyper-parameter k; it takes percentile") as err:
         tune(grid={"k": [5]})
-    with pytest.raises(InvalidInputError, match="search space is empty"):
+    assert "\n" not in str(err.value)
+    with pytest.raises(InvalidInputError, match="search space is empty") as err:
         tune(grid={})
+    assert "\n" not in str(err.value)
     with pytest.raises(InvalidInputError, match="takes no ood_val"):
         tune(ood_val=id_val)
     with pytest.raises(InvalidInputError, match="pass fit=train_activations"):
