@@ -25,13 +25,14 @@ gamma = 0; ``lower_percentile=0, slope=0, per_unit=False`` is ReAct at ``upper_p
 (tested).
 
 **Provenance of this definition.** Only the abstracts of the two papers could be read where this
-detector was written (the full texts were not reachable), so the parameterisation above is the
-piecewise-linear family those abstracts and the VRA line of work describe (suppress low, keep
-intermediate, suppress abnormally high activations), not a transcription of the paper's
-equation; the paper's exact knots, slopes and default values may differ. Defaults here: 60 / 90
+detector was written (their full texts were not reachable), so the parameterisation above is
+ours, not a transcription of the paper's equation: a piecewise-linear function of the kind VRA's
+variational analysis motivates (suppress low and abnormally high activations, keep the
+intermediate ones), with a slope so that activations above the knee are lowered rather than
+clipped. The paper's exact knots, slopes and default values may differ. Defaults here: 60 / 90
 (VRA's official CIFAR setting) and ``slope=1`` (our choice). Tune them (``oodbench.tune`` with
-``search="tpe"``: three continuous hyper-parameters) and check against the paper's Eq. before
-putting PLF numbers next to published ones.
+``search="tpe"``: three continuous hyper-parameters), and check against the paper's equation
+before putting PLF numbers next to published ones.
 """
 
 from __future__ import annotations
