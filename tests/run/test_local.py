@@ -208,3 +208,15 @@ def test_a_named_standard_benchmark_runs_with_data_relative_to_the_file(tiny):
     assert set(auroc["group"]) == {"cifar100", "tin", "mnist", "svhn", "texture", "places365"}
     assert dict(zip(auroc["group"], auroc["kind"]))["cifar100"] == "near"
     assert auroc["n_ood"].eq(4).all() and auroc["n_id"].eq(4).all()
+
+
+def test_rows_carry_intervals_and_bootstrap_from_the_file(tiny):
+    data = tiny_data(tiny, ["msp"])
+    data["benchmarks"][1]["n_bootstrap"] = 100
+    df = oodbench.run_experiment(parse_experiment(data, base_dir=tiny.parent), progress=False)
+    ok = df[df["status"] == "ok"]
+    auroc = ok[ok["metric"] == "auroc"]
+    assert auroc["ci_low"].notna().all() and (auroc["ci_low"] <= auroc["value"]).all()
+    fpr = ok[ok["metric"] == "fpr95_id"]
+    assert fpr[fpr["benchmark"] == "sets"]["ci_high"].notna().all()  # bootstrap asked for
+    assert fpr[fpr["benchmark"] == "cood"]["ci_high"].isna().all()  # not asked for
