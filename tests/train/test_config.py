@@ -83,3 +83,10 @@ def test_bad_configs_are_one_line_errors(tiny, edit, expected):
     assert expected in str(err.value) and "\n" not in str(err.value)
     result = invoke("train", str(config))
     assert result.exit_code == 2 and expected in result.output
+
+
+def test_list_losses():
+    result = invoke("list", "losses")
+    assert result.exit_code == 0
+    for text in ("logitnorm", "tau=0.04", "hem", "margin=1.0", "oe", "arXiv 2501.12191"):
+        assert text in result.output

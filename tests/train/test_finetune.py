@@ -51,6 +51,7 @@ def test_checkpoint_files_and_history(tmp_path):
     assert _same_weights(reloaded, res.model)
 
 
+@pytest.mark.heavy
 def test_resume_after_a_kill_gives_the_same_weights(tmp_path):
     """A subprocess is SIGKILLed after its first checkpoint, somewhere in a later epoch (or in
     the middle of writing a checkpoint); the resumed run ends bit-identical to an
@@ -82,6 +83,7 @@ def test_resume_refuses_another_config(tmp_path):
     assert run(str(tmp_path / "r"), epochs=1, lr=1e-2, resume=False).config["lr"] == 1e-2
 
 
+@pytest.mark.heavy
 def test_two_gloo_processes_equal_one_process(tmp_path):
     """torchrun, 2 CPU processes on gloo, global batch 48 split 24/24 (the last batch 27 split
     14/13): the weights after 2 epochs equal the single-process run within float tolerance."""
@@ -168,3 +170,16 @@ def test_trained_model_gets_a_new_weights_digest(tmp_path):
     res = train(model, DigitsSource(range(6)), out=tmp_path, epochs=1, progress=False, device="cpu")
     assert res.model.weights_digest() != before
     assert res.model.weights_digest() == models._adapter.state_dict_digest(res.model)
+
+
+def test_checkpoint_of_another_architecture_in_an_experiment(tmp_path):
+    """A trained SmallCNN's weights given to a wider SmallCNN in an experiment: one line naming
+    the checkpoint and the mismatching shapes."""
+    from oodbench.run.experiment import ModelSpec
+
+    res = run(str(tmp_path / "r"), epochs=1)
+    spec = ModelSpec(factory="oodbench.models.small_cnn:SmallCNN",
+                     options={"num_classes": 6, "width": 32}, weights=res.weights)
+    with pytest.raises(ClassCountMismatchError, match="does not fit SmallCNN: .*shape") as err:
+        spec.load()
+    assert "\n" not in str(err.value) and str(res.weights) in str(err.value)

@@ -1,6 +1,8 @@
-"""``oodbench list models | detectors | benchmarks``."""
+"""``oodbench list models | detectors | benchmarks | losses``."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import click
 from rich.console import Console
@@ -8,20 +10,22 @@ from rich.table import Table
 
 
 @click.command("list")
-@click.argument("what", type=click.Choice(["detectors", "models", "benchmarks"]))
+@click.argument("what", type=click.Choice(["detectors", "models", "benchmarks", "losses"]))
 def list_cmd(what: str) -> None:
-    """List the registered detectors, model specs or named benchmarks."""
+    """List the registered detectors, model specs, named benchmarks or training losses."""
     console = Console()
     if what == "detectors":
         from oodbench import detectors
 
-        table = Table(title="detectors (score: higher = more in-distribution)")
-        for col in ("name", "needs", "defaults", "paper"):
-            table.add_column(col)
-        for row in detectors.available():
-            defaults = ", ".join(f"{k}={v}" for k, v in row["defaults"].items())
-            table.add_row(row["name"], ", ".join(row["requires"]), defaults, row["paper"])
-        console.print(table)
+        console.print(_registry_table(
+            "detectors (score: higher = more in-distribution)", "needs",
+            [(row, ", ".join(row["requires"])) for row in detectors.available()]))
+    elif what == "losses":
+        from oodbench import losses
+
+        console.print(_registry_table(
+            "training losses (oodbench train, oodbench.train)", "needs outliers",
+            [(row, "yes" if row["needs_outliers"] else "") for row in losses.available()]))
     elif what == "models":
         from oodbench import models
 
@@ -35,3 +39,14 @@ def list_cmd(what: str) -> None:
         for name, description in benchmarks.available().items():
             table.add_row(name, description)
         console.print(table)
+
+
+def _registry_table(title: str, needs: str, rows: list[tuple[dict[str, Any], str]]) -> Table:
+    """name | ``needs`` | defaults | paper, one row per registry entry."""
+    table = Table(title=title)
+    for col in ("name", needs, "defaults", "paper"):
+        table.add_column(col)
+    for row, need in rows:
+        defaults = ", ".join(f"{k}={v}" for k, v in row["defaults"].items())
+        table.add_row(row["name"], need, defaults, row["paper"])
+    return table

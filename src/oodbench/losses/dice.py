@@ -10,7 +10,8 @@ targets t, per class c
 
 the multi-class soft Dice of segmentation libraries (e.g. segmentation_models_pytorch's
 ``DiceLoss(mode="multiclass")``, smooth = 0, eps = 1e-7), here averaged over the classes that
-occur in the batch.
+occur in the batch. How the HEM paper applied Dice to classification batches is not stated in
+what could be consulted when this was written; this is the plain per-batch form.
 """
 
 from __future__ import annotations

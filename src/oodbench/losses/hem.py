@@ -11,10 +11,14 @@ sample already separated by the margin stops contributing:
     L = sum_i l_i / #{ i : l_i > 0 }                            (0 when no sample has an error)
 
 Hyper-parameter: the margin ``mu = 1`` for balanced training data (the paper's HEM; its HEM+
-variant for imbalanced data scales the margin per class and is not implemented here). This is
-the definition of the authors' reference code (codeberg.org/mwspratling/HEMLoss, ``hem_loss``):
-the selection ``e_ij >= ebar_i`` is a mask (no gradient flows through the threshold), and the
-batch mean is taken over the samples that still have an error.
+variant for imbalanced data scales the margin per class and is not implemented here). The
+selection ``e_ij >= ebar_i`` is a mask (no gradient flows through the threshold), and the batch
+mean is taken over the samples that still have an error.
+
+Provenance: this follows the authors' reference implementation (codeberg.org/mwspratling/
+HEMLoss, ``hem_loss``) as reproduced, with a test of equality against it, by an independent
+re-implementation; the paper's text itself could not be consulted when this was written, so
+check the margin and the batch reduction against its equations before quoting exact numbers.
 """
 
 from __future__ import annotations

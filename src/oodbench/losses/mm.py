@@ -4,9 +4,10 @@ Crammer & Singer-style hinge loss as implemented by ``torch.nn.MultiMarginLoss``
 
     L_i = (1 / C) sum_{j != y_i} max(0, mu - z_{i,y_i} + z_{i,j}),      L = mean_i L_i
 
-with margin ``mu = 1`` (torch's default), the value of the MM baseline of Spratling & Schütt,
-"A margin-based replacement for cross-entropy loss" (arXiv 2501.12191). Note the division by
-all C outputs, not C - 1, exactly as torch.
+with margin ``mu = 1`` (torch's default, and the margin of HEM's reference implementation;
+the MM margin of Spratling & Schütt, "A margin-based replacement for cross-entropy loss",
+arXiv 2501.12191, could not be checked against the paper's text when this was written). Note
+the division by all C outputs, not C - 1, exactly as torch.
 """
 
 from __future__ import annotations

@@ -285,7 +285,9 @@ class ModelSpec(Schema):
                 "not an oodbench Classifier; wrap a plain nn.Module with oodbench.models.wrap"
             )
         if self.weights is not None:
-            model.load_state_dict(load_state_dict(self.weights))
+            from oodbench.models.checkpoint import load_strict, read_state_dict
+
+            load_strict(model, read_state_dict(self.weights), origin=repr(str(self.weights)))
         return model.eval()
 
     def describe(self) -> dict[str, Any]:
@@ -305,22 +307,6 @@ class ModelSpec(Schema):
         if self.weights is not None:
             out["weights"] = str(self.weights)
         return out
-
-
-def load_state_dict(path: Path) -> dict[str, Any]:
-    """Read a checkpoint safely: safetensors, or ``torch.load(weights_only=True)``."""
-    if not path.is_file():
-        raise MissingDataError(f"weights file {path} does not exist (fix 'weights' in the experiment)")
-    if path.suffix == ".safetensors":
-        from safetensors.torch import load_file
-
-        return dict(load_file(str(path)))
-    import torch
-
-    state = torch.load(path, map_location="cpu", weights_only=True)
-    if isinstance(state, dict) and "state_dict" in state and isinstance(state["state_dict"], dict):
-        state = state["state_dict"]
-    return dict(state)
 
 
 # -- detectors ----------------------------------------------------------------------------------

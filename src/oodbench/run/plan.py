@@ -95,6 +95,7 @@ def detector_configurations(experiment: Experiment) -> list[tuple[str, dict[str,
     from oodbench import detectors
 
     any_clip = any((m.spec or "").startswith("clip:") for m in experiment.models)
+    runnable = _CLASSIFIER_INPUTS | ({"text_embeddings"} if any_clip else set())
     out: list[tuple[str, dict[str, Any]]] = []
     seen: set[tuple[str, str]] = set()
     for spec in experiment.detectors:
@@ -103,7 +104,7 @@ def detector_configurations(experiment: Experiment) -> list[tuple[str, dict[str,
         if spec.name == ALL_DETECTORS:
             entries: list[tuple[str, dict[str, Any]]] = [
                 (row["name"], {}) for row in detectors.available()
-                if any_clip or set(row["requires"]) <= _CLASSIFIER_INPUTS]
+                if set(row["requires"]) <= runnable]
         else:
             entries = [(spec.name, config) for config in spec.configurations()]
         for name, config in entries:

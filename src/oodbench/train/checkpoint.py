@@ -5,8 +5,12 @@
     <out>/train.json          the config, epochs done, per-epoch history, optimiser scalars,
                               scheduler state, and the sha256 of both tensor files
 
-Written at the end of every epoch, each file atomically (temporary name, fsync, rename) and
-``train.json`` last, so a run killed at any moment resumes from the last complete epoch.
+Written at the end of every epoch as a two-phase commit, so a run killed at any moment resumes
+from the last complete epoch: (1) the tensor files are written (fsynced) under pending names
+``.pending-<name>``; (2) ``train.json`` is replaced atomically, naming their sha256 (the commit
+point); (3) the pending files are renamed onto the final names. On reading, a final file whose
+digest is not the committed one is replaced by its pending file when that one matches (a kill
+between 2 and 3); a kill before 2 leaves the previous epoch's files and record, which match.
 """
 
 from __future__ import annotations
@@ -58,16 +62,21 @@ def join_optimizer_state(tensors: dict[str, torch.Tensor], rest: dict[str, Any])
     return {"state": state, "param_groups": rest["param_groups"]}
 
 
+def _pending(out: Path, name: str) -> Path:
+    return out / f".pending-{name}"
+
+
 def write_checkpoint(
     out: Path, weights: dict[str, torch.Tensor], optimizer: dict[str, Any], record: dict[str, Any]
 ) -> None:
-    """Write the three files of one finished epoch (see the module docstring)."""
+    """Write the three files of one finished epoch (the two-phase commit of the module doc)."""
     out.mkdir(parents=True, exist_ok=True)
     tensors, rest = split_optimizer_state(optimizer)
-    record = {**record, "optimizer": rest,
-              "sha256": {WEIGHTS: save_tensors(out / WEIGHTS, weights),
-                         OPTIMIZER: save_tensors(out / OPTIMIZER, tensors)}}
-    write_json(out / STATE, record)
+    digests = {WEIGHTS: save_tensors(_pending(out, WEIGHTS), weights),
+               OPTIMIZER: save_tensors(_pending(out, OPTIMIZER), tensors)}
+    write_json(out / STATE, {**record, "optimizer": rest, "sha256": digests})
+    for name in digests:
+        os.replace(_pending(out, name), out / name)
 
 
 def read_checkpoint(out: Path) -> tuple[dict[str, Any], dict[str, torch.Tensor], dict[str, Any]] | None:
@@ -78,11 +87,16 @@ def read_checkpoint(out: Path) -> tuple[dict[str, Any], dict[str, torch.Tensor],
         return None
     record = read_json(out / STATE)
     for name, digest in record["sha256"].items():
-        if not (out / name).is_file() or file_sha256(out / name) != digest:
-            raise CacheError(
-                f"training checkpoint {out / name} is missing or does not match {out / STATE}; "
-                f"delete {out} to start again"
-            )
+        final, pending = out / name, _pending(out, name)
+        if final.is_file() and file_sha256(final) == digest:
+            continue
+        if pending.is_file() and file_sha256(pending) == digest:  # killed before the rename
+            os.replace(pending, final)
+            continue
+        raise CacheError(
+            f"training checkpoint {final} is missing or does not match {out / STATE}; "
+            f"delete {out} to start again"
+        )
     weights = load_file(os.fspath(out / WEIGHTS), device="cpu")
     optimizer = join_optimizer_state(load_file(os.fspath(out / OPTIMIZER), device="cpu"),
                                      record["optimizer"])

@@ -5,16 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
+from rich.progress import Progress, TextColumn
 
-from oodbench.extract.progress import ImagesPerSecondColumn
+from oodbench.extract.progress import image_columns
 
 
 @contextmanager
@@ -25,16 +18,6 @@ def training_bar(
     if not enabled:
         yield lambda n, loss: None
         return
-    columns = (
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        ImagesPerSecondColumn(),
-        TextColumn("loss {task.fields[loss]}"),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-    )
-    with Progress(*columns) as bar:
+    with Progress(*image_columns(TextColumn("loss {task.fields[loss]}"))) as bar:
         task = bar.add_task(description, total=total, completed=completed, loss="-")
         yield lambda n, loss: bar.update(task, advance=n, loss=f"{loss:.4f}")
