@@ -118,6 +118,9 @@ def test_errors(data, monkeypatch):  # noqa: F811
     with pytest.raises(InvalidInputError, match="needs a study_name"):
         oodbench.tune("react", {"percentile": [90.0]}, id_val, ood_val, fit=train, search="tpe",
                       storage="sqlite:///:memory:")
+    with pytest.raises(InvalidInputError, match="unknown option 'n_trial' .*'n_trials'"):
+        oodbench.tune("react", {"percentile": [90.0]}, id_val, ood_val, fit=train, search="tpe",
+                      n_trial=5)
     monkeypatch.setitem(sys.modules, "optuna", None)  # as if optuna were not installed
     with pytest.raises(MissingDependencyError, match=r"oodbench\[tune\]"):
         oodbench.tune("react", {"percentile": [90.0]}, id_val, ood_val, fit=train, search="tpe")

@@ -15,6 +15,7 @@ fitted with the winning hyper-parameters on the full ``fit`` through the model's
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -30,6 +31,9 @@ from oodbench.tune.space import detector_builder, grid_points, parse_space, spli
 
 PROTOCOLS = ("ood_val", "held_out_classes")
 SEARCHES = ("grid", "tpe")
+#: the options of ``oodbench.tune`` beyond protocol and search, with their defaults
+OPTIONS: dict[str, Any] = {"n_trials": None, "seed": 0, "storage": None, "study_name": None,
+                           "progress": False, "held_out": None}
 
 
 def check_choice(kind: str, value: str, allowed: tuple[str, ...]) -> None:
@@ -49,16 +53,22 @@ def search(
     criterion: str | None,
     protocol: str,
     search: str,
-    n_trials: int | None = None,
-    seed: int = 0,
-    storage: str | None = None,
-    study_name: str | None = None,
-    progress: bool = False,
-    held_out: HeldOutClasses | Mapping[str, Any] | None = None,
+    **options: Any,
 ) -> Any:
-    """Run ``protocol`` with ``search`` and return a ``TuneResult`` (see ``oodbench.tune``)."""
+    """Run ``protocol`` with ``search`` and return a ``TuneResult`` (see ``oodbench.tune``);
+    ``options``: ``n_trials``, ``seed``, ``storage``, ``study_name``, ``progress`` (TPE) and
+    ``held_out`` (the held-out-class protocol's settings)."""
     from oodbench.tune import TuneResult
 
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], OPTIONS, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise InvalidInputError(
+            f"tune: unknown option {unknown[0]!r}{hint}; options are {', '.join(OPTIONS)}"
+        )
+    opts = {**OPTIONS, **options}
+    n_trials, seed, held_out = opts["n_trials"], opts["seed"], opts["held_out"]
     check_choice("protocol", protocol, PROTOCOLS)
     check_choice("search", search, SEARCHES)
     dims = parse_space(space, allow_ranges=search == "tpe")
@@ -86,8 +96,9 @@ def search(
         signature = {"detector": cls.name, "space": {k: repr(v) for k, v in dims.items()},
                      **provenance}
         rows = tpe_search(objective, dims, criterion=name, larger_is_better=larger,
-                          n_trials=trials, seed=seed, storage=storage, study_name=study_name,
-                          signature=signature, progress=progress)
+                          n_trials=trials, seed=seed, storage=opts["storage"],
+                          study_name=opts["study_name"], signature=signature,
+                          progress=opts["progress"])
         provenance.update({"n_trials": trials, "sampler_seed": seed})
     winner = best_row(rows, name, larger)
     table = pd.DataFrame(rows)
