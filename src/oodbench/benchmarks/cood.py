@@ -31,7 +31,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from PIL import Image
 
 from oodbench.benchmarks.base import (
     Benchmark,
@@ -40,7 +39,7 @@ from oodbench.benchmarks.base import (
     hyperparams_json,
     id_correctness,
 )
-from oodbench.data.source import Source
+from oodbench.data.source import RelabeledSource, Source
 from oodbench.detectors.base import Detector
 from oodbench.errors import (
     ClassCountMismatchError,
@@ -266,7 +265,7 @@ def split_per_class(
 
 
 # -- the benchmark -------------------------------------------------------------------------------
-class _OodView(Source):
+class _OodView(RelabeledSource):
     """A pool source seen as OOD by the model: same images, every label -1.
 
     Pool labels are pool class ids (e.g. ImageNet-21k indices), not the model's classes, so the
@@ -274,23 +273,9 @@ class _OodView(Source):
     """
 
     def __init__(self, parent: Source):
-        self.parent, self.name, self.class_names = parent, parent.name, None
+        super().__init__(parent, np.full(len(parent), -1, dtype=np.int64))
 
-    def __len__(self) -> int:
-        return len(self.parent)
-
-    def load(self, index: int) -> Image.Image:
-        return self.parent.load(index)
-
-    @property
-    def labels(self) -> np.ndarray:
-        return np.full(len(self.parent), -1, dtype=np.int64)
-
-    @property
-    def ids(self) -> list[str]:
-        return self.parent.ids
-
-    def fingerprint(self) -> str:
+    def fingerprint(self) -> str:  # unchanged since before RelabeledSource: cache keys stay
         return hashlib.sha256(f"ood-view:{self.parent.fingerprint()}".encode()).hexdigest()
 
 

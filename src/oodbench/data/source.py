@@ -95,3 +95,39 @@ class SubsetSource(Source):
         h = hashlib.sha256(self.parent.fingerprint().encode())
         h.update(self.indices.astype("<i8").tobytes())
         return h.hexdigest()
+
+
+class RelabeledSource(Source):
+    """The images of ``parent`` with other labels (e.g. re-indexed to a subset of classes);
+    fingerprint = parent's + the new labels."""
+
+    def __init__(self, parent: Source, labels: np.ndarray, class_names: Sequence[str] | None = None):
+        labels = np.asarray(labels, dtype=np.int64)
+        if labels.shape != (len(parent),):
+            from oodbench.errors import InvalidInputError
+
+            raise InvalidInputError(
+                f"RelabeledSource of {parent.name!r}: {labels.shape[0] if labels.ndim else 0} "
+                f"labels for {len(parent)} images; give one label per image"
+            )
+        self.parent, self._labels = parent, labels
+        self.name, self.class_names = parent.name, class_names
+
+    def __len__(self) -> int:
+        return len(self.parent)
+
+    def load(self, index: int) -> Image.Image:
+        return self.parent.load(index)
+
+    @property
+    def labels(self) -> np.ndarray:
+        return self._labels
+
+    @property
+    def ids(self) -> list[str]:
+        return self.parent.ids
+
+    def fingerprint(self) -> str:
+        h = hashlib.sha256(self.parent.fingerprint().encode())
+        h.update(self._labels.astype("<i8").tobytes())
+        return h.hexdigest()

@@ -130,6 +130,7 @@ def render_html(
     parts.append("<nav>" + "".join(f'<a href="#{a}">{_e(t)}</a>' for a, t in nav) + "</nav>")
     for i, name in enumerate(names):
         parts.append(_benchmark_html(rows, name, f"bench-{i}", table))
+    parts.append(_tuning_html(rows))
     parts.append(_histograms_html(rows, table, histograms))
     parts.append(_problems_html(rows))
     parts.append(_configuration_html(rows, configuration))
@@ -260,6 +261,35 @@ def _histogram_cells(
     return chosen if pairs is not None else chosen[:MAX_DEFAULT_HISTOGRAMS]
 
 
+def tuned_cells(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per tuned cell: model, detector, benchmark, protocol, search, criterion, the
+    chosen hyper-parameters and the criterion's value there (from the ``tuning`` column)."""
+    if "tuning" not in rows:
+        return pd.DataFrame()
+    tuned = rows[rows["tuning"].fillna("").astype(str) != ""].drop_duplicates("cell")
+    out = []
+    for r in tuned.itertuples():
+        record = json.loads(str(r.tuning))
+        out.append({"model": r.model, "detector": r.detector, "benchmark": r.benchmark,
+                    "protocol": record.get("protocol", ""), "search": record.get("search", ""),
+                    "criterion": record.get("criterion", ""),
+                    "chosen": ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                                        for k, v in record.get("best_params", {}).items()),
+                    "value": record.get("best_value")})
+    return pd.DataFrame(out)
+
+
+def _tuning_html(rows: pd.DataFrame) -> str:
+    tuned = tuned_cells(rows)
+    if tuned.empty:
+        return ""
+    return ("<section id=\"tuning\"><h2>Tuned hyper-parameters</h2><p class=note>Chosen at run "
+            "time by oodbench.tune: protocol ood_val (an OOD validation set) or held_out_classes "
+            "(no OOD data; withheld ID classes); value = the criterion at the chosen point "
+            "(held_out_classes: its mean over the variants).</p>"
+            + _table_html(tuned, list(tuned.columns), higher_is_better=None) + "</section>")
+
+
 def _problems_html(rows: pd.DataFrame) -> str:
     out = ['<section id="failures"><h2>Failures</h2>']
     failed = lb.problems(rows, "failed")
@@ -350,6 +380,9 @@ def render_markdown(rows: pd.DataFrame, *, title: str = "oodbench report",
             out += ["Near-OOD and far-OOD means:", "",
                     _markdown_table(nf, ["model", "label", *[c for c in nf.columns
                                                              if c.endswith((" near", " far"))]]), ""]
+    tuned = tuned_cells(rows)
+    if len(tuned):
+        out += ["## Tuned hyper-parameters", "", _markdown_table(tuned, list(tuned.columns)), ""]
     failed = lb.problems(rows, "failed")
     out += ["## Failures", ""]
     if failed.empty:

@@ -25,7 +25,7 @@ from oodbench.benchmarks.base import GroupScores, hyperparams_json
 from oodbench.results import table as results_table
 from oodbench.results.table import ResultsTable
 from oodbench.run.experiment import Experiment
-from oodbench.run.plan import Cell, ModelPlan, Plan
+from oodbench.run.plan import Cell, ModelPlan, Plan, canonical_json
 
 
 @dataclass
@@ -117,7 +117,18 @@ def run_model(
     options = {**experiment.extract_options, "capture": model_plan.capture, "progress": progress}
     model_lazy = _Lazy(model_plan.model.load)
     fit_lazy = _Lazy(lambda: extract(model_lazy.get(), resources.id_fit(), **options))
-    made: dict[tuple[str, str], _Lazy] = {}
+    made: dict[tuple[str, str, str], _Lazy] = {}
+
+    def tuned(cell: Cell) -> tuple[Any, str]:
+        """The detector with the hyper-parameters ``cell.tune`` chooses (unfitted: the benchmark
+        fits it on the whole [id].fit) and the ``tuning`` record."""
+        spec = next(d.tune for d in experiment.detectors
+                    if d.tune is not None and canonical_json(d.tune.describe()) == cell.tune)
+        model = model_lazy.get()
+        result = spec.run(cell.detector, cell.params, model, fit_lazy.get(),
+                          lambda source: extract(model, source, **options))
+        return detectors.create(cell.detector, **result.detector.hyperparams), result.tuning_record()
+
     for cell in model_plan.cells:
         if on_start is not None:
             on_start(cell)
@@ -129,13 +140,15 @@ def run_model(
             if reason is not None:
                 sink(status_result(cell, "skipped", reason, experiment, start))
                 continue
-            key = (cell.detector, cell.hyperparams)
+            key = (cell.detector, cell.hyperparams, cell.tune)
             if key not in made:
-                made[key] = _Lazy(functools.partial(detectors.create, cell.detector, **cell.params))
-            det = made[key].get()
+                made[key] = _Lazy(functools.partial(tuned if cell.tune else untuned, cell))
+            det, tuning = made[key].get()
             bench = resources.benchmark(cell.benchmark.name)
             fit = fit_lazy.get() if "train" in requires else None
             wide = bench.run(model, [det], fit_activations=fit, **options)
+            if tuning:
+                wide["tuning"] = tuning
             rows = results_table.from_wide(
                 wide, model=cell.model.name, benchmark=cell.benchmark.name, cell=cell.key,
                 seconds=time.perf_counter() - start, time=results_table.now(),
@@ -145,6 +158,13 @@ def run_model(
         except Exception as err:
             message = f"{type(err).__name__}: {err}".replace("\n", " ")
             sink(status_result(cell, "failed", message, experiment, start, traceback.format_exc()))
+
+
+def untuned(cell: Cell) -> tuple[Any, str]:
+    """The cell's detector with its own hyper-parameters, and an empty ``tuning`` record."""
+    from oodbench import detectors
+
+    return detectors.create(cell.detector, **cell.params), ""
 
 
 def failed(cell: Cell, message: str, experiment: Experiment) -> CellResult:
