@@ -7,7 +7,8 @@ import torch
 from click.testing import CliRunner
 
 from oodbench.cli.main import main
-from tests.run.tiny import write_tiny_experiment
+from tests.conftest import REPO
+from tests.run.tiny import add_nan_model, write_tiny_experiment
 
 
 def invoke(*args: str):
@@ -40,12 +41,14 @@ def test_run_then_rerun_then_report(tiny):
 
     first = invoke("run", str(tiny), "--no-progress")
     assert first.exit_code == 0, first.output
-    assert "cells: 10 ok, 0 failed, 0 skipped" in first.output
+    assert first.output.count("cells: 10 ok, 0 failed; results:") == 1
     assert "FPR@95 (ID positive)" in first.output and "knn (k=3)" in first.output
     assert f"oodbench report {tiny.parent / 'out'}" in first.output
 
     again = invoke("run", str(tiny), "--no-progress")
+    assert again.exit_code == 0, again.output
     assert "0 to run, 10 already finished" in again.output
+    assert "cells: 10 already finished" in again.output and "10 ok" not in again.output
 
     report = invoke("report", str(tiny.parent / "out"), "--hist", "small_cnn:knn")
     assert report.exit_code == 0, report.output
@@ -81,3 +84,23 @@ def test_missing_experiment_and_results_paths(tmp_path):
     assert result.exit_code == 2 and "no results.parquet in" in result.output
     result = invoke("report", str(tmp_path), "--hist", "nocolon")
     assert result.exit_code == 2 and "--hist takes MODEL:DETECTOR" in result.output
+
+
+def test_exit_status_counts_failed_cells(tiny):
+    """0 when every cell is ok (or already finished), 1 with the count when any cell failed."""
+    add_nan_model(tiny)  # a second model whose 10 cells fail at run time (NaN logits)
+    result = invoke("run", str(tiny), "--no-progress")
+    assert result.exit_code == 1, result.output
+    assert "cells: 10 ok, 10 failed" in result.output
+    assert "10 of 20 cells failed" in result.output
+    again = invoke("run", str(tiny), "--no-progress")  # the failed cells run (and fail) again
+    assert again.exit_code == 1, again.output
+    assert "10 failed, 10 already finished" in again.output
+
+
+def test_exit_codes_are_documented():
+    for text in (invoke("run", "--help").output, (REPO / "README.md").read_text()):
+        flat = " ".join(text.split())
+        assert "exit status" in flat.lower()
+        for code in ("0", "1", "2"):
+            assert f"{code}:" in flat or f"{code} " in flat

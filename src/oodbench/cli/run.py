@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import click
@@ -25,6 +27,12 @@ def run_cmd(experiment: Path, use_ray: bool, dry_run: bool, with_report: bool, t
     scored from it; rows are appended to <output>/results.parquet as cells finish. Cells
     already finished there are skipped; a failing cell is recorded and the rest goes on.
     See examples/experiment.toml for the file format.
+
+    \b
+    Exit status:
+      0  every cell is ok, not applicable, or already finished
+      1  at least one cell failed (the count is printed; failures.log has the tracebacks)
+      2  a user error found before running (bad file, path, name); nothing ran
     """
     from oodbench.results.table import ResultsTable
     from oodbench.run import run_experiment
@@ -45,14 +53,30 @@ def run_cmd(experiment: Path, use_ray: bool, dry_run: bool, with_report: bool, t
     rows = run_experiment(exp, executor="ray" if use_ray else "local", progress=not no_progress)
     for tab in leaderboard_tables(rows, top=top):
         con.print(tab)
-    counts = rows.drop_duplicates("cell")["status"].value_counts()
-    con.print(f"cells: {int(counts.get('ok', 0))} ok, {int(counts.get('failed', 0))} failed, "
-              f"{int(counts.get('skipped', 0))} skipped; results: {table.path}")
-    if counts.get("failed", 0):
-        con.print(f"[red]failures[/]: see {exp.output / 'failures.log'} (or the report)")
+    ran = {c.key for c in pending.cells}
+    latest = rows.drop_duplicates("cell")
+    counts = latest[latest["cell"].isin(ran)]["status"].value_counts()
+    n_failed = int(counts.get("failed", 0))
+    con.print(f"cells: {cell_counts(counts, len(plan.cells) - len(ran))}; results: {table.path}")
     if with_report:
         from oodbench.results.report import write_report
 
         con.print(f"report: [bold]{write_report(exp.output).html}[/]")
     else:
         con.print(f"report: oodbench report {exp.output}")
+    if n_failed:
+        con.print(f"[red]{n_failed} of {len(plan.cells)} cells failed[/]: see "
+                  f"{exp.output / 'failures.log'} (or the report)")
+        sys.exit(1)
+
+
+def cell_counts(counts: Mapping[str, int], finished_before: int) -> str:
+    """``"4 ok, 1 failed, 2 not applicable, 6 already finished"``: the statuses of the cells
+    that ran now (ok and failed always, when any ran) and the cells finished before."""
+    ok, failed, skipped = (int(counts.get(s, 0)) for s in ("ok", "failed", "skipped"))
+    parts = [f"{ok} ok", f"{failed} failed"] if ok + failed + skipped else []
+    if skipped:
+        parts.append(f"{skipped} not applicable")
+    if finished_before or not parts:
+        parts.append(f"{finished_before} already finished")
+    return ", ".join(parts)
