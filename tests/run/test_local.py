@@ -92,6 +92,12 @@ def test_tiny_experiment_end_to_end(tiny, forward_images):
     assert list(levels) == ["level_0", "level_1"] and all(v.size == 2 for v in levels.values())
     assert (out / "experiment.toml").read_text() == tiny.read_text()
     assert (out / "experiment.json").exists()
+    # the long table pivots to one row per (model, detector configuration, benchmark, group)
+    wide = oodbench.results.wide(df)
+    assert len(wide) == 5 * (2 + 2)  # 5 detector configurations x (2 levels + 2 OOD sets)
+    row = wide[(wide["detector"] == "msp") & (wide["group"] == "noise")]
+    assert row["auroc"].item() == df[(df["cell"] == msp) & (df["group"] == "noise")
+                                     & (df["metric"] == "auroc")]["value"].item()
 
 
 def test_a_rerun_skips_finished_cells(tiny, forward_images):

@@ -3,6 +3,7 @@
     import oodbench
     df = oodbench.run_experiment("experiment.toml")   # the tidy results as a DataFrame
     df = oodbench.run("experiment.toml")              # the same: this package is callable
+    oodbench.results.wide(df)["auroc"]                # one column per metric
 
 ``run_experiment`` plans the grid (:mod:`oodbench.run.plan`), skips the cells already finished
 in ``<output>/results.parquet``, runs the rest (:class:`~oodbench.run.local.LocalExecutor`, or
@@ -48,7 +49,9 @@ def run_experiment(
 
     Returns:
         The latest rows of every cell of this experiment (finished earlier or now), with the
-        columns of :data:`oodbench.results.table.SCHEMA`.
+        columns of :data:`oodbench.results.table.SCHEMA`: the *long* table, one ``(metric,
+        value)`` per row. ``oodbench.results.wide(df)`` pivots it to one row per (model,
+        detector configuration, benchmark, group) with a column per metric (``["auroc"]``).
     """
     from oodbench.results.table import ResultsTable
     from oodbench.run.experiment import Experiment, load_experiment, parse_experiment
