@@ -98,5 +98,9 @@ class CacheError(OodbenchError):
     """The activation cache is inconsistent (a shard is missing or does not match its checksum)."""
 
 
+class NotWritableError(OodbenchError, PermissionError):
+    """A folder oodbench must write to (results, report) is read-only, full or not a folder."""
+
+
 class MissingDependencyError(OodbenchError, ImportError):
     """An optional package is needed for this feature; the message says which extra to install."""

@@ -7,6 +7,7 @@ import torch
 from click.testing import CliRunner
 
 from oodbench.cli.main import main
+from tests._read_only import read_only, snapshot
 from tests.conftest import REPO
 from tests.run.tiny import add_nan_model, write_tiny_experiment
 
@@ -104,3 +105,30 @@ def test_exit_codes_are_documented():
         assert "exit status" in flat.lower()
         for code in ("0", "1", "2"):
             assert f"{code}:" in flat or f"{code} " in flat
+
+
+def test_a_read_only_results_folder(tiny, monkeypatch):
+    """A finished experiment re-runs and reports to another folder without writing; work that
+    needs the folder stops before any forward pass with one line that names the fix."""
+    first = invoke("run", str(tiny), "--no-progress")
+    assert first.exit_code == 0, first.output
+    out = tiny.parent / "out"
+    before = snapshot(out)
+    elsewhere = tiny.parent / "report-elsewhere"
+    with read_only(out, monkeypatch):
+        again = invoke("run", str(tiny), "--no-progress")
+        report = invoke("report", str(out))
+        report_elsewhere = invoke("report", str(out), "--out", str(elsewhere))
+        tiny.write_text(tiny.read_text().replace('name = "energy"', 'name = "maxlogit"'))
+        more = invoke("run", str(tiny), "--no-progress")
+    assert again.exit_code == 0, again.output
+    assert "cells: 10 already finished" in again.output
+    assert report.exit_code == 2, report.output
+    assert report.output.strip().startswith(f"error: cannot write the report in {out}")
+    assert "--out" in report.output and "Traceback" not in report.output
+    assert report_elsewhere.exit_code == 0, report_elsewhere.output
+    assert (elsewhere / "report.html").is_file()
+    assert more.exit_code == 2, more.output
+    assert more.output.splitlines()[-1].startswith(f"error: cannot write the results in {out}")
+    assert "output" in more.output.splitlines()[-1]
+    assert snapshot(out) == before  # nothing was written, nothing was touched

@@ -26,7 +26,7 @@ import pandas as pd
 from oodbench.errors import MissingDataError
 from oodbench.results import leaderboard as lb
 from oodbench.results import plots
-from oodbench.results.table import FILE_NAME, ResultsTable, now
+from oodbench.results.table import FILE_NAME, ResultsTable, check_writable, now, writing
 
 #: at most this many score histograms are drawn when the pairs are not given
 MAX_DEFAULT_HISTOGRAMS = 8
@@ -99,11 +99,14 @@ def write_report(
     config = _configuration(folder)
     name = title or _experiment_name(rows) or folder.name
     target = Path(out) if out is not None else folder
-    target.mkdir(parents=True, exist_ok=True)
+    fix = "pass another folder with --out DIR (out= in Python), or make this one writable"
+    check_writable(target, "the report", fix)  # before the figures are drawn
     page = render_html(rows, table=table, title=name, configuration=config, histograms=histograms)
     html_path, md_path = target / "report.html", target / "report.md"
-    html_path.write_text(page, encoding="utf-8")
-    md_path.write_text(render_markdown(rows, title=name, html_name=html_path.name), encoding="utf-8")
+    with writing(target, "the report", fix):
+        html_path.write_text(page, encoding="utf-8")
+        md_path.write_text(render_markdown(rows, title=name, html_name=html_path.name),
+                           encoding="utf-8")
     return ReportFiles(html_path, md_path)
 
 

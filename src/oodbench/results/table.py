@@ -16,11 +16,12 @@ cell, and a cell counts as finished when its latest attempt is ``ok`` or ``skipp
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -28,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from oodbench.errors import DataError, InvalidInputError
+from oodbench.errors import DataError, InvalidInputError, NotWritableError
 
 #: column -> pandas dtype of the long table, in order
 SCHEMA: dict[str, str] = {
@@ -90,6 +91,30 @@ def _new_tmp(folder: Path, prefix: str, suffix: str) -> str:
     os.umask(umask)
     os.chmod(tmp, 0o666 & ~umask)
     return tmp
+
+
+#: how to get out of a read-only results folder, per writer
+RESULTS_FIX = ("make it writable, or set [experiment] output to a writable folder (finished "
+               "cells can be copied there with results.parquet)")
+
+
+@contextlib.contextmanager
+def writing(folder: Path, what: str, fix: str = RESULTS_FIX) -> Iterator[None]:
+    """Turn a failed write (read-only folder, no space) into one ``NotWritableError`` line."""
+    try:
+        yield
+    except OSError as err:
+        reason = err.strerror or str(err)
+        raise NotWritableError(f"cannot write {what} in {folder} ({reason}): {fix}") from err
+
+
+def check_writable(folder: Path, what: str = "the results", fix: str = RESULTS_FIX) -> None:
+    """Create ``folder`` if needed and a test file in it; ``NotWritableError`` when it cannot."""
+    with writing(folder, what, fix):
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".oodbench-write-check-", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
 
 
 def now() -> str:
@@ -261,14 +286,15 @@ class ResultsTable:
         new = conform(rows)
         old = self.read(latest=False)
         table = new if old.empty else pd.concat([old, new], ignore_index=True)
-        self.folder.mkdir(parents=True, exist_ok=True)
-        tmp = _new_tmp(self.folder, ".results-", ".parquet")
-        try:
-            table.to_parquet(tmp, index=False)
-            os.replace(tmp, self.path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        with writing(self.folder, "the results"):
+            self.folder.mkdir(parents=True, exist_ok=True)
+            tmp = _new_tmp(self.folder, ".results-", ".parquet")
+            try:
+                table.to_parquet(tmp, index=False)
+                os.replace(tmp, self.path)
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
 
     def finished_cells(self) -> set[str]:
         """Keys of the cells whose latest attempt is ``ok`` or ``skipped``."""
@@ -286,6 +312,10 @@ class ResultsTable:
 
     def save_scores(self, cell: str, id_scores: np.ndarray, ood: Mapping[str, np.ndarray]) -> Path:
         """Keep the ID scores and each OOD group's scores of a cell (compressed ``.npz``)."""
+        with writing(self.folder, "the results"):
+            return self._save_scores(cell, id_scores, ood)
+
+    def _save_scores(self, cell: str, id_scores: np.ndarray, ood: Mapping[str, np.ndarray]) -> Path:
         self.scores_dir.mkdir(parents=True, exist_ok=True)
         groups = list(ood)
         arrays: dict[str, np.ndarray] = {

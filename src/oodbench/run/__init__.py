@@ -26,6 +26,8 @@ from typing import Any
 
 import pandas as pd
 
+from oodbench.results.table import writing
+
 __all__ = ["run_experiment"]
 
 
@@ -53,7 +55,7 @@ def run_experiment(
         value)`` per row. ``oodbench.results.wide(df)`` pivots it to one row per (model,
         detector configuration, benchmark, group) with a column per metric (``["auroc"]``).
     """
-    from oodbench.results.table import ResultsTable
+    from oodbench.results.table import ResultsTable, check_writable
     from oodbench.run.experiment import Experiment, load_experiment, parse_experiment
     from oodbench.run.plan import make_plan
 
@@ -65,9 +67,10 @@ def run_experiment(
         exp = load_experiment(experiment)
     plan = make_plan(exp)
     table = ResultsTable(exp.output)
-    save_configuration(exp)
     pending = plan.pending(table.finished_cells())
     if pending.models:
+        check_writable(exp.output)
+        save_configuration(exp)
         extract_bars = progress if extract_progress is None else extract_progress
         _executor(executor, progress, extract_bars).run(pending, table)
     keys = {c.key for c in plan.cells}
@@ -76,11 +79,17 @@ def run_experiment(
 
 
 def save_configuration(exp: Any) -> None:
-    """Keep the experiment next to its results (``experiment.toml`` and ``experiment.json``)."""
-    exp.output.mkdir(parents=True, exist_ok=True)
+    """Keep the experiment next to its results (``experiment.toml`` and ``experiment.json``);
+    files whose content is already that are not rewritten."""
+    files = {"experiment.json": exp.to_json() + "\n"}
     if exp.text:
-        (exp.output / "experiment.toml").write_text(exp.text, encoding="utf-8")
-    (exp.output / "experiment.json").write_text(exp.to_json() + "\n", encoding="utf-8")
+        files["experiment.toml"] = exp.text
+    with writing(exp.output, "the experiment's configuration"):
+        exp.output.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            path = exp.output / name
+            if not path.is_file() or path.read_text(encoding="utf-8") != text:
+                path.write_text(text, encoding="utf-8")
 
 
 def _executor(executor: str | Any, progress: bool, extract_progress: bool) -> Any:

@@ -168,10 +168,11 @@ def write_result(table: ResultsTable, result: CellResult) -> None:
     if result.scores is not None:
         table.save_scores(result.cell.key, *result.scores)
     if result.traceback:
-        table.folder.mkdir(parents=True, exist_ok=True)
-        with open(table.folder / "failures.log", "a", encoding="utf-8") as log:
-            log.write(f"== {results_table.now()} {result.cell.label()} [{result.cell.key}]\n")
-            log.write(result.traceback + "\n")
+        with results_table.writing(table.folder, "failures.log"):
+            table.folder.mkdir(parents=True, exist_ok=True)
+            with open(table.folder / "failures.log", "a", encoding="utf-8") as log:
+                log.write(f"== {results_table.now()} {result.cell.label()} [{result.cell.key}]\n")
+                log.write(result.traceback + "\n")
     table.append(result.rows)
 
 
