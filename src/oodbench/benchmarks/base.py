@@ -97,13 +97,12 @@ def ensure_fitted(
 
 
 def capture_for(detectors: Sequence[Detector]) -> tuple[str, ...]:
-    """What ``extract`` must capture for ``detectors``: logits, plus features / feature maps
-    when a detector reads them (a detector that needs the linear head reads features)."""
-    needs = {"logits"}
+    """What ``extract`` captures for ``detectors``: logits and features always (features cost
+    nothing next to the forward pass, and one cache entry then serves every later detector of
+    the same model and source), plus feature maps when a detector reads them."""
+    needs = {"logits", "features"}
     for det in detectors:
-        needs |= set(det.requires) & {"features", "feature_map"}
-        if "head" in det.requires:
-            needs.add("features")
+        needs |= set(det.requires) & {"feature_map"}
     return tuple(sorted(needs))
 
 

@@ -35,6 +35,7 @@ from PIL import Image
 
 from oodbench.benchmarks.base import (
     Benchmark,
+    capture_for,
     detector_list,
     ensure_fitted,
     hyperparams_json,
@@ -567,12 +568,7 @@ class CoodBenchmark(Benchmark):
         self, model: Any, detectors: Sequence[Detector], extract_options: dict[str, Any]
     ) -> tuple[Activations, Activations]:
         """The ID and pool activations (extracted once through the cache when given Sources)."""
-        needs: set[str] = {"logits"}
-        for det in detectors:
-            needs |= set(det.requires) & {"features", "feature_map"}
-            if "head" in det.requires:
-                needs.add("features")
-        options = {"capture": tuple(sorted(needs)), **extract_options}
+        options = {"capture": capture_for(detectors), **extract_options}
 
         def get(data: Source | Activations) -> Activations:
             if isinstance(data, Activations):
