@@ -48,3 +48,29 @@ def test_unknown_capture_is_a_friendly_error(folder: Path):
         main, ["extract", "timm:test_resnet", str(folder), "--random-init", "-c", "logit"]
     )
     assert result.exit_code == 2 and "unknown activation to capture 'logit'" in result.output
+
+
+def test_shard_size_and_repair_options(folder: Path):
+    import json
+
+    args = ["extract", "timm:test_resnet", str(folder), "--random-init", "-b", "2",
+            "--shard-size", "2", "--no-progress"]
+    runner = CliRunner()
+    with pytest.warns(SkippedImagesWarning):
+        first = runner.invoke(main, args, env={"COLUMNS": "200"})
+    assert first.exit_code == 0, first.output
+    (entry,) = list_cache()
+    manifest = json.loads((Path(entry["path"]) / "manifest.json").read_text())
+    assert manifest["shard_size"] == 2 and manifest["n_shards"] == 4
+    logits = np.load(Path(entry["path"]) / "logits.npy", mmap_mode="r+")
+    logits[0, 0] += 1.0  # the same size, another number
+    logits.flush()
+    del logits
+    damaged = runner.invoke(main, args, env={"COLUMNS": "200"})
+    assert damaged.exit_code == 2
+    assert "logits.npy does not match its checksum" in damaged.output
+    assert "--repair" in damaged.output
+    with pytest.warns(SkippedImagesWarning):
+        repaired = runner.invoke(main, [*args, "--repair"], env={"COLUMNS": "200"})
+    assert repaired.exit_code == 0, repaired.output
+    assert "written" in repaired.output and "deleting the damaged cache entry" in repaired.output

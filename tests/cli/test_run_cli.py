@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from click.testing import CliRunner
@@ -40,9 +42,12 @@ def test_run_then_rerun_then_report(tiny):
     assert "10 to run, 0 already finished" in dry.output and "small_cnn · cood · msp()" in dry.output
     assert not (tiny.parent / "out" / "results.parquet").exists()
 
-    first = invoke("run", str(tiny), "--no-progress")
+    first = invoke("run", str(tiny), "--no-progress", "--shard-size", "4")
     assert first.exit_code == 0, first.output
     assert first.output.count("cells: 10 ok, 0 failed; results:") == 1
+    manifests = list((tiny.parent / "cache" / "activations").glob("*/manifest.json"))
+    assert len(manifests) == 5  # one per source: ID fit and test, pool, two OOD sets
+    assert {json.loads(m.read_text())["shard_size"] for m in manifests} == {4}
     assert "FPR@95 (ID positive)" in first.output and "knn (k=3)" in first.output
     assert f"oodbench report {tiny.parent / 'out'}" in first.output
 

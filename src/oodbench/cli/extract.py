@@ -32,6 +32,11 @@ def _workers(value: str) -> int | str:
               help="pretrained weights, or random ones (seeded: the same on every run)")
 @click.option("--weights", type=click.Path(exists=True, dir_okay=False), default=None,
               help="a local checkpoint (loaded with weights_only=True / safetensors)")
+@click.option("--shard-size", type=click.IntRange(min=1), default=None,
+              help="images per shard, the unit a kill can lose (default: measured, about 10 s "
+                   "of work and at most 256 MiB)")
+@click.option("--repair", is_flag=True,
+              help="delete a damaged cache entry (checksum mismatch) and extract again")
 @click.option("--no-progress", is_flag=True, help="no progress bar")
 def extract_cmd(
     model_spec: str,
@@ -44,6 +49,8 @@ def extract_cmd(
     feature_map_dtype: str,
     pretrained: bool,
     weights: str | None,
+    shard_size: int | None,
+    repair: bool,
     no_progress: bool,
 ) -> None:
     """Run MODEL_SPEC (e.g. timm:resnet50) once over the image folder PATH and cache the result.
@@ -64,7 +71,7 @@ def extract_cmd(
     acts = extract(
         model, source, capture=names, batch_size=batch_size, device=device, amp=amp,
         num_workers=_workers(num_workers), feature_map_dtype=feature_map_dtype,
-        progress=not no_progress,
+        shard_size=shard_size, repair=repair, progress=not no_progress,
     )
     meta = acts.meta
     table = Table(title=f"{model_spec} on {source.name}", show_header=False)

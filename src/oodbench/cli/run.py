@@ -18,9 +18,14 @@ from oodbench.cli.report import console, leaderboard_tables
 @click.option("--dry-run", is_flag=True, help="Show the plan and what is left to run; run nothing.")
 @click.option("--report", "with_report", is_flag=True, help="Write the HTML report afterwards.")
 @click.option("--top", default=10, show_default=True, help="Leaderboard rows printed per benchmark.")
+@click.option("--shard-size", type=click.IntRange(min=1), default=None,
+              help="Images per extraction shard, the unit a kill can lose (default: measured, "
+                   "about 10 s of work and at most 256 MiB).")
+@click.option("--repair", is_flag=True,
+              help="Delete damaged cache entries (checksum mismatch) and extract them again.")
 @click.option("--no-progress", is_flag=True, help="No progress bars.")
 def run_cmd(experiment: Path, use_ray: bool, dry_run: bool, with_report: bool, top: int,
-            no_progress: bool) -> None:
+            shard_size: int | None, repair: bool, no_progress: bool) -> None:
     """Run EXPERIMENT.toml: models x detectors x benchmarks.
 
     Each (model, source) is extracted once through the cache; every detector is fitted and
@@ -50,7 +55,9 @@ def run_cmd(experiment: Path, use_ray: bool, dry_run: bool, with_report: bool, t
         for cell in pending.cells:
             con.print(f"  {cell.label()}")
         return
-    rows = run_experiment(exp, executor="ray" if use_ray else "local", progress=not no_progress)
+    overrides = {"repair": repair, **({"shard_size": shard_size} if shard_size else {})}
+    rows = run_experiment(exp, executor="ray" if use_ray else "local", progress=not no_progress,
+                          extract_options=overrides)
     for tab in leaderboard_tables(rows, top=top):
         con.print(tab)
     ran = {c.key for c in pending.cells}

@@ -37,6 +37,7 @@ def run_experiment(
     executor: str | Any = "local",
     progress: bool = True,
     extract_progress: bool | None = None,
+    extract_options: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
     """Run an experiment and return its results (one row per cell x group x metric).
 
@@ -48,6 +49,9 @@ def run_experiment(
             ``pip install oodbench[ray]``) or an object with ``run(plan, table)``.
         progress: show the progress bar over cells.
         extract_progress: show each extraction's progress bar (default: as ``progress``).
+        extract_options: keyword arguments of :func:`oodbench.extract.extract` for every
+            extraction, over the experiment's own (e.g. ``{"shard_size": 256, "repair":
+            True}``); they do not change any cell's key.
 
     Returns:
         The latest rows of every cell of this experiment (finished earlier or now), with the
@@ -72,7 +76,7 @@ def run_experiment(
         check_writable(exp.output)
         save_configuration(exp)
         extract_bars = progress if extract_progress is None else extract_progress
-        _executor(executor, progress, extract_bars).run(pending, table)
+        _executor(executor, progress, extract_bars, dict(extract_options or {})).run(pending, table)
     keys = {c.key for c in plan.cells}
     rows = table.read()
     return rows[rows["cell"].isin(keys)].reset_index(drop=True)
@@ -92,15 +96,17 @@ def save_configuration(exp: Any) -> None:
                 path.write_text(text, encoding="utf-8")
 
 
-def _executor(executor: str | Any, progress: bool, extract_progress: bool) -> Any:
+def _executor(executor: str | Any, progress: bool, extract_progress: bool,
+              extract_options: dict[str, Any]) -> Any:
     if executor == "local":
         from oodbench.run.local import LocalExecutor
 
-        return LocalExecutor(progress=progress, extract_progress=extract_progress)
+        return LocalExecutor(progress=progress, extract_progress=extract_progress,
+                             extract_options=extract_options)
     if executor == "ray":
         from oodbench.run.ray_executor import RayExecutor
 
-        return RayExecutor(progress=progress)
+        return RayExecutor(progress=progress, extract_options=extract_options)
     if isinstance(executor, str):
         from oodbench.errors import UnknownNameError
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -108,13 +108,18 @@ def run_model(
     resources: Resources | None = None,
     on_start: Callable[[Cell], None] | None = None,
     progress: bool = True,
+    extract_options: Mapping[str, Any] | None = None,
 ) -> None:
-    """Run every cell of one model, handing each :class:`CellResult` to ``sink`` as it finishes."""
+    """Run every cell of one model, handing each :class:`CellResult` to ``sink`` as it finishes.
+
+    ``extract_options`` override the experiment's keyword arguments of ``extract``.
+    """
     from oodbench import detectors
     from oodbench.extract import extract
 
     resources = resources or Resources(experiment)
-    options = {**experiment.extract_options, "capture": model_plan.capture, "progress": progress}
+    options = {**experiment.extract_options, **(extract_options or {}),
+               "capture": model_plan.capture, "progress": progress}
     model_lazy = _Lazy(model_plan.model.load)
     fit_lazy = _Lazy(lambda: extract(model_lazy.get(), resources.id_fit(), **options))
     made: dict[tuple[str, str], _Lazy] = {}
@@ -179,14 +184,16 @@ def write_result(table: ResultsTable, result: CellResult) -> None:
 class LocalExecutor:
     """Runs the cells in this process, model after model, with a rich progress bar.
 
-    ``extract_progress`` shows each extraction's own bar too (default: as ``progress``).
+    ``extract_progress`` shows each extraction's own bar too (default: as ``progress``);
+    ``extract_options`` override the experiment's keyword arguments of ``extract``.
     """
 
     def __init__(self, *, progress: bool = True, extract_progress: bool | None = None,
-                 console: Any = None):
+                 console: Any = None, extract_options: Mapping[str, Any] | None = None):
         self.progress = progress
         self.extract_progress = progress if extract_progress is None else extract_progress
         self.console = console
+        self.extract_options = dict(extract_options or {})
 
     def run(self, plan: Plan, table: ResultsTable) -> None:
         from rich.console import Console
@@ -217,5 +224,5 @@ class LocalExecutor:
 
             for model_plan in plan.models:
                 run_model(model_plan, plan.experiment, sink, resources=resources, on_start=start,
-                          progress=self.extract_progress)
+                          progress=self.extract_progress, extract_options=self.extract_options)
             bar.update(task, description="done")
