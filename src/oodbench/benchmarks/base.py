@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from oodbench.data.labels import warn_if_chance_accuracy
 from oodbench.detectors.base import Detector
 from oodbench.errors import InvalidInputError
 from oodbench.extract.activations import Activations
@@ -75,9 +76,15 @@ def detector_list(detectors: Sequence[Detector] | Detector, who: str) -> Sequenc
 
 def id_correctness(id_acts: Activations) -> np.ndarray | None:
     """Per-row correctness of the ID predictions for ``evaluate(..., id_correct=)``; ``None``
-    when no ID row has a class label (every label is -1)."""
+    when no ID row has a class label (every label is -1). Warns (``LabelMappingWarning``) when
+    the accuracy is at chance level, the sign of labels that are not the model's classes."""
     labels = np.asarray(id_acts.labels, dtype=np.int64)
-    return None if (labels < 0).all() else id_acts.correct
+    if (labels < 0).all():
+        return None
+    correct = id_acts.correct
+    where = f"model {id_acts.meta.get('model', '?')!r} on {id_acts.meta.get('source', 'the ID set')!r}"
+    warn_if_chance_accuracy(float(correct[labels >= 0].mean()), labels, where=where)
+    return correct
 
 
 def ensure_fitted(

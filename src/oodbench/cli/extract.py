@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import click
+import numpy as np
 from rich.console import Console
 from rich.table import Table
 
@@ -55,11 +56,15 @@ def extract_cmd(
 ) -> None:
     """Run MODEL_SPEC (e.g. timm:resnet50) once over the image folder PATH and cache the result.
 
-    PATH holds one sub-folder per class (ImageFolder layout). A second run is a cache hit.
+    PATH holds one sub-folder per class (ImageFolder; folders named by the model's classes, such
+    as ImageNet wnids, get those class indices as labels), or images (in PATH or PATH/images)
+    listed with their labels in PATH/labels.txt, or ImageNet validation images with their
+    labels. A second run is a cache hit.
     """
     import torch
 
-    from oodbench.data import ImageFolder
+    from oodbench.data import open_folder
+    from oodbench.data.labels import warn_if_chance_accuracy
     from oodbench.extract import extract
     from oodbench.models import load
 
@@ -67,7 +72,7 @@ def extract_cmd(
     if not pretrained:
         torch.manual_seed(0)  # random weights, but the same ones each run (so the cache hits)
     model = load(model_spec, pretrained=pretrained, weights=weights)
-    source = ImageFolder(path)
+    source = open_folder(path)
     acts = extract(
         model, source, capture=names, batch_size=batch_size, device=device, amp=amp,
         num_workers=_workers(num_workers), feature_map_dtype=feature_map_dtype,
@@ -83,6 +88,14 @@ def extract_cmd(
         array = getattr(acts, name)
         if array is not None:
             table.add_row(name, f"{tuple(array.shape)} {array.dtype} ({human_bytes(array.nbytes)})")
+    labels = np.asarray(acts.labels)
+    if meta["label_mapping"]:
+        table.add_row("labels", f"{len(meta['label_mapping'])} classes of {type(source).__name__} "
+                                "mapped onto the model's class indices")
+    if (labels >= 0).any():
+        accuracy = float(acts.correct[labels >= 0].mean())
+        table.add_row("top-1 accuracy", f"{accuracy:.4f} ({int((labels >= 0).sum())} labelled images)")
+        warn_if_chance_accuracy(accuracy, labels, where=f"{model_spec} on {source.name!r}")
     table.add_row("precision", f"{meta['precision']} on {meta['device']}")
     timings = meta["timings"]
     if not meta["cache_hit"] and timings.get("images"):

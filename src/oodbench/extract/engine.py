@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from oodbench.data.labels import RelabeledSource, align_labels
 from oodbench.data.source import Source
 from oodbench.errors import (
     CacheError,
@@ -111,6 +112,8 @@ def extract(
         :class:`Activations` with logits (N, C), features (N, D), feature_map, labels, ids
         (relative paths or ``"<source>:<i>"``), ``source_indices`` (rows of unreadable images
         are absent), the head's weight and bias when the model has a linear head, and ``meta``:
+        ``label_mapping`` (source class -> model class, when the source's class names were
+        mapped onto the model's: see :mod:`oodbench.data.labels`),
         model spec, weights digest, source name and fingerprint, transform, capture, precision,
         cache key and path, ``cache_hit``, ``skipped`` (``{"index", "id", "reason"}`` per
         unreadable image) and ``timings``. ``predictions`` is derived (argmax of the logits).
@@ -132,6 +135,7 @@ def extract(
             f"source {source.name!r} ({type(source).__name__}) holds no images; point it at a "
             "folder or list that contains images"
         )
+    source = align_labels(source, model.class_wnids, model.class_names, model=repr(model.spec))
     labels = _checked_labels(model, source)
     check_batch_size(batch_size)
     dev = resolve_device(device)
@@ -171,6 +175,7 @@ def extract(
         "cache_hit": hit,
         "skipped": skipped,
         "timings": timings,
+        "label_mapping": _label_mapping(source),
     }
     warn_skipped(source, skipped)
     return Activations(
@@ -396,6 +401,13 @@ def _checked_labels(model: Classifier, source: Source) -> np.ndarray:
             "order for an ImageNet model), or give OOD samples the label -1"
         )
     return labels
+
+
+def _label_mapping(source: Source) -> dict[str, int] | None:
+    """Source class name -> model class index when ``extract`` relabelled the source."""
+    if not isinstance(source, RelabeledSource) or source.parent.class_names is None:
+        return None
+    return {str(n): int(i) for n, i in zip(source.parent.class_names, source.mapping)}
 
 
 def _linear_head(model: Classifier) -> tuple[np.ndarray | None, np.ndarray | None]:
