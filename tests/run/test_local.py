@@ -214,3 +214,25 @@ def test_a_named_standard_benchmark_runs_with_data_relative_to_the_file(tiny):
     assert set(auroc["group"]) == {"cifar100", "tin", "mnist", "svhn", "texture", "places365"}
     assert dict(zip(auroc["group"], auroc["kind"]))["cifar100"] == "near"
     assert auroc["n_ood"].eq(4).all() and auroc["n_id"].eq(4).all()
+
+
+def test_a_label_map_sets_the_id_labels_of_the_accuracy(tiny):
+    """ID accuracy is computed against the labels the experiment gives (here a label map), not
+    the folders' sorted positions."""
+    from PIL import Image
+
+    data = tiny_data(tiny, ["msp"])
+    data["benchmarks"] = data["benchmarks"][1:]  # the named OOD sets
+    mapping = {"a": 1, "b": 1, "c": 2}  # two folders may be one model class
+    data["id"]["test"] = {"folder": "data/id_test", "label_map": mapping}
+    df = oodbench.run_experiment(parse_experiment(data, base_dir=tiny.parent), progress=False)
+    accuracy = df[df["metric"] == "id_accuracy"]["value"].unique()
+    model = SmallCNN(3, seed=0).eval()
+    files = sorted((tiny.parent / "data" / "id_test").rglob("*.png"))
+    x = torch.stack([model.transform(Image.open(f).convert("RGB")) for f in files])
+    with torch.no_grad():
+        predicted = model(x).argmax(1).numpy()
+    labels = np.array([mapping[f.parent.name] for f in files])
+    assert accuracy.tolist() == [pytest.approx(float((predicted == labels).mean()))]
+    assert (predicted == labels).mean() != (predicted == np.array(["abc".index(f.parent.name)
+                                                                     for f in files])).mean()

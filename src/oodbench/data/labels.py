@@ -23,13 +23,14 @@ from __future__ import annotations
 import hashlib
 import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 from PIL import Image
 
 from oodbench.data.source import Source
+from oodbench.errors import InvalidInputError
 
 
 class LabelMappingWarning(UserWarning):
@@ -105,15 +106,15 @@ def match_classes(
 class RelabeledSource(Source):
     """``parent`` with each label ``l >= 0`` replaced by ``mapping[l]`` (-1 stays -1).
 
-    ``class_names`` are the target classes' names; the fingerprint is the parent's plus the
-    mapping, so the cache tells relabelled extractions apart.
+    ``class_names`` are the target classes' names (``None`` when unknown); the fingerprint is
+    the parent's plus the mapping, so the cache tells relabelled extractions apart.
     """
 
-    def __init__(self, parent: Source, mapping: np.ndarray, class_names: Sequence[str]):
+    def __init__(self, parent: Source, mapping: np.ndarray, class_names: Sequence[str] | None):
         self.parent = parent
         self.mapping = np.asarray(mapping, dtype=np.int64)
         self.name = parent.name
-        self.class_names = list(class_names)
+        self.class_names = None if class_names is None else list(class_names)
         labels = np.asarray(parent.labels, dtype=np.int64)
         relabeled = np.where(labels >= 0, self.mapping[np.clip(labels, 0, None)], -1)
         relabeled.setflags(write=False)
@@ -177,6 +178,23 @@ def align_labels(
         return source
     targets = list(model_wnids) if model_wnids else list(model_names or ())
     return RelabeledSource(source, match.indices, targets)
+
+
+def apply_label_map(source: Source, label_map: Mapping[str, int]) -> RelabeledSource:
+    """``source`` with each class (by name) relabelled to the model class index ``label_map``
+    gives it (``{"my_cats": 281}``); every class of the source must be in the map."""
+    names = list(source.class_names or ())
+    missing = [n for n in names if n not in label_map]
+    if not names or missing:
+        raise InvalidInputError(
+            f"source {source.name!r}: label_map gives no model class index for the classes "
+            f"{missing[:10] if names else '(the source has no class names)'}; map every class "
+            "folder to the index of its model class"
+        )
+    bad = {n: i for n, i in label_map.items() if not isinstance(i, int) or i < 0}
+    if bad:
+        raise InvalidInputError(f"label_map values must be class indices >= 0; got {bad}")
+    return RelabeledSource(source, np.asarray([label_map[n] for n in names]), None)
 
 
 def warn_if_chance_accuracy(accuracy: float, labels: np.ndarray, *, where: str) -> None:
