@@ -40,6 +40,7 @@ def test_run_then_rerun_then_report(tiny):
     dry = invoke("run", str(tiny), "--dry-run")
     assert dry.exit_code == 0, dry.output
     assert "10 to run, 0 already finished" in dry.output and "small_cnn · cood · msp()" in dry.output
+    assert "checks passed: data, 1 model(s), labels and C-OOD windows (nothing extracted)" in dry.output
     assert not (tiny.parent / "out" / "results.parquet").exists()
 
     first = invoke("run", str(tiny), "--no-progress", "--shard-size", "4")
@@ -137,3 +138,17 @@ def test_a_read_only_results_folder(tiny, monkeypatch):
     assert more.output.splitlines()[-1].startswith(f"error: cannot write the results in {out}")
     assert "output" in more.output.splitlines()[-1]
     assert snapshot(out) == before  # nothing was written, nothing was touched
+
+
+def test_dry_run_finds_what_would_fail_later(tiny):
+    (tiny.parent / "data" / "empty" / "x").mkdir(parents=True)
+    text = tiny.read_text().replace('"data/noise"', '"data/empty"').replace("window = 1", "window = 5")
+    tiny.write_text(text)
+    dry = invoke("run", str(tiny), "--dry-run")
+    assert dry.exit_code == 2, dry.output
+    assert "2 problems; nothing was extracted" in dry.output
+    assert "benchmark 'sets': EmptyInputError" in dry.output
+    assert "benchmark 'cood': InvalidInputError: window=5 is larger than the 2 OOD classes" in dry.output
+    assert not (tiny.parent / "cache").exists()
+    run = invoke("run", str(tiny), "--no-progress")
+    assert run.exit_code == 2 and "2 problems; nothing was extracted" in run.output

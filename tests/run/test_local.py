@@ -16,6 +16,7 @@ from oodbench.detectors import base as detector_base
 from oodbench.detectors.base import Detector
 from oodbench.models.small_cnn import SmallCNN
 from oodbench.results.table import COLUMNS, ResultsTable
+from oodbench.run.checks import ExperimentCheckError
 from oodbench.run.experiment import parse_experiment
 from tests.run.tiny import n_images, write_tiny_experiment
 
@@ -163,22 +164,47 @@ def test_detectors_that_do_not_apply_are_skipped_with_the_reason(tiny):
     assert df.loc[df["detector"] == "msp", "status"].eq("ok").all()
 
 
-def test_a_model_that_cannot_load_fails_its_cells(tiny):
-    data = tiny_data(tiny, ["msp"])
-    data["models"][0]["options"] = {"num_classes": 1}
-    df = oodbench.run_experiment(parse_experiment(data, base_dir=tiny.parent), progress=False)
-    assert df["status"].eq("failed").all() and len(df) == 2
-    assert "SmallCNN needs at least 2 classes" in df["error"].iloc[0]
+def test_problems_are_found_before_the_first_forward_pass(tiny, forward_images):
+    """An unloadable model, an empty OOD folder and a default C-OOD window larger than the pool
+    are reported together, before any extraction, instead of as failed cells afterwards."""
+    data = tiny_data(tiny, ["msp", {"name": "knn", "hyperparams": {"k": 1}}])
+    data["models"].append({"name": "broken", "factory": "oodbench.models.small_cnn:SmallCNN",
+                           "options": {"num_classes": 1}})  # SmallCNN needs >= 2 classes
+    del data["benchmarks"][0]["window"]  # default: 3 ID classes per level, the pool has 2
+    (tiny.parent / "data" / "empty" / "class_a").mkdir(parents=True)
+    data["benchmarks"][1]["groups"]["noise"]["folder"] = "data/empty"
+    exp = parse_experiment(data, base_dir=tiny.parent)
+    with pytest.raises(ExperimentCheckError) as err:
+        oodbench.run_experiment(exp, progress=False)
+    message = str(err.value)
+    assert "3 problems; nothing was extracted" in message
+    assert "benchmark 'sets': EmptyInputError: ImageFolder" in message and "data/empty" in message
+    assert "model 'broken': InvalidInputError: SmallCNN needs at least 2 classes" in message
+    assert ("model 'small_cnn' on benchmark 'cood': InvalidInputError: the default window is the "
+            "number of ID classes, 3: window=3 is larger than the 2 OOD classes") in message
+    assert forward_images == []  # no forward pass
+    assert not (tiny.parent / "cache").exists() and not (tiny.parent / "out" / "results.parquet").exists()
 
 
-def test_a_missing_dataset_fails_its_benchmark_only(tiny):
+def test_labels_beyond_the_model_classes_are_found_up_front(tiny, forward_images):
     data = tiny_data(tiny, ["msp"])
-    data["benchmarks"][1]["groups"]["noise"]["folder"] = "data/gone"
-    exp = parse_experiment(data, base_dir=tiny.parent, check_paths=False)
-    df = oodbench.run_experiment(exp, progress=False)
-    status = df.drop_duplicates("cell").set_index("benchmark")["status"]
-    assert status.to_dict() == {"cood": "ok", "sets": "failed"}
-    assert "data/gone does not exist; expected an image folder" in df.loc[df["status"] == "failed", "error"].item()
+    data["id"]["test"] = {"folder": "data/id_test", "label_map": {"a": 0, "b": 1, "c": 7}}
+    with pytest.raises(ExperimentCheckError, match=r"model 'small_cnn' on \[id\].test: "
+                       r"ClassCountMismatchError: source 'id_test' has labels up to 7"):
+        oodbench.run_experiment(parse_experiment(data, base_dir=tiny.parent), progress=False)
+    assert forward_images == []
+
+
+def test_the_checks_look_only_at_the_cells_left_to_run(tiny):
+    data = tiny_data(tiny, ["msp"])
+    exp = parse_experiment(data, base_dir=tiny.parent)
+    oodbench.run_experiment(exp, progress=False)
+    import shutil
+
+    shutil.rmtree(tiny.parent / "data" / "noise")  # finished cells need no data
+    again = oodbench.run_experiment(parse_experiment(data, base_dir=tiny.parent, check_paths=False),
+                                    progress=False)
+    assert again["status"].eq("ok").all()
 
 
 def write_openood_cifar10(root: Path) -> None:

@@ -408,6 +408,28 @@ class CoodBenchmark(Benchmark):
         self._levels_by_config: dict[tuple[str, str], list[np.ndarray]] = {}
 
     # -- public --------------------------------------------------------------------------------
+    def check_model(self, num_classes: int) -> None:
+        """Raise before any forward pass when a model with ``num_classes`` outputs cannot run
+        this benchmark: ``id_classes`` beyond its classes, or a default window (the number of
+        ID classes) that the pool's classes cannot fill."""
+        if self.id_classes is not None and (
+            self.id_classes.min() < 0 or self.id_classes.max() >= num_classes
+        ):
+            raise ClassCountMismatchError(
+                f"id_classes refer to classes up to {int(self.id_classes.max())} but the model "
+                f"predicts {num_classes} classes"
+            )
+        if self.window is not None:
+            return  # checked when the benchmark was built
+        window = num_classes if self.id_classes is None else int(self.id_classes.size)
+        try:
+            _validate_levels(self.pool_classes_.size, window, self.n_levels, self.selection)
+        except InvalidInputError as err:
+            raise InvalidInputError(
+                f"the default window is the number of ID classes, {window}: {err}. Set window "
+                "(classes per severity level) explicitly, or use a pool with more classes"
+            ) from None
+
     def run(
         self,
         model: Any,

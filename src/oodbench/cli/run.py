@@ -15,7 +15,9 @@ from oodbench.cli.report import console, leaderboard_tables
 @click.argument("experiment", type=click.Path(path_type=Path))
 @click.option("--ray", "use_ray", is_flag=True,
               help="One Ray task per model on a Ray cluster (pip install oodbench[ray]).")
-@click.option("--dry-run", is_flag=True, help="Show the plan and what is left to run; run nothing.")
+@click.option("--dry-run", is_flag=True,
+              help="Show the plan and what is left to run, and check it (data, models, labels, "
+                   "C-OOD windows) without a forward pass; run nothing.")
 @click.option("--report", "with_report", is_flag=True, help="Write the HTML report afterwards.")
 @click.option("--top", default=10, show_default=True, help="Leaderboard rows printed per benchmark.")
 @click.option("--shard-size", type=click.IntRange(min=1), default=None,
@@ -37,7 +39,9 @@ def run_cmd(experiment: Path, use_ray: bool, dry_run: bool, with_report: bool, t
     Exit status:
       0  every cell is ok, not applicable, or already finished
       1  at least one cell failed (the count is printed; failures.log has the tracebacks)
-      2  a user error found before running (bad file, path, name); nothing ran
+      2  a user error found before any forward pass (bad file, path, name, an empty
+         folder, labels beyond the model's classes, a C-OOD window larger than the
+         pool); nothing ran
     """
     from oodbench.results.table import ResultsTable
     from oodbench.run import run_experiment
@@ -52,8 +56,14 @@ def run_cmd(experiment: Path, use_ray: bool, dry_run: bool, with_report: bool, t
     con.print(f"[bold]{exp.name}[/]: {plan.summary()}; {len(pending.cells)} to run, "
               f"{len(plan.cells) - len(pending.cells)} already finished in {table.path}")
     if dry_run:
+        from oodbench.run.checks import check_plan, raise_problems
+
         for cell in pending.cells:
             con.print(f"  {cell.label()}")
+        if pending.cells:
+            raise_problems(check_plan(pending))
+            con.print(f"checks passed: data, {len(pending.models)} model(s), labels and C-OOD "
+                      "windows (nothing extracted)")
         return
     overrides = {"repair": repair, **({"shard_size": shard_size} if shard_size else {})}
     rows = run_experiment(exp, executor="ray" if use_ray else "local", progress=not no_progress,

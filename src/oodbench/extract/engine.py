@@ -135,8 +135,7 @@ def extract(
             f"source {source.name!r} ({type(source).__name__}) holds no images; point it at a "
             "folder or list that contains images"
         )
-    source = align_labels(source, model.class_wnids, model.class_names, model=repr(model.spec))
-    labels = _checked_labels(model, source)
+    source, labels = model_labels(model, source)
     check_batch_size(batch_size)
     dev = resolve_device(device)
     amp_dtype = resolve_amp(amp, dev)
@@ -378,6 +377,16 @@ def _normalize_capture(capture: Iterable[str]) -> tuple[str, ...]:
         if name not in CAPTURABLE:
             raise UnknownNameError("activation to capture", name, CAPTURABLE)
     return tuple(n for n in CAPTURABLE if n in names | {"logits"})
+
+
+def model_labels(model: Classifier, source: Source) -> tuple[Source, np.ndarray]:
+    """The source as ``extract`` reads it (its class names mapped onto the model's classes, see
+    :mod:`oodbench.data.labels`) and its labels, checked to index the model's classes.
+
+    Raises ``InvalidInputError`` / ``ClassCountMismatchError`` naming the fix; no forward pass.
+    """
+    source = align_labels(source, model.class_wnids, model.class_names, model=repr(model.spec))
+    return source, _checked_labels(model, source)
 
 
 def _checked_labels(model: Classifier, source: Source) -> np.ndarray:

@@ -38,6 +38,7 @@ def run_experiment(
     progress: bool = True,
     extract_progress: bool | None = None,
     extract_options: Mapping[str, Any] | None = None,
+    check: bool = True,
 ) -> pd.DataFrame:
     """Run an experiment and return its results (one row per cell x group x metric).
 
@@ -52,6 +53,10 @@ def run_experiment(
         extract_options: keyword arguments of :func:`oodbench.extract.extract` for every
             extraction, over the experiment's own (e.g. ``{"shard_size": 256, "repair":
             True}``); they do not change any cell's key.
+        check: before the first forward pass, check the cells left to run
+            (:mod:`oodbench.run.checks`: data, models, labels, C-OOD windows) and raise
+            ``ExperimentCheckError`` listing every problem; ``False`` skips it (e.g. a Ray
+            driver that cannot see the data).
 
     Returns:
         The latest rows of every cell of this experiment (finished earlier or now), with the
@@ -60,7 +65,9 @@ def run_experiment(
         detector configuration, benchmark, group) with a column per metric (``["auroc"]``).
     """
     from oodbench.results.table import ResultsTable, check_writable
+    from oodbench.run.checks import check_plan, raise_problems
     from oodbench.run.experiment import Experiment, load_experiment, parse_experiment
+    from oodbench.run.local import Resources
     from oodbench.run.plan import make_plan
 
     if isinstance(experiment, Experiment):
@@ -74,9 +81,13 @@ def run_experiment(
     pending = plan.pending(table.finished_cells())
     if pending.models:
         check_writable(exp.output)
+        resources = Resources(exp)
+        if check:
+            raise_problems(check_plan(pending, resources))
         save_configuration(exp)
         extract_bars = progress if extract_progress is None else extract_progress
-        _executor(executor, progress, extract_bars, dict(extract_options or {})).run(pending, table)
+        runner = _executor(executor, progress, extract_bars, dict(extract_options or {}), resources)
+        runner.run(pending, table)
     keys = {c.key for c in plan.cells}
     rows = table.read()
     return rows[rows["cell"].isin(keys)].reset_index(drop=True)
@@ -97,12 +108,12 @@ def save_configuration(exp: Any) -> None:
 
 
 def _executor(executor: str | Any, progress: bool, extract_progress: bool,
-              extract_options: dict[str, Any]) -> Any:
+              extract_options: dict[str, Any], resources: Any) -> Any:
     if executor == "local":
         from oodbench.run.local import LocalExecutor
 
         return LocalExecutor(progress=progress, extract_progress=extract_progress,
-                             extract_options=extract_options)
+                             extract_options=extract_options, resources=resources)
     if executor == "ray":
         from oodbench.run.ray_executor import RayExecutor
 

@@ -185,15 +185,18 @@ class LocalExecutor:
     """Runs the cells in this process, model after model, with a rich progress bar.
 
     ``extract_progress`` shows each extraction's own bar too (default: as ``progress``);
-    ``extract_options`` override the experiment's keyword arguments of ``extract``.
+    ``extract_options`` override the experiment's keyword arguments of ``extract``;
+    ``resources``: sources and benchmarks already built (by the up-front checks) to reuse.
     """
 
     def __init__(self, *, progress: bool = True, extract_progress: bool | None = None,
-                 console: Any = None, extract_options: Mapping[str, Any] | None = None):
+                 console: Any = None, extract_options: Mapping[str, Any] | None = None,
+                 resources: Resources | None = None):
         self.progress = progress
         self.extract_progress = progress if extract_progress is None else extract_progress
         self.console = console
         self.extract_options = dict(extract_options or {})
+        self.resources = resources
 
     def run(self, plan: Plan, table: ResultsTable) -> None:
         from rich.console import Console
@@ -206,7 +209,7 @@ class LocalExecutor:
         )
 
         console = self.console or Console(stderr=True)
-        resources = Resources(plan.experiment)
+        resources = self.resources or Resources(plan.experiment)
         total = len(plan.cells)
         with Progress(TextColumn("[bold]cells[/]"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), TextColumn("{task.description}"), console=console,
