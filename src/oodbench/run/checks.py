@@ -19,6 +19,7 @@ logits, a detector that raises) still fail their cells only.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from oodbench.errors import InvalidInputError
@@ -30,6 +31,17 @@ class ExperimentCheckError(InvalidInputError):
     """The experiment cannot run as written; the message lists every problem found."""
 
 
+class _Problems(list[str]):
+    """The problems found so far; ``attempt`` runs a check and records what it raises."""
+
+    def attempt(self, label: str, check: Callable[[], Any]) -> Any:
+        try:
+            return check()
+        except Exception as err:  # every failure is a problem to report, not a crash
+            self.append(f"{label}: {type(err).__name__}: {err}".replace("\n", " "))
+            return None
+
+
 def check_plan(plan: Plan, resources: Resources | None = None, *, load_models: bool = True) -> list[str]:
     """Every problem of ``plan`` found without a forward pass (empty: it can run).
 
@@ -38,43 +50,40 @@ def check_plan(plan: Plan, resources: Resources | None = None, *, load_models: b
     """
     from oodbench import detectors
 
-    exp = plan.experiment
-    resources = resources or Resources(exp)
-    problems: list[str] = []
-
-    def attempt(label: str, build: Callable[[], Any]) -> Any:
-        try:
-            return build()
-        except Exception as err:  # every failure is a problem to report, not a crash
-            problems.append(f"{label}: {type(err).__name__}: {err}".replace("\n", " "))
-            return None
-
-    cells = plan.cells
-    benches = {c.benchmark.name: c.benchmark for c in cells}
-    needs_fit = any("train" in detectors.detector_class(c.detector).requires for c in cells)
-    id_test = attempt("[id].test", resources.id_test) if any(
-        b.type != "standard" for b in benches.values()) else None
-    id_fit = attempt("[id].fit", resources.id_fit) if needs_fit else None
-    built = {name: attempt(f"benchmark {name!r}", lambda n=name: resources.benchmark(n))
+    resources = resources or Resources(plan.experiment)
+    problems = _Problems()
+    benches = {c.benchmark.name: c.benchmark for c in plan.cells}
+    needs_fit = any("train" in detectors.detector_class(c.detector).requires for c in plan.cells)
+    needs_test = any(b.type != "standard" for b in benches.values())
+    id_test = problems.attempt("[id].test", resources.id_test) if needs_test else None
+    id_fit = problems.attempt("[id].fit", resources.id_fit) if needs_fit else None
+    built = {name: problems.attempt(f"benchmark {name!r}", partial(resources.benchmark, name))
              for name, spec in benches.items()
              if spec.type == "standard" or id_test is not None}  # else: [id].test's problem
-    if not load_models:
-        return problems
-    for model_plan in plan.models:
-        label = f"model {model_plan.model.name!r}"
-        model = attempt(label, model_plan.model.load)
-        if model is None:
-            continue
-        from oodbench.extract.engine import model_labels
+    if load_models:
+        for model_plan in plan.models:
+            label = f"model {model_plan.model.name!r}"
+            model = problems.attempt(label, model_plan.model.load)
+            if model is not None:
+                sources = {"[id].test": id_test}
+                if not _fit_skipped(model_plan, model, plan.experiment):
+                    sources["[id].fit"] = id_fit
+                _check_model(model, label, sources, built, problems)
+    return list(problems)
 
-        for role, source in (("[id].test", id_test), ("[id].fit", id_fit)):
-            if source is not None and not (role == "[id].fit" and _fit_skipped(model_plan, model, exp)):
-                attempt(f"{label} on {role}", lambda s=source: model_labels(model, s))
-        for name, bench in built.items():
-            if hasattr(bench, "check_model"):
-                attempt(f"{label} on benchmark {name!r}", lambda b=bench: b.check_model(model.num_classes))
-        del model
-    return problems
+
+def _check_model(model: Any, label: str, sources: dict[str, Any], benchmarks: dict[str, Any],
+                 problems: _Problems) -> None:
+    """The ID labels index the model's classes; each benchmark accepts its class count."""
+    from oodbench.extract.engine import model_labels
+
+    for role, source in sources.items():
+        if source is not None:
+            problems.attempt(f"{label} on {role}", partial(model_labels, model, source))
+    for name, bench in benchmarks.items():
+        if hasattr(bench, "check_model"):
+            problems.attempt(f"{label} on benchmark {name!r}",
+                             partial(bench.check_model, model.num_classes))
 
 
 def _fit_skipped(model_plan: Any, model: Any, experiment: Any) -> bool:
