@@ -262,3 +262,23 @@ def test_a_label_map_sets_the_id_labels_of_the_accuracy(tiny):
     assert accuracy.tolist() == [pytest.approx(float((predicted == labels).mean()))]
     assert (predicted == labels).mean() != (predicted == np.array(["abc".index(f.parent.name)
                                                                      for f in files])).mean()
+
+
+def test_unreadable_images_are_kept_with_the_results_and_named_in_the_report(tiny):
+    from oodbench.extract import SkippedImagesWarning
+    from oodbench.results.report import write_report
+
+    (tiny.parent / "data" / "noise" / "noise" / "zz_broken.png").write_bytes(b"not a png")
+    data = tiny_data(tiny, ["msp", "energy"])
+    with pytest.warns(SkippedImagesWarning, match="zz_broken.png"):
+        df = oodbench.run_experiment(parse_experiment(data, base_dir=tiny.parent), progress=False)
+    assert df["status"].eq("ok").all()
+    out = tiny.parent / "out"
+    (entry,) = ResultsTable(out).skipped_images().values()
+    assert entry["source"] == "noise" and entry["n_source"] == n_images("noise") + 1
+    assert [r["id"] for r in entry["skipped"]] == ["noise/zz_broken.png"]
+    files = write_report(out)
+    html, markdown = files.html.read_text(), files.markdown.read_text()
+    assert "Unreadable images (skipped; absent from every number above)" in html
+    assert "noise/zz_broken.png" in html and "unreadable images skipped" in html
+    assert f"- noise: 1 of {n_images('noise') + 1} images skipped: noise/zz_broken.png (" in markdown

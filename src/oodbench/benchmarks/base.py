@@ -34,10 +34,22 @@ class Benchmark(ABC):
     """An ID test set against one or more OOD groups.
 
     After ``run``, ``scores_[(detector name, hyperparams JSON)]`` holds the scores behind its
-    rows: ``(id_scores, {group: ood_scores})`` (for score histograms and re-analysis).
+    rows: ``(id_scores, {group: ood_scores})`` (for score histograms and re-analysis), and
+    ``skipped_images_`` the unreadable images its extractions skipped (see
+    :func:`skipped_images`).
     """
 
     name: str = "benchmark"
+
+    @property
+    def skipped_images_(self) -> dict[str, dict[str, Any]]:
+        if not hasattr(self, "_skipped_images"):
+            self._skipped_images: dict[str, dict[str, Any]] = {}
+        return self._skipped_images
+
+    def note_skipped(self, *acts: Activations) -> None:
+        """Record the images that the extractions behind ``acts`` skipped."""
+        self.skipped_images_.update(skipped_images(*acts))
 
     @property
     def scores_(self) -> dict[tuple[str, str], GroupScores]:
@@ -111,6 +123,19 @@ def capture_for(detectors: Sequence[Detector]) -> tuple[str, ...]:
     for det in detectors:
         needs |= set(det.requires) & {"feature_map"}
     return tuple(sorted(needs))
+
+
+def skipped_images(*acts: Activations) -> dict[str, dict[str, Any]]:
+    """The unreadable images behind ``acts``: source fingerprint -> ``{"source": name,
+    "n_source": images in the source, "skipped": [{"index", "id", "reason", ...}]}`` for each
+    extraction that skipped any (from ``meta["skipped"]``)."""
+    out = {}
+    for a in acts:
+        if a.meta.get("skipped"):
+            key = str(a.meta.get("source_fingerprint") or a.meta.get("source"))
+            out[key] = {"source": a.meta.get("source"), "n_source": a.meta.get("n_source"),
+                        "skipped": list(a.meta["skipped"])}
+    return out
 
 
 def hyperparams_json(det: Detector) -> str:

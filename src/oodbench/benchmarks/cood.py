@@ -453,6 +453,7 @@ class CoodBenchmark(Benchmark):
                 fit_activations = fit_activations.restrict_classes(self.id_classes)
         id_acts, pool_acts = self._activations(model, detectors, extract_options)
         self.id_activations_, self.pool_activations_ = id_acts, pool_acts
+        self.note_skipped(id_acts, pool_acts)
         id_correct = id_correctness(id_acts)
         window = self.window if self.window is not None else id_acts.num_classes
 

@@ -333,8 +333,8 @@ def _check_imagenet_val(info: DatasetInfo, root: Path, report: CheckReport, samp
         return
     report.notes.append(f"labels from {layout.label_source}")
     if layout.missing:
-        err = missing_files_error(layout.label_source, layout.image_root, layout.missing)
-        report.add("missing-files", str(err), _incomplete(info))
+        missing = missing_files_error(layout.label_source, layout.image_root, layout.missing)
+        report.add("missing-files", str(missing), _incomplete(info))
     if layout.unlabelled:
         report.add(
             "labels",

@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from oodbench.benchmarks.base import GroupScores, hyperparams_json
+from oodbench.benchmarks.base import GroupScores, hyperparams_json, skipped_images
 from oodbench.results import table as results_table
 from oodbench.results.table import ResultsTable
 from oodbench.run.experiment import Experiment
@@ -30,12 +30,14 @@ from oodbench.run.plan import Cell, ModelPlan, Plan
 
 @dataclass
 class CellResult:
-    """What one cell produced: its long rows, its scores (when kept) and a failure's traceback."""
+    """What one cell produced: its long rows, its scores (when kept), a failure's traceback and
+    the unreadable images its extractions skipped (``benchmarks.base.skipped_images``)."""
 
     cell: Cell
     rows: pd.DataFrame
     scores: GroupScores | None = None
     traceback: str = ""
+    skipped_images: dict[str, Any] = field(default_factory=dict)
 
     @property
     def status(self) -> str:
@@ -146,7 +148,9 @@ def run_model(
                 seconds=time.perf_counter() - start, time=results_table.now(),
                 experiment=experiment.name,
             )
-            sink(CellResult(cell, rows, bench.scores_.get((det.name, hyperparams_json(det)))))
+            skipped = {**bench.skipped_images_, **(skipped_images(fit) if fit is not None else {})}
+            sink(CellResult(cell, rows, bench.scores_.get((det.name, hyperparams_json(det))),
+                            skipped_images=skipped))
         except Exception as err:
             message = f"{type(err).__name__}: {err}".replace("\n", " ")
             sink(status_result(cell, "failed", message, experiment, start, traceback.format_exc()))
@@ -169,9 +173,11 @@ def status_result(cell: Cell, status: str, message: str, experiment: Experiment,
 
 
 def write_result(table: ResultsTable, result: CellResult) -> None:
-    """Append a cell's rows, keep its scores and log a failure's traceback."""
+    """Append a cell's rows, keep its scores and skipped images, log a failure's traceback."""
     if result.scores is not None:
         table.save_scores(result.cell.key, *result.scores)
+    if result.skipped_images:
+        table.add_skipped_images(result.skipped_images)
     if result.traceback:
         with results_table.writing(table.folder, "failures.log"):
             table.folder.mkdir(parents=True, exist_ok=True)
