@@ -177,3 +177,15 @@ def test_a_second_writer_waits_for_the_first_and_gets_a_hit(cache_root: Path):
     acts = extract(second, source, batch_size=2, progress=False)  # blocks on the entry's lock
     worker.join()
     assert first.calls == 3 and second.calls == 0 and acts.meta["cache_hit"]
+
+
+def test_a_fresh_extraction_does_not_hash_its_arrays_twice(cache_root: Path,
+                                                           monkeypatch: pytest.MonkeyPatch):
+    from oodbench.extract import store
+
+    hashed: list[str] = []
+    real = store.file_sha256
+    monkeypatch.setattr(store, "file_sha256", lambda path: hashed.append(path.name) or real(path))
+    extract(TinyNet(), RandomImages(4), progress=False)
+    assert "logits.npy" in hashed  # hashed when the final array was written ...
+    assert sorted(hashed) == sorted(set(hashed))  # ... and not read back to be hashed again

@@ -206,6 +206,8 @@ class ActivationStore:
                 final[name] = _array_record(path, save_npy(path, array), array)
         manifest.update(complete=True, rows=rows, arrays=final)
         self.write_manifest(manifest)
+        for record in final.values():  # hashed as they were written: no need to read them again
+            _remember_verified(self.path / record["file"])
         shutil.rmtree(self.path / "shards", ignore_errors=True)
 
     def _write_concatenated(self, name: str, parts: list[np.ndarray], rows: int) -> dict[str, Any]:
@@ -255,15 +257,11 @@ class ActivationStore:
     @staticmethod
     def _verified(path: Path, sha256: str) -> bool:
         """Whether ``path`` matches ``sha256``; hashed once per process and file version."""
-        if not verify_on_read():
-            return True
-        stat = path.stat()
-        version = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
-        if _VERIFIED.get(str(path)) == version:
+        if not verify_on_read() or _VERIFIED.get(str(path)) == _version(path):
             return True
         if file_sha256(path) != sha256:
             return False
-        _VERIFIED[str(path)] = version
+        _remember_verified(path)
         return True
 
     # management ---------------------------------------------------------------------------
@@ -295,6 +293,16 @@ class ActivationStore:
             elif file_sha256(path) != digest:
                 problems.append(f"{rel} does not match its checksum")
         return problems
+
+
+def _version(path: Path) -> tuple[int, int, int]:
+    stat = path.stat()
+    return stat.st_ino, stat.st_size, stat.st_mtime_ns
+
+
+def _remember_verified(path: Path) -> None:
+    """Note that this version of ``path`` matches its recorded checksum."""
+    _VERIFIED[str(path)] = _version(path)
 
 
 def _array_record(path: Path, sha256: str, array: np.ndarray) -> dict[str, Any]:
