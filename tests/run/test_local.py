@@ -282,3 +282,15 @@ def test_unreadable_images_are_kept_with_the_results_and_named_in_the_report(tin
     assert "Unreadable images (skipped; absent from every number above)" in html
     assert "noise/zz_broken.png" in html and "unreadable images skipped" in html
     assert f"- noise: 1 of {n_images('noise') + 1} images skipped: noise/zz_broken.png (" in markdown
+
+
+def test_the_checked_first_model_is_not_loaded_twice(tiny, monkeypatch):
+    from oodbench.run.experiment import ModelSpec
+
+    loads = []
+    real = ModelSpec.load
+    monkeypatch.setattr(ModelSpec, "load", lambda self: loads.append(self.name) or real(self))
+    data = tiny_data(tiny, ["msp"])
+    data["models"].append({**data["models"][0], "name": "second"})
+    oodbench.run_experiment(parse_experiment(data, base_dir=tiny.parent), progress=False)
+    assert loads == ["small_cnn", "second", "second"]  # checks load both; the run only the second

@@ -83,7 +83,7 @@ def run_experiment(
         check_writable(exp.output)
         resources = Resources(exp)
         if check:
-            raise_problems(check_plan(pending, resources))
+            raise_problems(check_plan(pending, resources, keep_first_model=executor == "local"))
         save_configuration(exp)
         extract_bars = progress if extract_progress is None else extract_progress
         runner = _executor(executor, progress, extract_bars, dict(extract_options or {}), resources)

@@ -11,8 +11,9 @@ cells after minutes of work:
   the ID labels index its classes (after mapping class folders onto its classes), and the
   C-OOD default window (its number of ID classes) fits the pool.
 
-A model is loaded on the CPU to be checked and released; the executor loads it again (a few
-seconds against minutes of extraction). Runtime failures that no check can foresee (NaN
+A model is loaded on the CPU to be checked and released, except the first one, which the local
+executor takes over (so a one-model experiment loads its model once); the others are loaded
+again when their turn comes. Runtime failures that no check can foresee (NaN
 logits, a detector that raises) still fail their cells only.
 """
 
@@ -42,11 +43,13 @@ class _Problems(list[str]):
             return None
 
 
-def check_plan(plan: Plan, resources: Resources | None = None, *, load_models: bool = True) -> list[str]:
+def check_plan(plan: Plan, resources: Resources | None = None, *, load_models: bool = True,
+               keep_first_model: bool = False) -> list[str]:
     """Every problem of ``plan`` found without a forward pass (empty: it can run).
 
     ``resources`` (built here when not given) keeps the sources and benchmarks it built, for the
-    executor to reuse. With ``load_models=False`` only the data are checked.
+    executor to reuse, and with ``keep_first_model`` the first model it loaded. With
+    ``load_models=False`` only the data are checked.
     """
     from oodbench import detectors
 
@@ -69,6 +72,8 @@ def check_plan(plan: Plan, resources: Resources | None = None, *, load_models: b
                 if not _fit_skipped(model_plan, model, plan.experiment):
                     sources["[id].fit"] = id_fit
                 _check_model(model, label, sources, built, problems)
+                if keep_first_model and model_plan is plan.models[0]:
+                    resources.keep_model(model_plan.model, model)  # the executor's first load
     return list(problems)
 
 

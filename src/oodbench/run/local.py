@@ -70,10 +70,23 @@ class _Lazy:
 
 @dataclass
 class Resources:
-    """The sources and benchmark objects of an experiment, built once per process on first use."""
+    """The sources and benchmark objects of an experiment, built once per process on first use,
+    and the last model the up-front checks loaded (handed over once, to save loading it again)."""
 
     experiment: Experiment
     _lazy: dict[str, _Lazy] = field(default_factory=dict)
+    _kept: tuple[Any, Any] | None = None
+
+    def keep_model(self, spec: Any, model: Any) -> None:
+        """Hold ``model`` (loaded from ``spec``) for :meth:`load_model`; replaces any other."""
+        self._kept = (spec, model)
+
+    def load_model(self, spec: Any) -> Any:
+        """The model of ``spec``: the one kept by :meth:`keep_model` (once), else a new load."""
+        if self._kept is not None and self._kept[0] == spec:
+            model, self._kept = self._kept[1], None
+            return model
+        return spec.load()
 
     def _get(self, key: str, build: Callable[[], Any]) -> Any:
         return self._lazy.setdefault(key, _Lazy(build)).get()
@@ -122,7 +135,7 @@ def run_model(
     resources = resources or Resources(experiment)
     options = {**experiment.extract_options, **(extract_options or {}),
                "capture": model_plan.capture, "progress": progress}
-    model_lazy = _Lazy(model_plan.model.load)
+    model_lazy = _Lazy(functools.partial(resources.load_model, model_plan.model))
     fit_lazy = _Lazy(lambda: extract(model_lazy.get(), resources.id_fit(), **options))
     made: dict[tuple[str, str], _Lazy] = {}
     for cell in model_plan.cells:
