@@ -2,10 +2,11 @@
 
 Everything a post-hoc detector needs (logits, penultimate features, optionally the last feature
 map, the linear head) comes from this one pass; a second call with the same model, weights,
-source, preprocessing, capture and precision is a cache hit that runs no forward pass at all.
+source, preprocessing and precision that asks for the same or less (``capture``) is a cache hit
+that runs no forward pass at all.
 
-The pass runs shard by shard (a shard is a fixed range of source positions; see
-``store.py``). Each complete shard is written to disk before the next one counts, so an
+The pass runs shard by shard (a shard is a fixed range of source positions, sized from the
+first batch: see ``sharding.py``; stored by ``store.py``). Each complete shard is written to disk before the next one counts, so an
 interrupted run (Ctrl-C, a crash, SIGKILL) loses at most the shard in progress, and the
 resumed run gives arrays bit-identical to an uninterrupted one: the batches are the same
 (they never cross a shard boundary), and so are the numbers for a given process configuration.
