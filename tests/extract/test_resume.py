@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -50,18 +51,10 @@ def _manifest(root: Path) -> dict | None:
         return None
 
 
-def _start_and_kill(root: Path, min_shards: int, extra_wait: float) -> dict:
-    """Run the child until ``min_shards`` shards are complete, wait ``extra_wait``, SIGKILL it."""
-    env = {**os.environ, "OODBENCH_CACHE": str(root), "PYTHONWARNINGS": "ignore"}
-    child = subprocess.Popen([sys.executable, "-c", _CHILD, "0.08"], env=env)
+def _kill_when(child: subprocess.Popen, root: Path, ready: Callable[[], object]) -> dict:
+    """SIGKILL ``child`` once ``ready()`` returns; the manifest it left (incomplete)."""
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and child.poll() is None:
-            manifest = _manifest(root)
-            if manifest and len(manifest["shards"]) >= min_shards:
-                break
-            time.sleep(0.005)
-        time.sleep(extra_wait)
+        ready()
         assert child.poll() is None, "the child finished before it could be killed; slow it down"
         child.send_signal(signal.SIGKILL)
     finally:
@@ -69,6 +62,23 @@ def _start_and_kill(root: Path, min_shards: int, extra_wait: float) -> dict:
     manifest = _manifest(root)
     assert manifest is not None and not manifest["complete"]
     return manifest
+
+
+def _start_and_kill(root: Path, min_shards: int, extra_wait: float) -> dict:
+    """Run the child until ``min_shards`` shards are complete, wait ``extra_wait``, SIGKILL it."""
+    env = {**os.environ, "OODBENCH_CACHE": str(root), "PYTHONWARNINGS": "ignore"}
+    child = subprocess.Popen([sys.executable, "-c", _CHILD, "0.08"], env=env)
+
+    def shards_done() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and child.poll() is None:
+            manifest = _manifest(root)
+            if manifest and len(manifest["shards"]) >= min_shards:
+                break
+            time.sleep(0.005)
+        time.sleep(extra_wait)
+
+    return _kill_when(child, root, shards_done)
 
 
 @pytest.mark.heavy
@@ -198,15 +208,12 @@ def test_a_kill_early_in_the_first_extraction_keeps_its_first_shards(
     env = {**os.environ, "OODBENCH_CACHE": str(root), "PYTHONWARNINGS": "ignore"}
     child = subprocess.Popen([sys.executable, "-c", _EARLY_CHILD], env=env,
                              stdout=subprocess.PIPE, text=True)
-    try:
+
+    def one_second_into_the_pass() -> None:
         assert child.stdout is not None and child.stdout.readline().strip() == "start"
         time.sleep(1.0)
-        assert child.poll() is None, "the child finished before it could be killed"
-        child.send_signal(signal.SIGKILL)
-    finally:
-        child.wait()
-    manifest = _manifest(root)
-    assert manifest is not None and not manifest["complete"]
+
+    manifest = _kill_when(child, root, one_second_into_the_pass)
     kept = len(manifest["shards"])
     assert kept >= 1, "a kill 1 s into the pass lost every image"
     size = manifest["shard_size"]

@@ -31,7 +31,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from PIL import Image
 
 from oodbench.benchmarks.base import (
     Benchmark,
@@ -41,7 +40,7 @@ from oodbench.benchmarks.base import (
     hyperparams_json,
     id_correctness,
 )
-from oodbench.data.source import Source
+from oodbench.data.source import Source, SourceView
 from oodbench.detectors.base import Detector
 from oodbench.errors import (
     ClassCountMismatchError,
@@ -267,29 +266,18 @@ def split_per_class(
 
 
 # -- the benchmark -------------------------------------------------------------------------------
-class _OodView(Source):
+class _OodView(SourceView):
     """A pool source seen as OOD by the model: same images, every label -1.
 
     Pool labels are pool class ids (e.g. ImageNet-21k indices), not the model's classes, so the
     extraction engine gets label -1; the benchmark keeps the real labels itself.
     """
 
-    def __init__(self, parent: Source):
-        self.parent, self.name, self.class_names = parent, parent.name, None
-
-    def __len__(self) -> int:
-        return len(self.parent)
-
-    def load(self, index: int) -> Image.Image:
-        return self.parent.load(index)
+    class_names = None
 
     @property
     def labels(self) -> np.ndarray:
         return np.full(len(self.parent), -1, dtype=np.int64)
-
-    @property
-    def ids(self) -> list[str]:
-        return self.parent.ids
 
     def fingerprint(self) -> str:
         return hashlib.sha256(f"ood-view:{self.parent.fingerprint()}".encode()).hexdigest()

@@ -27,9 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from PIL import Image
 
-from oodbench.data.source import Source
+from oodbench.data.source import Source, SourceView
 from oodbench.errors import InvalidInputError
 
 
@@ -103,7 +102,7 @@ def match_classes(
     return ClassMatch(np.asarray(indices, dtype=np.int64), by, unmatched)
 
 
-class RelabeledSource(Source):
+class RelabeledSource(SourceView):
     """``parent`` with each label ``l >= 0`` replaced by ``mapping[l]`` (-1 stays -1).
 
     ``class_names`` are the target classes' names (``None`` when unknown); the fingerprint is
@@ -111,9 +110,8 @@ class RelabeledSource(Source):
     """
 
     def __init__(self, parent: Source, mapping: np.ndarray, class_names: Sequence[str] | None):
-        self.parent = parent
+        super().__init__(parent)
         self.mapping = np.asarray(mapping, dtype=np.int64)
-        self.name = parent.name
         self.class_names = None if class_names is None else list(class_names)
         labels = np.asarray(parent.labels, dtype=np.int64)
         relabeled = np.where(labels >= 0, self.mapping[np.clip(labels, 0, None)], -1)
@@ -123,19 +121,9 @@ class RelabeledSource(Source):
         if callable(path):  # file sources name their files (skipped-image records use it)
             self.path = path
 
-    def __len__(self) -> int:
-        return len(self.parent)
-
-    def load(self, index: int) -> Image.Image:
-        return self.parent.load(index)
-
     @property
     def labels(self) -> np.ndarray:
         return self._labels
-
-    @property
-    def ids(self) -> list[str]:
-        return self.parent.ids
 
     def fingerprint(self) -> str:
         h = hashlib.sha256(f"relabeled:{self.parent.fingerprint()}:".encode())

@@ -95,3 +95,25 @@ class SubsetSource(Source):
         h = hashlib.sha256(self.parent.fingerprint().encode())
         h.update(self.indices.astype("<i8").tobytes())
         return h.hexdigest()
+
+
+class SourceView(Source):
+    """Another view of ``parent``'s images: the same images and ids, in the same order.
+
+    Subclasses give ``labels`` and ``fingerprint`` (which must differ from the parent's when the
+    labels do) and may set ``class_names``.
+    """
+
+    def __init__(self, parent: Source):
+        self.parent = parent
+        self.name = parent.name
+
+    def __len__(self) -> int:
+        return len(self.parent)
+
+    def load(self, index: int) -> Image.Image:
+        return self.parent.load(index)
+
+    @property
+    def ids(self) -> list[str]:
+        return self.parent.ids
