@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import click
 import numpy as np
-from rich.console import Console
 from rich.table import Table
 
 from oodbench.cli.cache import human_bytes
+from oodbench.cli.report import console
 
 
 def _workers(value: str) -> int | str:
@@ -101,4 +101,4 @@ def extract_cmd(
     if not meta["cache_hit"] and timings.get("images"):
         table.add_row("speed", f"{timings['images'] / timings['total_s']:.1f} images/s")
     table.add_row("path", str(meta["cache_path"]))
-    Console().print(table)
+    console().print(table)  # not squeezed to 80 columns when piped: whole keys and paths
