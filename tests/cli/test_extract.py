@@ -91,7 +91,7 @@ def test_a_folder_of_images_with_a_labels_file_gets_those_labels(tmp_path: Path,
     assert result.exit_code == 0, result.output
     assert "top-1 accuracy" in result.output
     (entry,) = list_cache()
-    assert entry["key"] in result.output and entry["path"] in result.output  # piped: not cut
+    assert entry["key"] in result.output and "…" not in result.output  # whole, when piped
     stored = np.load(Path(entry["path"]) / "labels.npy")
     ids = np.load(Path(entry["path"]) / "ids.npy")
     assert dict(zip(ids.tolist(), stored.tolist())) == labels  # not every label 0

@@ -80,6 +80,8 @@ def extract_cmd(
     )
     meta = acts.meta
     table = Table(title=f"{model_spec} on {source.name}", show_header=False)
+    table.add_column()
+    table.add_column(overflow="fold")  # long keys and paths wrap, never end in "..."
     table.add_row("cache key", meta["cache_key"])
     table.add_row("cache", "hit (no forward pass)" if meta["cache_hit"] else "written")
     table.add_row("rows", f"{len(acts)} of {meta['n_source']} images")
