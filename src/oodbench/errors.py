@@ -33,6 +33,11 @@ class EmptyInputError(InvalidInputError):
     """An input that must hold samples is empty (an empty source, an empty OOD group)."""
 
 
+class ProtocolMismatchError(InvalidInputError):
+    """Two numbers were made under different protocols (e.g. a C-OOD benchmark that differs
+    from the paper's) and would be compared as if they were not."""
+
+
 class ClassCountMismatchError(InvalidInputError):
     """Labels refer to more classes than the model predicts, or a head does not match."""
 

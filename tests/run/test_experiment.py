@@ -209,3 +209,27 @@ def test_a_folder_with_images_and_a_labels_file_is_read_with_its_labels(tmp_path
     (tmp_path / "set" / "labels.txt").write_text("0.png 5\n1.png 7\n2.png 9\n")
     exp = parse_experiment(minimal(id={"test": {"folder": "set"}}), base_dir=tmp_path)
     assert exp.id_test.build().labels.tolist() == [5, 7, 9]
+
+
+def test_interval_options_of_every_benchmark_type(tmp_path):
+    (tmp_path / "far").mkdir()
+    data = minimal(benchmarks=[
+        {"type": "cood", "pool": {"digits": [7, 8, 9]}, "window": 1, "n_levels": 2,
+         "n_bootstrap": 200},
+        {"type": "custom", "name": "mine", "groups": {"g": {"folder": "far"}}, "ci": False},
+        {"type": "standard", "name": "openood-v1.5-imagenet", "options": {"root": "/data"}},
+    ])
+    cood, custom, std = parse_experiment(data, base_dir=tmp_path).benchmarks
+    assert (cood.ci, cood.n_bootstrap) == (True, 200)
+    assert (custom.ci, custom.n_bootstrap) == (False, 0)
+    assert (std.ci, std.n_bootstrap) == (True, 0)
+    assert cood.describe()["intervals"] == {"ci": True, "n_bootstrap": 200}
+    assert "intervals" not in std.describe()  # defaults keep the cell keys of older results
+    bench = cood.build(parse_experiment(data, base_dir=tmp_path).id_test.build())
+    assert (bench.ci, bench.n_bootstrap) == (True, 200)
+    bad = minimal(benchmarks=[{"type": "cood", "pool": {"digits": [9]}, "n_bootstrap": -1}])
+    with pytest.raises(ExperimentError, match=r"n_bootstrap: must be 0 \(off\)"):
+        parse_experiment(bad, file="exp.toml")
+    typo = minimal(benchmarks=[{"type": "cood", "pool": {"digits": [9]}, "n_boostrap": 10}])
+    with pytest.raises(ExperimentError, match="did you mean 'n_bootstrap'"):
+        parse_experiment(typo, file="exp.toml")

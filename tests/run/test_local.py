@@ -294,3 +294,15 @@ def test_the_checked_first_model_is_not_loaded_twice(tiny, monkeypatch):
     data["models"].append({**data["models"][0], "name": "second"})
     oodbench.run_experiment(parse_experiment(data, base_dir=tiny.parent), progress=False)
     assert loads == ["small_cnn", "second", "second"]  # checks load both; the run only the second
+
+
+def test_rows_carry_intervals_and_bootstrap_from_the_file(tiny):
+    data = tiny_data(tiny, ["msp"])
+    data["benchmarks"][1]["n_bootstrap"] = 100
+    df = oodbench.run_experiment(parse_experiment(data, base_dir=tiny.parent), progress=False)
+    ok = df[df["status"] == "ok"]
+    auroc = ok[ok["metric"] == "auroc"]
+    assert auroc["ci_low"].notna().all() and (auroc["ci_low"] <= auroc["value"]).all()
+    fpr = ok[ok["metric"] == "fpr95_id"]
+    assert fpr[fpr["benchmark"] == "sets"]["ci_high"].notna().all()  # bootstrap asked for
+    assert fpr[fpr["benchmark"] == "cood"]["ci_high"].isna().all()  # not asked for

@@ -20,6 +20,7 @@ of the TOML file. A complete, commented example is ``examples/experiment.toml``:
     [[benchmarks]]
     type = "cood"                   # C-OOD severity benchmark (Galil et al., ICLR 2023)
     pool = { list = "in21k_pool.txt", root = "/data/imagenet21k" }
+    n_bootstrap = 1000              # FPR@95 / AUPR intervals (any benchmark; AUROC: DeLong)
 
     [[detectors]]
     name = "knn"
@@ -402,11 +403,41 @@ class DetectorSpec(Schema):
 
 
 # -- benchmarks ---------------------------------------------------------------------------------
+class IntervalOptions(Schema):
+    """Confidence intervals on every row of a benchmark (any ``type``).
+
+    ``ci``: DeLong's 95 % interval of AUROC (cheap, on by default); ``n_bootstrap``: that many
+    seeded bootstrap replicates for FPR@95 and AUPR intervals (0 = off; it costs about
+    ``n_bootstrap`` times the metric, see benchmarks/bench_ci.py).
+    """
+
+    ci: StrictBool = True
+    n_bootstrap: StrictInt = 0
+
+    @field_validator("n_bootstrap")
+    @classmethod
+    def _replicates(cls, value: int) -> int:
+        if value < 0:
+            raise ValueError(f"must be 0 (off) or a number of replicates such as 1000; got {value}")
+        return value
+
+    def with_intervals(self, bench: Any) -> Any:
+        """``bench`` with this entry's interval options set."""
+        bench.ci, bench.n_bootstrap = self.ci, self.n_bootstrap
+        return bench
+
+    def intervals(self) -> dict[str, Any]:
+        """The options for ``describe`` (and so the cell keys), only when not the defaults."""
+        if self.ci and not self.n_bootstrap:
+            return {}
+        return {"intervals": {"ci": self.ci, "n_bootstrap": self.n_bootstrap}}
+
+
 _COOD_OPTIONS = ("window", "n_levels", "estimation_fraction", "images_per_class", "seed",
                  "selection", "id_classes")
 
 
-class CoodSpec(Schema):
+class CoodSpec(IntervalOptions):
     """The C-OOD severity benchmark (Galil et al., ICLR 2023) on an OOD class pool.
 
     Options mirror :class:`oodbench.benchmarks.cood.CoodBenchmark`; ``window`` defaults to the
@@ -466,14 +497,14 @@ class CoodSpec(Schema):
 
         bench = CoodBenchmark(id_test, self.pool.build(), **self.options)
         bench.name = self.name
-        return bench
+        return self.with_intervals(bench)
 
     def describe(self) -> dict[str, Any]:
         return {"type": self.type, "name": self.name, "pool": self.pool.describe(),
-                "options": self.options}
+                "options": self.options, **self.intervals()}
 
 
-class StandardSpec(Schema):
+class StandardSpec(IntervalOptions):
     """A named benchmark from ``oodbench.benchmarks.get(name, **options)`` (it has its own ID set).
 
     ``options.root`` and the folders in ``options.paths`` are resolved against the experiment
@@ -519,10 +550,11 @@ class StandardSpec(Schema):
     def build(self, id_test: Any) -> Any:
         from oodbench import benchmarks
 
-        return benchmarks.get(self.name, **dict(self.options))
+        return self.with_intervals(benchmarks.get(self.name, **dict(self.options)))
 
     def describe(self) -> dict[str, Any]:
-        return {"type": self.type, "name": self.name, "options": dict(self.options)}
+        return {"type": self.type, "name": self.name, "options": dict(self.options),
+                **self.intervals()}
 
 
 class GroupSpec(SourceSpec):
@@ -542,7 +574,7 @@ class GroupSpec(SourceSpec):
         return self
 
 
-class CustomSpec(Schema):
+class CustomSpec(IntervalOptions):
     """The experiment's ID test set against OOD groups the user names (``name -> images``)."""
 
     type: Literal["custom"] = "custom"
@@ -567,11 +599,12 @@ class CustomSpec(Schema):
 
         ood = {g: spec.build() for g, spec in self.groups.items()}
         kinds = {g: spec.kind for g, spec in self.groups.items()}
-        return OodSetsBenchmark(id_test, ood, kinds=kinds, name=self.name)
+        return self.with_intervals(OodSetsBenchmark(id_test, ood, kinds=kinds, name=self.name))
 
     def describe(self) -> dict[str, Any]:
         return {"type": self.type, "name": self.name,
-                "groups": {g: {**s.describe(), "kind": s.kind} for g, s in self.groups.items()}}
+                "groups": {g: {**s.describe(), "kind": s.kind} for g, s in self.groups.items()},
+                **self.intervals()}
 
 
 #: the ``type`` values of ``[[benchmarks]]`` entries
