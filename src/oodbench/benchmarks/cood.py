@@ -34,6 +34,7 @@ import pandas as pd
 
 from oodbench.benchmarks.base import (
     Benchmark,
+    capture_for,
     detector_list,
     ensure_fitted,
     hyperparams_json,
@@ -392,6 +393,28 @@ class CoodBenchmark(Benchmark):
         self._levels_by_config: dict[tuple[str, str], list[np.ndarray]] = {}
 
     # -- public --------------------------------------------------------------------------------
+    def check_model(self, num_classes: int) -> None:
+        """Raise before any forward pass when a model with ``num_classes`` outputs cannot run
+        this benchmark: ``id_classes`` beyond its classes, or a default window (the number of
+        ID classes) that the pool's classes cannot fill."""
+        if self.id_classes is not None and (
+            self.id_classes.min() < 0 or self.id_classes.max() >= num_classes
+        ):
+            raise ClassCountMismatchError(
+                f"id_classes refer to classes up to {int(self.id_classes.max())} but the model "
+                f"predicts {num_classes} classes"
+            )
+        if self.window is not None:
+            return  # checked when the benchmark was built
+        window = num_classes if self.id_classes is None else int(self.id_classes.size)
+        try:
+            _validate_levels(self.pool_classes_.size, window, self.n_levels, self.selection)
+        except InvalidInputError as err:
+            raise InvalidInputError(
+                f"the default window is the number of ID classes, {window}: {err}. Set window "
+                "(classes per severity level) explicitly, or use a pool with more classes"
+            ) from None
+
     def run(
         self,
         model: Any,
@@ -415,6 +438,7 @@ class CoodBenchmark(Benchmark):
                 fit_activations = fit_activations.restrict_classes(self.id_classes)
         id_acts, pool_acts = self._activations(model, detectors, extract_options)
         self.id_activations_, self.pool_activations_ = id_acts, pool_acts
+        self.note_skipped(id_acts, pool_acts)
         id_correct = id_correctness(id_acts)
         window = self.window if self.window is not None else id_acts.num_classes
 
@@ -555,12 +579,7 @@ class CoodBenchmark(Benchmark):
         self, model: Any, detectors: Sequence[Detector], extract_options: dict[str, Any]
     ) -> tuple[Activations, Activations]:
         """The ID and pool activations (extracted once through the cache when given Sources)."""
-        needs: set[str] = {"logits"}
-        for det in detectors:
-            needs |= set(det.requires) & {"features", "feature_map"}
-            if "head" in det.requires:
-                needs.add("features")
-        options = {"capture": tuple(sorted(needs)), **extract_options}
+        options = {"capture": capture_for(detectors), **extract_options}
 
         def get(data: Source | Activations) -> Activations:
             if isinstance(data, Activations):

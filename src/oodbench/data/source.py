@@ -97,9 +97,38 @@ class SubsetSource(Source):
         return h.hexdigest()
 
 
-class RelabeledSource(Source):
-    """The images of ``parent`` with other labels (e.g. re-indexed to a subset of classes);
-    fingerprint = parent's + the new labels."""
+class SourceView(Source):
+    """Another view of ``parent``'s images: the same images and ids, in the same order.
+
+    Subclasses give ``labels`` and ``fingerprint`` (which must differ from the parent's when the
+    labels do) and may set ``class_names``. A file source's ``path(index)`` is kept (skipped-image
+    records name the file).
+    """
+
+    def __init__(self, parent: Source):
+        self.parent = parent
+        self.name = parent.name
+        path = getattr(parent, "path", None)
+        if callable(path):
+            self.path = path
+
+    def __len__(self) -> int:
+        return len(self.parent)
+
+    def load(self, index: int) -> Image.Image:
+        return self.parent.load(index)
+
+    @property
+    def ids(self) -> list[str]:
+        return self.parent.ids
+
+
+class RelabeledSource(SourceView):
+    """The images of ``parent`` with other labels, one per image (e.g. re-indexed to a subset of
+    classes, or mapped onto a model's class indices); fingerprint = parent's + the new labels.
+
+    ``class_names`` name the new label indices (``None`` when unknown).
+    """
 
     def __init__(self, parent: Source, labels: np.ndarray, class_names: Sequence[str] | None = None):
         labels = np.asarray(labels, dtype=np.int64)
@@ -110,22 +139,14 @@ class RelabeledSource(Source):
                 f"RelabeledSource of {parent.name!r}: {labels.shape[0] if labels.ndim else 0} "
                 f"labels for {len(parent)} images; give one label per image"
             )
-        self.parent, self._labels = parent, labels
-        self.name, self.class_names = parent.name, class_names
-
-    def __len__(self) -> int:
-        return len(self.parent)
-
-    def load(self, index: int) -> Image.Image:
-        return self.parent.load(index)
+        super().__init__(parent)
+        labels.setflags(write=False)
+        self._labels = labels
+        self.class_names = None if class_names is None else list(class_names)
 
     @property
     def labels(self) -> np.ndarray:
         return self._labels
-
-    @property
-    def ids(self) -> list[str]:
-        return self.parent.ids
 
     def fingerprint(self) -> str:
         h = hashlib.sha256(self.parent.fingerprint().encode())

@@ -81,10 +81,18 @@ class ExperimentError(ConfigError):
 class SourceSpec(Schema):
     """Where images come from: an image folder, an OpenOOD image list, digits or demo sets.
 
-    TOML: ``{ folder = "dir" }`` (``dir/<class>/<image>``), ``{ list = "file.txt", root = "dir" }``
-    (``relative/path label`` lines; label -1 = OOD; ``root`` defaults to the list's folder),
-    ``{ digits = [0, 1, 2] }`` (sklearn's digits), or ``{ demo = "id_test", seed = 0 }`` (a set
-    of :mod:`oodbench.data.demo`).
+    TOML: ``{ folder = "dir" }`` (``dir/<class>/<image>``; or images in ``dir`` or ``dir/images``
+    with ``dir/labels.txt``; or ImageNet validation images with their labels: see
+    :func:`oodbench.data.open_folder`), ``{ list = "file.txt", root = "dir" }`` (``relative/path
+    label`` lines; label -1 = OOD; ``root`` defaults to the list's folder), ``{ digits = [0, 1,
+    2] }`` (sklearn's digits), or ``{ demo = "id_test", seed = 0 }`` (a set of
+    :mod:`oodbench.data.demo`).
+
+    Labels that index the model's classes: class folders named by the model's classes (ImageNet
+    wnids or class names) are mapped onto them by ``extract``; otherwise a folder or list takes
+    ``class_names = ["n01440764", ...]`` (or a text file, one name per line: the label order,
+    label ``i`` is ``class_names[i]``, also mapped onto the model's classes by name), and a
+    folder takes ``label_map = { my_cats = 281, my_dogs = 207 }`` (folder -> model class index).
     """
 
     shorthand = "folder"
@@ -95,8 +103,22 @@ class SourceSpec(Schema):
     digits: tuple[StrictInt, ...] | None = None
     demo: StrictStr | None = None
     seed: StrictInt | None = None
+    class_names: tuple[StrictStr, ...] | ConfigPath | None = Field(
+        None, description="the label order: an array of class names or a file of one per line")
+    label_map: dict[StrictStr, StrictInt] | None = Field(
+        None, description="class folder -> model class index")
 
     _where: str = PrivateAttr(default="")
+
+    @field_validator("class_names", mode="before")
+    @classmethod
+    def _names_or_file(cls, value: Any) -> Any:
+        if value is None or isinstance(value, (str, Path)):
+            return value
+        if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):
+            return tuple(value)
+        raise ValueError(
+            f"expected an array of class names or the path of a file of them, got {value!r}")
 
     @model_validator(mode="after")
     def _one_layout(self) -> SourceSpec:
@@ -110,6 +132,14 @@ class SourceSpec(Schema):
             raise ValueError("seed only goes with demo = \"...\"")
         if self.root is not None and self.layout != "list":
             raise ValueError("root only goes with list = \"file.txt\"")
+        if self.class_names is not None and self.layout not in ("folder", "list"):
+            raise ValueError("class_names only goes with folder = \"dir\" or list = \"file.txt\"")
+        if self.label_map is not None:
+            if self.layout != "folder" or self.class_names is not None:
+                raise ValueError("label_map goes with folder = \"dir\" and without class_names")
+            negative = {k: v for k, v in self.label_map.items() if v < 0}
+            if negative:
+                raise ValueError(f"label_map: model class indices are >= 0; got {negative}")
         if self.digits is not None and not all(0 <= c <= 9 for c in self.digits):
             raise ValueError(f"digits: expected digit classes in 0-9, got {list(self.digits)}")
         if self.demo is not None:
@@ -154,15 +184,30 @@ class SourceSpec(Schema):
         from oodbench import data
 
         self.check_exists()
+        names = self.label_order()
         if self.folder is not None:
-            return data.ImageFolder(self.folder)
+            if self.label_map is not None:
+                from oodbench.data.labels import apply_label_map
+
+                return apply_label_map(data.ImageFolder(self.folder), self.label_map)
+            if names is not None:
+                return data.ImageFolder(self.folder, class_names=names)
+            return data.open_folder(self.folder)
         if self.list_file is not None:
-            return data.ImageList(self.list_file, self.list_file.parent if self.root is None else self.root)
+            root = self.list_file.parent if self.root is None else self.root
+            return data.ImageList(self.list_file, root, class_names=names)
         if self.demo is not None:
             from oodbench.data.demo import demo_data
 
             return demo_data(seed=self.seed or 0).source(self.demo)
         return data.DigitsSource(classes=list(self.digits) if self.digits is not None else None)
+
+    def label_order(self) -> list[str] | None:
+        """``class_names`` as a list (read from its file when it is one), or ``None``."""
+        if self.class_names is None or isinstance(self.class_names, tuple):
+            return None if self.class_names is None else list(self.class_names)
+        lines = self.class_names.read_text(encoding="utf-8").splitlines()
+        return [line.strip() for line in lines if line.strip()]
 
     def check_exists(self) -> None:
         """Raise ``MissingDataError`` saying what was expected where a path is missing."""
@@ -170,6 +215,11 @@ class SourceSpec(Schema):
             raise MissingDataError(
                 f"{self.where}: folder {self.folder} does not exist; expected an image folder laid "
                 "out as <folder>/<class name>/<image> (fix the path in the experiment file)"
+            )
+        if isinstance(self.class_names, Path) and not self.class_names.is_file():
+            raise MissingDataError(
+                f"{self.where}: class_names file {self.class_names} does not exist; expected a "
+                "text file with one class name per line (line i names label i)"
             )
         if self.list_file is not None:
             if not self.list_file.is_file():
@@ -195,6 +245,11 @@ class SourceSpec(Schema):
             out["classes"] = list(self.digits)
         if self.demo is not None:
             out.update(demo=self.demo, seed=self.seed or 0)
+        if self.class_names is not None:
+            out["class_names"] = (str(self.class_names) if isinstance(self.class_names, Path)
+                                  else list(self.class_names))
+        if self.label_map is not None:
+            out["label_map"] = dict(self.label_map)
         return out
 
 
