@@ -34,6 +34,7 @@ class Cell:
     hyperparams: str  # canonical JSON with every hyper-parameter (defaults filled in)
     benchmark: BenchmarkSpec
     key: str
+    tune: str = ""  # canonical JSON of the entry's ``tune`` table ("" = not tuned)
 
     @property
     def params(self) -> dict[str, Any]:
@@ -98,6 +99,8 @@ def detector_configurations(experiment: Experiment) -> list[tuple[str, dict[str,
     out: list[tuple[str, dict[str, Any]]] = []
     seen: set[tuple[str, str]] = set()
     for spec in experiment.detectors:
+        if spec.tune is not None:
+            continue  # tuned entries: see tuned_detectors
         if spec.name == ALL_DETECTORS:
             entries: list[tuple[str, dict[str, Any]]] = [
                 (row["name"], {}) for row in detectors.available()
@@ -113,13 +116,23 @@ def detector_configurations(experiment: Experiment) -> list[tuple[str, dict[str,
     return out
 
 
+def tuned_detectors(experiment: Experiment) -> list[tuple[str, dict[str, Any], str]]:
+    """(name, full fixed hyper-parameters, canonical JSON of ``tune``) of every tuned entry."""
+    from oodbench import detectors
+
+    return [(spec.name, detectors.create(spec.name, **spec.hyperparams).hyperparams,
+             canonical_json(spec.tune.describe()))
+            for spec in experiment.detectors if spec.tune is not None]
+
+
 def make_plan(experiment: Experiment) -> Plan:
     """Expand the experiment into cells (models x detector configurations x benchmarks)."""
     from oodbench import detectors
     from oodbench.benchmarks.base import capture_for
     from oodbench.data.download import file_digest
 
-    configs = detector_configurations(experiment)
+    configs = [(name, params, "") for name, params in detector_configurations(experiment)]
+    configs += tuned_detectors(experiment)
     id_sources = {
         "test": experiment.id_test.describe() if experiment.id_test else None,
         "fit": experiment.id_fit.describe() if experiment.id_fit else None,
@@ -131,12 +144,18 @@ def make_plan(experiment: Experiment) -> Plan:
             model_ident["weights_sha256"] = file_digest(model.weights, "sha256")
         cells = []
         for bench in experiment.benchmarks:
-            for name, params in configs:
+            for name, params, tune in configs:
                 ident = {"model": model_ident, "detector": name, "hyperparams": params,
                          "benchmark": bench.describe(), "id": id_sources}
+                if tune:
+                    ident["tune"] = tune
                 cells.append(Cell(model, name, canonical_json(params), bench,
-                                  hashlib.sha256(canonical_json(ident).encode()).hexdigest()[:20]))
-        capture = capture_for([detectors.create(name, **params) for name, params in configs])
+                                  hashlib.sha256(canonical_json(ident).encode()).hexdigest()[:20],
+                                  tune))
+        capture = capture_for([detectors.create(name, **params) for name, params, _ in configs])
+        if any(d.tune is not None and d.tune.protocol == "held_out_classes"
+               for d in experiment.detectors):  # the variants' heads train on features
+            capture = tuple(sorted({*capture, "features"}))
         models.append(ModelPlan(model, tuple(cells), capture))
     return Plan(experiment, tuple(models))
 

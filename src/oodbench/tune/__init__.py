@@ -34,26 +34,34 @@ score ignores the prediction (feature-distance detectors) it can prefer differen
 than OOD data would. Report which mode chose the hyper-parameters.
 
 Ties are broken by grid order (the first best point wins); NaN metrics never win.
+
+**Other protocols and searches** (:mod:`oodbench.tune.dispatch`): ``protocol="held_out_classes"``
+tunes without OOD data by withholding ID classes (:mod:`oodbench.tune.held_out`, Mondal et al.,
+arXiv 2602.05935); ``search="tpe"`` searches ranges (:class:`oodbench.tune.space.Range`) with
+Optuna's seeded, resumable TPE sampler (:mod:`oodbench.tune.optuna_search`).
 """
 
 from __future__ import annotations
 
 import copy
-import itertools
+import json
 import math
 import sys
 import types
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from oodbench import metrics
-from oodbench.detectors import Detector, create
+from oodbench.detectors import Detector
 from oodbench.errors import InvalidInputError
 from oodbench.extract.activations import Activations
+from oodbench.tune.space import Range, detector_builder, grid_points, parse_space
+
+__all__ = ["Range", "TuneResult", "tune"]
 
 #: criterion -> True when larger is better
 OOD_CRITERIA = {
@@ -74,6 +82,7 @@ class TuneResult:
         table: one row per grid point, in grid order: the grid's hyper-parameters, every metric
             computed, ``refit`` (whether ``fit`` ran for this point) and ``best``.
         criterion: the metric that chose, and ``best_value`` its value at the winner.
+        provenance: how the choice was made: protocol, search and their settings.
     """
 
     best_params: dict[str, Any]
@@ -81,16 +90,14 @@ class TuneResult:
     table: pd.DataFrame
     criterion: str
     best_value: float
+    provenance: dict[str, Any] = field(default_factory=dict)
 
-
-def _grid_points(grid: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
-    for key, values in grid.items():
-        if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not values:
-            raise InvalidInputError(
-                f"tune: grid[{key!r}] must be a non-empty list of values; got {values!r}"
-            )
-    keys = list(grid)
-    return [dict(zip(keys, combo)) for combo in itertools.product(*grid.values())]
+    def tuning_record(self) -> str:
+        """The ``tuning`` column of the results table: canonical JSON of the provenance, the
+        chosen hyper-parameters and the criterion's value there."""
+        return json.dumps({**self.provenance, "criterion": self.criterion,
+                           "best_params": self.best_params, "best_value": self.best_value},
+                          sort_keys=True, default=str)
 
 
 def _resolve_criterion(criterion: str | None, with_ood: bool) -> tuple[str, bool]:
@@ -116,40 +123,40 @@ def tune(
     detector_or_name: Detector | str,
     grid: Mapping[str, Sequence[Any]],
     id_val: Activations,
-    ood_val: Activations | None,
+    ood_val: Activations | None = None,
     *,
     fit: Activations | None = None,
     model: Any = None,
     criterion: str | None = None,
+    protocol: str = "ood_val",
+    search: str = "grid",
+    **options: Any,
 ) -> TuneResult:
     """Pick the detector's hyper-parameters from ``grid`` (see the module docstring).
 
     Args:
         detector_or_name: a registry name (the grid overrides its defaults) or a detector (the
             grid overrides its hyper-parameters).
-        grid: hyper-parameter name -> list of values; every combination is tried.
+        grid: hyper-parameter name -> list of values; every combination is tried. With
+            ``search="tpe"`` also ranges (``Range(low, high)`` or ``{"low": .., "high": ..}``).
         id_val, ood_val: validation activations (``ood_val=None``: the OOD-free mode).
         fit: ID training activations for detectors that learn statistics; model: the live
             classifier for detectors that need it.
         criterion: a metric key; default ``"auroc"`` with OOD data, ``"id_auroc"`` without.
+        protocol: ``"ood_val"`` (above) or ``"held_out_classes"`` (no OOD data: simulated by
+            withholding ID classes of ``fit``; ``held_out={"n_variants": 5,
+            "held_out_fraction": 0.2, "retrain": "head", "seed": 0, "train": {...}}``;
+            ``retrain="full"`` also needs ``model``).
+        search: ``"grid"`` or ``"tpe"`` (``n_trials=50, seed=0, storage=None, study_name=None,
+            progress=False``).
     """
+    if protocol != "ood_val" or search != "grid" or options:
+        from oodbench.tune.dispatch import search as run_search
+
+        return run_search(detector_or_name, grid, id_val, ood_val, fit=fit, model=model,
+                          criterion=criterion, protocol=protocol, search=search, **options)
     name, larger_is_better = _resolve_criterion(criterion, ood_val is not None)
-    if isinstance(detector_or_name, Detector):
-        cls, base = type(detector_or_name), dict(detector_or_name.hyperparams)
-        unknown = set(grid) - set(base)
-        if unknown:
-            raise InvalidInputError(
-                f"tune: detector {cls.name!r} has no hyper-parameter {', '.join(sorted(unknown))}; "
-                f"it takes {', '.join(sorted(base)) or 'none'}"
-            )
-
-        def build(point: dict[str, Any]) -> Detector:
-            return cls(**{**base, **point})
-    else:
-        reg_name = detector_or_name
-
-        def build(point: dict[str, Any]) -> Detector:
-            return create(reg_name, **point)
+    build = detector_builder(detector_or_name, list(grid))
 
     correct = np.asarray(id_val.correct)
     if ood_val is None and (correct.all() or not correct.any()):
@@ -159,7 +166,7 @@ def tune(
             "right; use a larger labelled id_val or pass ood_val"
         )
 
-    points = _grid_points(grid)
+    points = grid_points(parse_space(grid, allow_ranges=False))  # type: ignore[arg-type]
     built = [build(point) for point in points]  # validates every value up front
     groups: dict[tuple[Any, ...], list[int]] = {}  # grid points that share one fit
     for i, det in enumerate(built):
@@ -199,6 +206,7 @@ def tune(
         table=table,
         criterion=name,
         best_value=float(rows[winner][name]),
+        provenance={"protocol": "ood_val" if ood_val is not None else "id_only", "search": "grid"},
     )
 
 
