@@ -9,7 +9,9 @@ Score, with ``z_(k)`` the k-th nearest bank entry to ``z = f(x) / ||f(x)||``:
 
     kappa(x) = -||z - z_(k)||_2
 
-Exact search with a faiss ``IndexFlatL2`` in float32 (squared distances, square-rooted here).
+Exact search in float32 (squared distances, square-rooted here): a faiss ``IndexFlatL2`` on the
+CPU path, faiss on the GPU with ``faiss-gpu``, else chunked ``matmul`` + ``topk`` in torch
+(:mod:`oodbench.detectors._neighbours`).
 Default ``k=50``: the paper uses k=50 on CIFAR-10 and k=200 on CIFAR-100, and on ImageNet
 k=1000 with the full 1.28M training bank (k=10 with alpha=1%); OpenOOD uses 50 for CIFAR and
 1000 for ImageNet. The right k grows with the bank, so pass ``k=1000`` with a full ImageNet bank
@@ -25,15 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from oodbench.detectors._stats import (
-    bank_rows,
-    check_k,
-    features_of,
-    flat_index,
-    knn_search,
-    normalized_float32,
-    take_rows,
-)
+from oodbench.detectors._neighbours import NeighbourIndex, normalized_float32
+from oodbench.detectors._stats import bank_rows, check_k, features_of, take_rows
 from oodbench.detectors.base import Detector, register
 from oodbench.extract.activations import Activations
 
@@ -59,8 +54,8 @@ class KNN(Detector):
         assert train is not None
         who = f"detector {self.name!r}"
         rows = bank_rows(len(train), self.k, self.fit_fraction, self.seed, who)
-        self.index_ = flat_index(normalized_float32(take_rows(features_of(train), rows)), "l2")
+        self.index_ = NeighbourIndex(normalized_float32(take_rows(features_of(train), rows)), "l2")
 
     def _score(self, acts: Activations) -> np.ndarray:
-        kth = knn_search(self.index_, features_of(acts), int(self.k))[:, -1].astype(np.float64)
+        kth = self.index_.search(features_of(acts), int(self.k))[:, -1].astype(np.float64)
         return -np.sqrt(np.maximum(kth, 0.0))

@@ -50,7 +50,10 @@ from oodbench.extract.activations import Activations
 
 
 def vra(z: torch.Tensor, alpha: torch.Tensor, beta: torch.Tensor, gamma: float) -> torch.Tensor:
-    """The VRA piecewise function (broadcasting thresholds over rows)."""
+    """The VRA piecewise function (broadcasting thresholds over rows), in float64 on ``z``'s
+    device: the comparisons with the float64 thresholds decide jumps, so they are exact."""
+    z = z.double()
+    alpha, beta = alpha.to(z.device), beta.to(z.device)
     return torch.where(z < alpha, 0.0, torch.where(z > beta, beta, z + gamma))
 
 
