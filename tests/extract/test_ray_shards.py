@@ -6,7 +6,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import signal
+import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -209,3 +212,50 @@ def test_a_gpu_device_without_gpus_is_refused_before_any_task():
         extract(TinyNet(), RandomImages(4), executor="ray", device="cuda", progress=False)
     with pytest.raises(InvalidInputError, match="cluster has 0 GPU"):
         extract(TinyNet(), RandomImages(4), executor=RayShards(num_gpus=1), progress=False)
+
+
+_DRIVER = f"""
+import sys
+sys.path[:0] = [{str(REPO)!r}, {str(REPO / "src")!r}]
+import ray
+ray.init(address=sys.argv[1], log_to_driver=False)
+from oodbench.extract import RayShards, extract
+from tests.extract._toy import CountingNet, RandomImages
+extract(CountingNet(sys.argv[2], delay=0.4), RandomImages({N}, corrupt={CORRUPT}), capture={ALL},
+        batch_size={BATCH}, shard_size={SHARD}, progress=False, executor=RayShards(num_cpus=1))
+"""
+
+
+@pytest.mark.heavy
+@needs_ray
+@pytest.mark.usefixtures("ray_cluster", "one_thread")
+def test_a_killed_driver_is_resumed_by_the_next_run(tmp_path: Path):
+    """A driver process SIGKILLed after two shards were recorded; the next run (here, in this
+    process) computes only the other shards and ends bit-identical."""
+    import ray
+
+    root = Path(os.environ["OODBENCH_CACHE"])
+    child = subprocess.Popen([sys.executable, "-c", _DRIVER, ray.get_runtime_context().gcs_address,
+                              str(tmp_path / "first")],
+                             env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and child.poll() is None:
+            found = list(root.glob("activations/*/manifest.json"))
+            try:
+                if found and len(json.loads(found[0].read_text())["shards"]) >= 2:
+                    break
+            except ValueError:  # replaced while we read it
+                pass
+            time.sleep(0.01)
+        assert child.poll() is None, "the driver finished before it could be killed"
+        child.send_signal(signal.SIGKILL)
+    finally:
+        child.wait()
+    kept = json.loads(found[0].read_text())["shards"]
+    assert not json.loads(found[0].read_text())["complete"] and 2 <= len(kept) < 5
+    counter = tmp_path / "second"
+    resumed = _on_ray(CountingNet(counter))
+    assert resumed.meta["timings"]["shard_tasks"] == 5 - len(kept)
+    assert counter.stat().st_size == (5 - len(kept)) * SHARD // BATCH
+    _assert_identical(resumed, _single_process())
