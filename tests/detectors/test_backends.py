@@ -20,7 +20,7 @@ from tests.detectors.conftest import make_activations
 
 #: the detectors with a torch path on the device (oodbench.compute)
 HEAVY = ["knn", "nnguide", "mahalanobis", "rmd", "vim", "line", "dice", "react", "ash_p",
-         "ash_b", "ash_s", "scale", "vra", "gen", "energy", "msp"]
+         "ash_b", "ash_s", "scale", "vra", "gen", "energy", "msp", "entropy"]
 CROSS_ZERO = {"rmd", "vim"}
 #: bytes per working chunk on the torch side: a few dozen rows, so every loop runs in pieces
 SMALL_CHUNKS = 4 * 48 * 37
