@@ -21,7 +21,11 @@ one call on 50,000 rows cannot run); where it has no counterpart the column is e
 enforced with SIGALRM between Python-level steps): a run over budget is reported as such.
 
 Prints a table and writes ``benchmarks/results/bench_detectors.json``. Timings are wall-clock
-seconds of one run on this machine (thread count in the JSON); nothing here is a unit test.
+seconds of one run on this machine (``--clock cpu``: CPU seconds of this process; ``--repeat``:
+the best of several), with the thread counts and the machine's load averages before and after
+in the JSON; nothing here is a unit test. ``--threads 1`` limits torch and the BLAS of NumPy,
+SciPy and faiss alike (without it a CPU-time measurement also counts the spinning of idle BLAS
+threads).
 """
 
 from __future__ import annotations
@@ -237,7 +241,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1,
                         help="time each side this many times and keep the best (a loaded machine)")
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall")
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="threads of torch and of the BLAS/OpenMP pools NumPy, SciPy and faiss "
+                             "use (threadpoolctl); default: each library's own")
     parser.add_argument("--no-pytorch-ood", action="store_true")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
@@ -245,7 +251,12 @@ def main() -> None:
     global clock
     clock = CLOCKS[args.clock]
     if args.threads:
+        import faiss  # noqa: F401  (loaded first, so that its BLAS is limited too)
+        from threadpoolctl import threadpool_limits
+
         torch.set_num_threads(args.threads)
+        threadpool_limits(args.threads)  # in force for the rest of the process
+    load_before = os.getloadavg()
     sizes = dict(FULL)
     if args.quick:
         sizes.update({k: sizes[k] // 10 for k in ("n_test", "n_train", "n_map")})
@@ -264,7 +275,8 @@ def main() -> None:
         name, needs = info["name"], set(info["requires"])
         if wanted and name not in wanted:
             continue
-        row: dict[str, Any] = {"detector": name, "requires": sorted(needs)}
+        row: dict[str, Any] = {"detector": name, "requires": sorted(needs),
+                               "load_average_1min": os.getloadavg()[0]}
         if needs & {"model", "text_embeddings"}:
             row["ours"] = {"status": "skipped: runs the live network" if "model" in needs
                            else "skipped: needs a CLIP text encoder"}
@@ -309,7 +321,10 @@ def main() -> None:
         "clock": args.clock,
         "backend": str(compute.current()),
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
-                    "torch_threads": torch.get_num_threads(), "torch": torch.__version__},
+                    "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
+                    "blas_threads": args.threads,
+                    "load_average_1_5_15min_before": load_before,
+                    "load_average_1_5_15min_after": os.getloadavg()},
         "rows": rows,
     }, indent=2))
     print(f"\nwrote {args.out}")
