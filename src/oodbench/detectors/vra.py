@@ -50,11 +50,30 @@ from oodbench.extract.activations import Activations
 
 
 def vra(z: torch.Tensor, alpha: torch.Tensor, beta: torch.Tensor, gamma: float) -> torch.Tensor:
-    """The VRA piecewise function (broadcasting thresholds over rows), in float64 on ``z``'s
-    device: the comparisons with the float64 thresholds decide jumps, so they are exact."""
-    z = z.double()
-    alpha, beta = alpha.to(z.device), beta.to(z.device)
-    return torch.where(z < alpha, 0.0, torch.where(z > beta, beta, z + gamma))
+    """The VRA piecewise function (broadcasting thresholds over rows) in ``z``'s precision, on
+    its device, equal to the float64 result rounded to that precision.
+
+    The comparisons with the float64 thresholds decide jumps, so they must be exact: for ``z``
+    of a precision with ``alpha`` rounded up and ``beta`` rounded down to it
+    (``outward_thresholds``), ``z < alpha`` and ``z > beta`` hold exactly when they hold in
+    float64; clipped values become ``beta`` rounded to nearest, and ``z + gamma`` is summed in
+    float64 (VRA+), both as the float64 result cast to ``z``'s precision.
+    """
+    alpha_up, beta_down = outward_thresholds(alpha.to(z.device), beta.to(z.device), z.dtype)
+    middle = z if gamma == 0.0 else (z.double() + gamma).to(z.dtype)
+    shaped = torch.where(z > beta_down, beta.to(z.device, z.dtype), middle)
+    return shaped.masked_fill_(z < alpha_up, 0.0)
+
+
+def outward_thresholds(
+    lower: torch.Tensor, upper: torch.Tensor, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``lower`` rounded up and ``upper`` rounded down to ``dtype``: for any ``z`` of that
+    precision, ``z < lower`` and ``z > upper`` then hold exactly as against the originals."""
+    up, down = lower.to(dtype), upper.to(dtype)
+    up = torch.where(up.to(lower.dtype) < lower, torch.nextafter(up, up.new_tensor(torch.inf)), up)
+    down = torch.where(down.to(upper.dtype) > upper, torch.nextafter(down, down.new_tensor(-torch.inf)), down)
+    return up, down
 
 
 def check_thresholds(who: str, lower_percentile: float, upper_percentile: float) -> None:
@@ -106,7 +125,7 @@ class VRA(Detector):
         )
 
     def shape(self, features: torch.Tensor) -> torch.Tensor:
-        """VRA applied to (B, D) float64 features, with the fitted thresholds."""
+        """VRA applied to (B, D) features, with the fitted thresholds."""
         return vra(features, self.alpha_, self.beta_, self.gamma)
 
     def _score(self, acts: Activations) -> np.ndarray:
