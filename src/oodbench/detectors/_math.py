@@ -122,9 +122,3 @@ def cosine_similarities(features: np.ndarray, weight: np.ndarray) -> torch.Tenso
     f = torch.nn.functional.normalize(as_tensor(features), dim=1)
     w = torch.nn.functional.normalize(as_tensor(weight), dim=1)
     return f @ w.T
-
-
-def l2_normalize(x: np.ndarray | torch.Tensor, dtype: torch.dtype = torch.float64) -> torch.Tensor:
-    """Rows scaled to unit L2 norm (zero rows stay zero), in ``dtype``."""
-    t = x.to(dtype) if isinstance(x, torch.Tensor) else as_tensor(x, dtype)
-    return torch.nn.functional.normalize(t, dim=1)

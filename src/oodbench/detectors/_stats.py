@@ -185,22 +185,37 @@ def scatter_matrix(
     """
     backend = current()
     dim = features.shape[1]
+    # chunks of the backend's size, but of at least ``dim`` rows: each chunk adds a D x D
+    # product, and the additions should stay a small share of the work
+    step = max(dim, backend.chunk_bytes // (8 * dim))
+    if backend.kind == "numpy":
+        return torch.from_numpy(_host_scatter(features, centres.cpu().numpy(), labels, step))
     centres = centres.to(backend.device, torch.float64)
     out = torch.zeros(dim, dim, dtype=torch.float64, device=backend.device)
     labels_t = (
         None if labels is None else backend.tensor(np.asarray(labels, dtype=np.int64), torch.int64)
     )
-    # chunks of the backend's size, but of at least ``dim`` rows: each chunk adds a D x D
-    # product, and the additions should stay a small share of the work
-    for rows in chunks(len(features), max(dim, backend.chunk_bytes // (8 * dim))):
+    for rows in chunks(len(features), step):
         x = backend.tensor(features[rows], torch.float64)
         x = x - (centres if labels_t is None else centres[labels_t[rows]])
-        if backend.kind == "numpy":  # NumPy's x.T @ x of one array is a BLAS syrk: half the work
-            block = x.numpy()
-            out += torch.from_numpy(block.T @ block)
-        else:
-            out.addmm_(x.T, x)
+        out.addmm_(x.T, x)
     return out
+
+
+def _host_scatter(
+    features: np.ndarray, centres: np.ndarray, labels: np.ndarray | None, step: int
+) -> np.ndarray:
+    """``scatter_matrix`` on the host: each centred float64 chunk ``X`` adds ``X^T X`` by a BLAS
+    ``dsyrk`` (one triangle: half the products of ``X.T @ X``) into a column-major
+    accumulator, mirrored once at the end."""
+    dim = features.shape[1]
+    lower = np.zeros((dim, dim), dtype=np.float64, order="F")
+    for rows in chunks(len(features), step):
+        centre = centres if labels is None else centres[np.asarray(labels[rows], dtype=np.int64)]
+        x = np.subtract(features[rows], centre, dtype=np.float64)
+        # the row-major (n, D) chunk is the column-major (D, n) matrix A = X^T: C += A A^T
+        lower = scipy.linalg.blas.dsyrk(1.0, x.T, beta=1.0, c=lower, lower=1, overwrite_c=1)
+    return np.tril(lower) + np.tril(lower, -1).T
 
 
 def symmetric_eigh(matrix: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
