@@ -28,6 +28,11 @@ class EmptyInputError(InvalidInputError):
     """An input that must hold samples is empty (an empty source, an empty OOD group)."""
 
 
+class UndeterminedStatisticError(InvalidInputError):
+    """The fit data cannot determine a detector's statistic (e.g. the NLL of temperature scaling
+    has no finite minimiser on data the model classifies perfectly); the message says why."""
+
+
 class ClassCountMismatchError(InvalidInputError):
     """Labels refer to more classes than the model predicts, or a head does not match."""
 

@@ -207,12 +207,18 @@ def flat_index(bank: np.ndarray, metric: str) -> faiss.Index:
     return index
 
 
-def knn_search(index: faiss.Index, features: np.ndarray, k: int) -> np.ndarray:
+def knn_search(index: faiss.Index, features: np.ndarray, k: int, who: str = "") -> np.ndarray:
     """The ``k`` best values for every L2-normalised row of ``features``: float32 (N, k).
 
     Squared L2 distances in ascending order for ``IndexFlatL2``, inner products in descending
     order for ``IndexFlatIP``; exact search, queries normalised and searched chunk by chunk.
+    ``k`` larger than the bank is an error (k is a scoring setting: it may change after fit).
     """
+    if k > index.ntotal:
+        raise InvalidInputError(
+            f"{who or 'nearest-neighbour search'}: k={k} but the bank holds only {index.ntotal} "
+            "training features; lower k or fit on more data"
+        )
     out = np.empty((len(features), k), dtype=np.float32)
     for rows in chunks(len(features)):
         values, _ = index.search(normalized_float32(features[rows]), k)

@@ -13,7 +13,9 @@ product with ``f(x) / ||f(x)||``:
 
 Exact search with a faiss ``IndexFlatIP`` in float32. Defaults ``k=10`` (the official code) and
 ``fit_fraction=1.0``: the paper builds the ImageNet bank from a random 1% of the training set
-(OpenOOD: 1%, K=100), so pass ``fit_fraction=0.01`` with the full ImageNet training activations.
+(``preset="paper"``: k=10, 1%; ``preset="openood"``: K=100, 1%), so pass ``fit_fraction=0.01``
+with the full ImageNet training activations. ``k`` only affects scoring (one fit per bank).
+OpenOOD's bank is the first ~1% of its unshuffled training loader, oodbench's a seeded random 1%.
 
 pytorch-ood 0.4.0 ``NNGuide(encoder, head, k)`` returns ``-kappa`` (exact top-k by chunked
 matmul); it drops fit rows with label < 0.
@@ -49,6 +51,7 @@ class NNGuide(Detector):
     name = "nnguide"
     requires = frozenset({"features", "logits", "train"})
     paper = "Park, Jung & Teoh, ICCV 2023, arXiv 2309.14888"
+    score_only_hyperparams = frozenset({"k"})
 
     k: int = 10
     fit_fraction: float = 1.0
@@ -69,5 +72,6 @@ class NNGuide(Detector):
         self.index_ = flat_index(bank, "ip")
 
     def _score(self, acts: Activations) -> np.ndarray:
-        guidance = knn_search(self.index_, features_of(acts), int(self.k)).astype(np.float64).mean(axis=1)
+        who = f"detector {self.name!r}"
+        guidance = knn_search(self.index_, features_of(acts), int(self.k), who).astype(np.float64).mean(axis=1)
         return guidance * by_chunks(len(acts), lambda rows: neg_energy(acts.logits[rows]))
