@@ -4,24 +4,38 @@ A package: the search itself lives here; protocol data and other search strategi
 sibling modules (``oodbench.tune.<name>``).
 
     result = oodbench.tune("react", {"percentile": [85, 90, 95, 99]}, id_val, ood_val, fit=train)
+    result = oodbench.tune("react", "openood", id_val, ood_val, fit=train)   # OpenOOD's own sweep
     result.best_params   # {"percentile": 90}
-    result.detector      # the detector with those hyper-parameters, fitted on ``fit``
+    result.detector      # the detector with those hyper-parameters, fitted on its fit data
     result.table         # one row per grid point: its hyper-parameters and every metric
+
+Detectors are fitted on the ID data their ``fit_data`` names: ``fit`` (the ID training set) or
+``id_val`` -- the same ID validation activations the grid points are scored on, as in OpenOOD,
+whose ReAct / VRA / KL-matching / temperature scaling fit on its ID-val split.
 
 **With OOD data** (``ood_val`` given) this is the OpenOOD v1.5 protocol: every point of the grid
 is scored on an ID validation set and an OOD validation set and the point with the best AUROC
 (``criterion="auroc"``, the default; any key of :func:`oodbench.metrics.evaluate` may be used)
-wins. Two differences from OpenOOD's implementation: (1) whenever a hyper-parameter can change
-what ``fit`` learns (ReAct's percentile sets its threshold, DICE's sparsity its mask, KNN's
-subsampling its bank), the detector is fitted again for that grid point -- OpenOOD relies on
-each postprocessor's ``set_hyperparam`` to do that, and e.g. its ``DICEPostprocessor`` only
-stores the new ``p`` and keeps the weight mask computed at the first grid point for the whole
-sweep; (2) nothing runs the network: every point is scored from the cached activations (only
-live-model detectors such as ODIN and MC-dropout run their own passes).
+wins. ``grid="openood"`` takes OpenOOD's own sweep for the detector (its configs'
+``postprocessor_sweep``, see :mod:`oodbench.detectors.presets`), starts from
+``preset="openood"`` when given a name, and visits the points in OpenOOD's order (its
+``recursive_generator``: the first swept hyper-parameter varies fastest), so ties break as they
+do there; a detector OpenOOD does not search (``APS_mode: False``) is evaluated at its
+configured values only. Two differences from OpenOOD's implementation: (1) whenever a
+hyper-parameter can change what ``fit`` learns (ReAct's percentile sets its threshold, DICE's
+sparsity its mask, KNN's subsampling its bank), the detector is fitted again for that grid
+point -- OpenOOD relies on each postprocessor's ``set_hyperparam`` to do that, and e.g. its
+``DICEPostprocessor`` only stores the new ``p`` and keeps the weight mask computed at the first
+grid point for the whole sweep; (2) nothing runs the network: every point is scored from the
+cached activations (only live-model detectors such as ODIN and MC-dropout run their own passes).
 
-A detector class may declare ``score_only_hyperparams`` (a frozenset of field names that only
-affect scoring, e.g. a temperature); grid points that differ only in those share one fit.
-Without that declaration every grid point is fitted separately, which is always correct.
+A detector class declares ``score_only_hyperparams`` (field names that only affect scoring:
+KNN's k, whose bank stays the same, a temperature); grid points that differ only in those share
+one fit (the table's ``refit`` column says which points fitted). Without that declaration every
+grid point is fitted separately, which is always correct.
+
+The returned detector records the search in ``detector.tuning`` (a JSON string for the results
+table's ``tuning`` column: the grid's name, the criterion, whether OOD data was used, the winner).
 
 **Without OOD data** (``ood_val=None``) the criterion is ``"id_auroc"`` (default) or ``"aurc"``:
 how well the score separates the ID validation samples the model classifies correctly from
@@ -40,6 +54,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import json
 import math
 import sys
 import types
@@ -52,6 +67,7 @@ import pandas as pd
 
 from oodbench import metrics
 from oodbench.detectors import Detector, create
+from oodbench.detectors.presets import preset_for
 from oodbench.errors import InvalidInputError
 from oodbench.extract.activations import Activations
 
@@ -83,14 +99,30 @@ class TuneResult:
     best_value: float
 
 
-def _grid_points(grid: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
+#: named grids: protocol -> the grid is that preset's sweep
+NAMED_GRIDS = ("openood",)
+
+
+def _grid_points(grid: Mapping[str, Sequence[Any]], first_fastest: bool = False) -> list[dict[str, Any]]:
+    """Every combination of the grid's values: the last key varies fastest (``itertools.product``),
+    or the first (``first_fastest``, OpenOOD's ``recursive_generator`` order)."""
     for key, values in grid.items():
         if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not values:
             raise InvalidInputError(
                 f"tune: grid[{key!r}] must be a non-empty list of values; got {values!r}"
             )
-    keys = list(grid)
-    return [dict(zip(keys, combo)) for combo in itertools.product(*grid.values())]
+    keys = list(reversed(grid)) if first_fastest else list(grid)
+    points = [dict(zip(keys, combo)) for combo in itertools.product(*(grid[k] for k in keys))]
+    return [{k: p[k] for k in grid} for p in points]
+
+
+def _named_grid(name: str, detector: str) -> Mapping[str, Sequence[Any]]:
+    """The grid a protocol's preset names for ``detector`` (``{}``: its configured point only)."""
+    if name not in NAMED_GRIDS:
+        raise InvalidInputError(
+            f"tune: unknown named grid {name!r}; use one of {NAMED_GRIDS} or a dict of lists"
+        )
+    return preset_for(detector, name).grid or {}
 
 
 def _resolve_criterion(criterion: str | None, with_ood: bool) -> tuple[str, bool]:
@@ -114,7 +146,7 @@ def _id_metrics(scores: np.ndarray, correct: np.ndarray) -> dict[str, float]:
 
 def tune(
     detector_or_name: Detector | str,
-    grid: Mapping[str, Sequence[Any]],
+    grid: Mapping[str, Sequence[Any]] | str,
     id_val: Activations,
     ood_val: Activations | None,
     *,
@@ -125,31 +157,36 @@ def tune(
     """Pick the detector's hyper-parameters from ``grid`` (see the module docstring).
 
     Args:
-        detector_or_name: a registry name (the grid overrides its defaults) or a detector (the
-            grid overrides its hyper-parameters).
-        grid: hyper-parameter name -> list of values; every combination is tried.
-        id_val, ood_val: validation activations (``ood_val=None``: the OOD-free mode).
-        fit: ID training activations for detectors that learn statistics; model: the live
-            classifier for detectors that need it.
+        detector_or_name: a registry name (the grid overrides its defaults, or the
+            ``"openood"`` preset's values with ``grid="openood"``) or a detector (the grid
+            overrides its hyper-parameters).
+        grid: hyper-parameter name -> list of values (every combination is tried), or
+            ``"openood"``: OpenOOD v1.5's sweep for this detector, in OpenOOD's order.
+        id_val, ood_val: validation activations (``ood_val=None``: the OOD-free mode);
+            detectors with ``fit_data="id_val"`` are also fitted on ``id_val``.
+        fit: ID training activations for detectors that learn statistics from them; model:
+            the live classifier for detectors that need it.
         criterion: a metric key; default ``"auroc"`` with OOD data, ``"id_auroc"`` without.
     """
     name, larger_is_better = _resolve_criterion(criterion, ood_val is not None)
-    if isinstance(detector_or_name, Detector):
-        cls, base = type(detector_or_name), dict(detector_or_name.hyperparams)
-        unknown = set(grid) - set(base)
-        if unknown:
-            raise InvalidInputError(
-                f"tune: detector {cls.name!r} has no hyper-parameter {', '.join(sorted(unknown))}; "
-                f"it takes {', '.join(sorted(base)) or 'none'}"
-            )
+    det_name = detector_or_name.name if isinstance(detector_or_name, Detector) else detector_or_name
+    grid_name = grid if isinstance(grid, str) else "custom"
+    if isinstance(grid, str):
+        grid = _named_grid(grid, det_name)
+    start = detector_or_name if isinstance(detector_or_name, Detector) else create(
+        detector_or_name, preset="openood" if grid_name == "openood" else None)
+    cls, base, preset = type(start), dict(start.hyperparams), start.preset
+    unknown = set(grid) - set(base)
+    if unknown:
+        raise InvalidInputError(
+            f"tune: detector {det_name!r} has no hyper-parameter {', '.join(sorted(unknown))}; "
+            f"it takes {', '.join(sorted(base)) or 'none'}"
+        )
 
-        def build(point: dict[str, Any]) -> Detector:
-            return cls(**{**base, **point})
-    else:
-        reg_name = detector_or_name
-
-        def build(point: dict[str, Any]) -> Detector:
-            return create(reg_name, **point)
+    def build(point: dict[str, Any]) -> Detector:
+        det = cls(**{**base, **point})
+        det.preset = preset
+        return det
 
     correct = np.asarray(id_val.correct)
     if ood_val is None and (correct.all() or not correct.any()):
@@ -159,18 +196,18 @@ def tune(
             "right; use a larger labelled id_val or pass ood_val"
         )
 
-    points = _grid_points(grid)
+    points = _grid_points(grid, first_fastest=grid_name == "openood")
     built = [build(point) for point in points]  # validates every value up front
     groups: dict[tuple[Any, ...], list[int]] = {}  # grid points that share one fit
     for i, det in enumerate(built):
-        score_only: frozenset[str] = getattr(type(det), "score_only_hyperparams", frozenset())
+        score_only = det.score_only_hyperparams
         key = tuple(sorted((k, repr(v)) for k, v in det.hyperparams.items() if k not in score_only))
         groups.setdefault(key, []).append(i)
 
     rows: list[dict[str, Any]] = [{} for _ in points]
     best: tuple[float, int, Detector] | None = None  # (signed value, -grid index, detector)
     for members in groups.values():
-        first = built[members[0]].fit(fit, model)
+        first = built[members[0]].fit(fit, model, id_val=id_val)
         for i in members:
             det = first
             if i != members[0]:  # same fitted statistics, other score-only values
@@ -193,6 +230,9 @@ def tune(
     winner = -best[1]
     table = pd.DataFrame(rows)
     table["best"] = np.arange(len(rows)) == winner
+    best[2].tuning = json.dumps(
+        {"grid": grid_name, "criterion": name, "ood_val": ood_val is not None,
+         "chosen": points[winner]}, sort_keys=True, default=str)
     return TuneResult(
         best_params=dict(points[winner]),
         detector=best[2],
