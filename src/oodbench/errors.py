@@ -20,6 +20,11 @@ class InvalidInputError(OodbenchError, ValueError):
     """An argument has the wrong shape, dtype, range or content."""
 
 
+class ConfigError(InvalidInputError):
+    """A configuration file (experiment, training) is invalid; each line names the file, the
+    field and the fix (see :mod:`oodbench.schema`)."""
+
+
 class NonFiniteError(InvalidInputError):
     """NaN (or, where not allowed, inf) values in scores, logits or features."""
 

@@ -1,4 +1,4 @@
-"""Experiment files: what to run, as TOML, parsed into frozen dataclasses.
+"""Experiment files: what to run, as TOML, validated into frozen pydantic models.
 
 An experiment lists models, the ID sources, benchmarks and detectors; the planner
 (:mod:`oodbench.run.plan`) turns it into cells. Relative paths are resolved against the folder
@@ -25,28 +25,44 @@ of the TOML file. A complete, commented example is ``examples/experiment.toml``:
     name = "knn"
     grid = { k = [10, 50, 100] }    # one cell per value
 
-Every mistake raises :class:`ExperimentError` naming the file, the field and the fix.
+The schema is the pydantic models below (one mechanism for every config file:
+:mod:`oodbench.schema`). Every mistake raises :class:`ExperimentError` naming the file, the
+field and the fix; a missing data path raises ``MissingDataError`` saying what was expected.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import difflib
 import importlib
 import itertools
 import json
-import sys
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from oodbench.errors import InvalidInputError, MissingDataError, OodbenchError
+from pydantic import (
+    Discriminator,
+    Field,
+    PrivateAttr,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    Tag,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
+from oodbench.errors import ConfigError, MissingDataError, OodbenchError, UnknownNameError
+from oodbench.schema import (
+    At,
+    ConfigPath,
+    NonEmptyArray,
+    Schema,
+    context_of,
+    parse,
+    read_toml,
+)
 
 #: values of ``[experiment].amp`` (see ``oodbench.extract``)
 AMP_OPTIONS = ("auto", "off", "bf16", "fp16")
@@ -56,79 +72,133 @@ GROUP_KINDS = ("near", "far")
 ALL_DETECTORS = "all"
 
 
-class ExperimentError(InvalidInputError):
+class ExperimentError(ConfigError):
     """The experiment file is invalid; the message names the file, the field and the fix."""
 
 
 # -- sources ------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class SourceSpec:
+class SourceSpec(Schema):
     """Where images come from: an image folder, an OpenOOD image list, digits or demo sets.
 
     TOML: ``{ folder = "dir" }`` (``dir/<class>/<image>``), ``{ list = "file.txt", root = "dir" }``
-    (``relative/path label`` lines; label -1 = OOD), ``{ digits = [0, 1, 2] }`` (sklearn's
-    digits), or ``{ demo = "id_test", seed = 0 }`` (a set of :mod:`oodbench.data.demo`).
+    (``relative/path label`` lines; label -1 = OOD; ``root`` defaults to the list's folder),
+    ``{ digits = [0, 1, 2] }`` (sklearn's digits), or ``{ demo = "id_test", seed = 0 }`` (a set
+    of :mod:`oodbench.data.demo`).
     """
 
-    kind: str  # folder | list | digits | demo
-    path: Path | None = None
-    root: Path | None = None
-    classes: tuple[int, ...] | None = None
-    demo: str | None = None
-    seed: int = 0
-    where: str = ""
+    shorthand = "folder"
+
+    folder: ConfigPath | None = None
+    list_file: ConfigPath | None = Field(None, alias="list")
+    root: ConfigPath | None = None
+    digits: tuple[StrictInt, ...] | None = None
+    demo: StrictStr | None = None
+    seed: StrictInt | None = None
+
+    _where: str = PrivateAttr(default="")
+
+    @model_validator(mode="after")
+    def _one_layout(self) -> SourceSpec:
+        given = [k for k in ("folder", "list", "digits", "demo") if self._raw(k) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                "give exactly one of folder = \"dir\", list = \"file.txt\" (with root = \"dir\"), "
+                "digits = [classes] or demo = \"id_test\""
+            )
+        if self.seed is not None and self.layout != "demo":
+            raise ValueError("seed only goes with demo = \"...\"")
+        if self.root is not None and self.layout != "list":
+            raise ValueError("root only goes with list = \"file.txt\"")
+        if self.digits is not None and not all(0 <= c <= 9 for c in self.digits):
+            raise ValueError(f"digits: expected digit classes in 0-9, got {list(self.digits)}")
+        if self.demo is not None:
+            from oodbench.data.demo import SOURCES
+
+            if self.demo not in SOURCES:
+                raise ValueError(str(UnknownNameError("demo source", self.demo, SOURCES)))
+        return self
+
+    def _raw(self, key: str) -> Any:
+        return self.list_file if key == "list" else getattr(self, key)
+
+    @property
+    def layout(self) -> str:
+        """``folder``, ``list``, ``digits`` or ``demo``."""
+        return next(k for k in ("folder", "list", "digits", "demo") if self._raw(k) is not None)
+
+    @property
+    def path(self) -> Path | None:
+        """The folder or the image-list file (``None`` for digits and demo sets)."""
+        return self.folder if self.folder is not None else self.list_file
+
+    @property
+    def list_root(self) -> Path | None:
+        """The folder an image list's paths are relative to (default: the list's folder)."""
+        if self.list_file is None:
+            return None
+        return self.root if self.root is not None else self.list_file.parent
+
+    @property
+    def where(self) -> str:
+        """``file: [section].key`` of this source in its experiment (for error messages)."""
+        return self._where
+
+    def locate(self, where: str) -> SourceSpec:
+        """Record where this source stands in its file (``Experiment`` does it on parsing)."""
+        self._where = where
+        return self
 
     def build(self) -> Any:
         """The :class:`oodbench.data.Source` (checks that the files exist first)."""
         from oodbench import data
 
         self.check_exists()
-        if self.kind == "folder":
-            return data.ImageFolder(_given(self.path))
-        if self.kind == "list":
-            return data.ImageList(_given(self.path), _given(self.root))
-        if self.kind == "demo":
+        if self.folder is not None:
+            return data.ImageFolder(self.folder)
+        if self.list_file is not None:
+            return data.ImageList(self.list_file, self.list_file.parent if self.root is None else self.root)
+        if self.demo is not None:
             from oodbench.data.demo import demo_data
 
-            return demo_data(seed=self.seed).source(str(self.demo))
-        return data.DigitsSource(classes=list(self.classes) if self.classes is not None else None)
+            return demo_data(seed=self.seed or 0).source(self.demo)
+        return data.DigitsSource(classes=list(self.digits) if self.digits is not None else None)
 
     def check_exists(self) -> None:
         """Raise ``MissingDataError`` saying what was expected where a path is missing."""
-        if self.kind == "folder" and self.path is not None and not self.path.is_dir():
+        if self.folder is not None and not self.folder.is_dir():
             raise MissingDataError(
-                f"{self.where}: folder {self.path} does not exist; expected an image folder laid "
+                f"{self.where}: folder {self.folder} does not exist; expected an image folder laid "
                 "out as <folder>/<class name>/<image> (fix the path in the experiment file)"
             )
-        if self.kind == "list":
-            if self.path is not None and not self.path.is_file():
+        if self.list_file is not None:
+            if not self.list_file.is_file():
                 raise MissingDataError(
-                    f"{self.where}: image list {self.path} does not exist; expected a text file of "
-                    "'relative/path label' lines (OpenOOD's benchmark_imglist format)"
+                    f"{self.where}: image list {self.list_file} does not exist; expected a text "
+                    "file of 'relative/path label' lines (OpenOOD's benchmark_imglist format)"
                 )
-            if self.root is not None and not self.root.is_dir():
+            root = self.list_root
+            if root is not None and not root.is_dir():
                 raise MissingDataError(
-                    f"{self.where}: root folder {self.root} does not exist; expected the folder "
+                    f"{self.where}: root folder {root} does not exist; expected the folder "
                     "that the image list's relative paths start from"
                 )
 
     def describe(self) -> dict[str, Any]:
         """A JSON-able description (part of cell keys and of the report's configuration)."""
-        out: dict[str, Any] = {"kind": self.kind}
+        out: dict[str, Any] = {"kind": self.layout}
         if self.path is not None:
             out["path"] = str(self.path)
-        if self.root is not None:
-            out["root"] = str(self.root)
-        if self.classes is not None:
-            out["classes"] = list(self.classes)
+        if self.list_root is not None:
+            out["root"] = str(self.list_root)
+        if self.digits is not None:
+            out["classes"] = list(self.digits)
         if self.demo is not None:
-            out.update(demo=self.demo, seed=self.seed)
+            out.update(demo=self.demo, seed=self.seed or 0)
         return out
 
 
 # -- models -------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class ModelSpec:
+class ModelSpec(Schema):
     """A classifier: an ``oodbench.models.load`` spec, or a ``"module:callable"`` factory.
 
     TOML: ``{ spec = "timm:resnet50", pretrained = true, weights = "ckpt.safetensors" }`` or
@@ -136,12 +206,38 @@ class ModelSpec:
     (the label in tables) defaults to the spec or factory.
     """
 
-    name: str
-    spec: str | None = None
-    factory: str | None = None
-    pretrained: bool = True
-    weights: Path | None = None
-    options: Mapping[str, Any] = field(default_factory=dict)
+    shorthand = "spec"
+
+    name: StrictStr = ""
+    spec: StrictStr | None = None
+    factory: StrictStr | None = None
+    pretrained: StrictBool = True
+    weights: ConfigPath | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    @classmethod
+    def prepare(cls, data: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        if not data.get("name") and isinstance(data.get("spec") or data.get("factory"), str):
+            data["name"] = data.get("spec") or data.get("factory")
+        return data
+
+    @model_validator(mode="after")
+    def _spec_or_factory(self) -> ModelSpec:
+        if (self.spec is None) == (self.factory is None):
+            raise ValueError(
+                "give exactly one of spec = \"timm:resnet50\" (see `oodbench list models`) "
+                "or factory = \"package.module:callable\""
+            )
+        if self.spec is not None and self.options:
+            raise ValueError("options go with factory; a spec takes none")
+        return self
+
+    @field_validator("factory")
+    @classmethod
+    def _importable_form(cls, factory: str | None) -> str | None:
+        if factory is not None and ":" not in factory:
+            raise ValueError(f"expected 'package.module:callable', got {factory!r}")
+        return factory
 
     def load(self) -> Any:
         """Build the :class:`~oodbench.models.classifier.Classifier` (on the CPU, eval mode).
@@ -205,8 +301,7 @@ def load_state_dict(path: Path) -> dict[str, Any]:
 
 
 # -- detectors ----------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class DetectorSpec:
+class DetectorSpec(Schema):
     """A detector with fixed hyper-parameters and an optional grid (one cell per combination).
 
     TOML: ``"msp"``, ``{ name = "react", hyperparams = { percentile = 90 } }`` or
@@ -214,9 +309,31 @@ class DetectorSpec:
     registered detector that applies to the model.
     """
 
-    name: str
-    hyperparams: Mapping[str, Any] = field(default_factory=dict)
-    grid: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+    shorthand = "name"
+
+    name: StrictStr = Field(description="a registered detector, or \"all\"")
+    hyperparams: dict[str, Any] = Field(default_factory=dict)
+    grid: dict[str, NonEmptyArray] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _valid_configurations(self) -> DetectorSpec:
+        both = sorted(set(self.hyperparams) & set(self.grid))
+        if both:
+            raise ValueError(f"{both} appear in both hyperparams and grid; keep one")
+        if self.name == ALL_DETECTORS:
+            if self.hyperparams or self.grid:
+                raise ValueError("\"all\" takes no hyperparams or grid; list detectors by name")
+            return self
+        from oodbench import detectors
+
+        try:
+            for config in self.configurations():
+                detectors.create(self.name, **config)
+        except OodbenchError as err:
+            raise ValueError(str(err)) from None
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"invalid hyper-parameters for {self.name!r}: {err}") from None
+        return self
 
     def configurations(self) -> list[dict[str, Any]]:
         """Every hyper-parameter setting this entry stands for (the grid's cartesian product)."""
@@ -224,44 +341,125 @@ class DetectorSpec:
         combos = itertools.product(*(self.grid[k] for k in keys))
         return [{**dict(self.hyperparams), **dict(zip(keys, values))} for values in combos]
 
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "hyperparams": dict(self.hyperparams),
+                "grid": {k: list(v) for k, v in self.grid.items()}}
+
 
 # -- benchmarks ---------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class CoodSpec:
+_COOD_OPTIONS = ("window", "n_levels", "estimation_fraction", "images_per_class", "seed",
+                 "selection", "id_classes")
+
+
+class CoodSpec(Schema):
     """The C-OOD severity benchmark (Galil et al., ICLR 2023) on an OOD class pool.
 
     Options mirror :class:`oodbench.benchmarks.cood.CoodBenchmark`; ``window`` defaults to the
     number of ID classes and ``n_levels`` to the paper's 11.
     """
 
-    name: str
-    pool: SourceSpec
-    options: Mapping[str, Any] = field(default_factory=dict)
-    type: str = "cood"
+    type: Literal["cood"] = "cood"
+    name: StrictStr = "cood"
+    pool: SourceSpec = Field(
+        description="the OOD class pool: a labelled folder or image list of classes the model "
+        "never saw"
+    )
+    window: StrictInt | None = None
+    n_levels: StrictInt | None = None
+    estimation_fraction: StrictFloat | None = None
+    images_per_class: StrictInt | None = None
+    seed: StrictInt | None = None
+    selection: StrictStr | None = None
+    id_classes: tuple[StrictInt, ...] | None = None
+
+    @field_validator("estimation_fraction")
+    @classmethod
+    def _fraction(cls, value: float | None) -> float | None:
+        if value is not None and not 0 < value < 1:
+            raise ValueError(f"must lie in (0, 1), got {value}")
+        return value
+
+    @field_validator("selection")
+    @classmethod
+    def _selection(cls, value: str | None) -> str | None:
+        if value is not None and value not in ("percentiles", "disjoint"):
+            raise ValueError("use \"percentiles\" (the paper) or \"disjoint\"")
+        return value
+
+    @field_validator("id_classes", mode="before")
+    @classmethod
+    def _id_classes(cls, value: Any) -> Any:
+        if value is not None and not (
+            isinstance(value, list) and all(isinstance(c, int) and not isinstance(c, bool) for c in value)
+        ):
+            raise ValueError("expected an array of model class indices")
+        return value
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The options given in the file (keyword arguments of ``CoodBenchmark``)."""
+        out = {k: getattr(self, k) for k in _COOD_OPTIONS if getattr(self, k) is not None}
+        if "id_classes" in out:
+            out["id_classes"] = list(out["id_classes"])
+        return out
+
+    def sources(self, where: str) -> Iterator[tuple[str, SourceSpec]]:
+        yield f"{where}.pool", self.pool
 
     def build(self, id_test: Any) -> Any:
         from oodbench.benchmarks.cood import CoodBenchmark
 
-        bench = CoodBenchmark(id_test, self.pool.build(), **dict(self.options))
+        bench = CoodBenchmark(id_test, self.pool.build(), **self.options)
         bench.name = self.name
         return bench
 
     def describe(self) -> dict[str, Any]:
         return {"type": self.type, "name": self.name, "pool": self.pool.describe(),
-                "options": dict(self.options)}
+                "options": self.options}
 
 
-@dataclass(frozen=True)
-class StandardSpec:
+class StandardSpec(Schema):
     """A named benchmark from ``oodbench.benchmarks.get(name, **options)`` (it has its own ID set).
 
     ``options.root`` and the folders in ``options.paths`` are resolved against the experiment
     file's folder when relative.
     """
 
-    name: str
-    options: Mapping[str, Any] = field(default_factory=dict)
-    type: str = "standard"
+    type: Literal["standard"] = "standard"
+    name: StrictStr = Field(description="a name from `oodbench list benchmarks`")
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _known(cls, name: str) -> str:
+        from oodbench import benchmarks
+
+        if name == "cood":
+            raise ValueError("the C-OOD benchmark is type = \"cood\" with a pool = {...}")
+        valid = benchmarks.available()
+        if name not in valid:
+            raise ValueError(str(UnknownNameError("benchmark", name, valid)))
+        return name
+
+    @field_validator("options")
+    @classmethod
+    def _resolve_paths(cls, options: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        base = Path(context_of(info).get("base_dir", Path.cwd()))
+
+        def resolve(value: str) -> str:
+            path = Path(value).expanduser()
+            return str(path if path.is_absolute() else (base / path).resolve())
+
+        options = dict(options)
+        if isinstance(options.get("root"), str):  # data folders relative to this file
+            options["root"] = resolve(options["root"])
+        if isinstance(options.get("paths"), Mapping):
+            options["paths"] = {k: resolve(v) if isinstance(v, str) else v
+                                for k, v in options["paths"].items()}
+        return options
+
+    def sources(self, where: str) -> Iterator[tuple[str, SourceSpec]]:
+        return iter(())
 
     def build(self, id_test: Any) -> Any:
         from oodbench import benchmarks
@@ -272,63 +470,238 @@ class StandardSpec:
         return {"type": self.type, "name": self.name, "options": dict(self.options)}
 
 
-@dataclass(frozen=True)
-class GroupSpec:
+class GroupSpec(SourceSpec):
     """One OOD group of a custom benchmark: its images and whether it is near or far OOD."""
 
-    source: SourceSpec
-    kind: str
+    kind: StrictStr = "far"
+
+    @field_validator("kind")
+    @classmethod
+    def _kind(cls, value: str) -> str:
+        if value not in GROUP_KINDS:
+            raise ValueError(f"expected one of {GROUP_KINDS}, got {value!r}")
+        return value
+
+    @property
+    def source(self) -> SourceSpec:
+        return self
 
 
-@dataclass(frozen=True)
-class CustomSpec:
+class CustomSpec(Schema):
     """The experiment's ID test set against OOD groups the user names (``name -> images``)."""
 
-    name: str
-    groups: Mapping[str, GroupSpec]
-    type: str = "custom"
+    type: Literal["custom"] = "custom"
+    name: StrictStr = "custom"
+    groups: dict[str, GroupSpec] = Field(
+        description="OOD groups: name = { folder = \"dir\", kind = \"far\" }"
+    )
+
+    @field_validator("groups")
+    @classmethod
+    def _some(cls, groups: dict[str, GroupSpec]) -> dict[str, GroupSpec]:
+        if not groups:
+            raise ValueError("add at least one OOD group: name = { folder = \"dir\", kind = \"far\" }")
+        return groups
+
+    def sources(self, where: str) -> Iterator[tuple[str, SourceSpec]]:
+        for group, spec in self.groups.items():
+            yield f"{where}.groups.{group}", spec
 
     def build(self, id_test: Any) -> Any:
         from oodbench.benchmarks.standard import OodSetsBenchmark
 
-        ood = {g: spec.source.build() for g, spec in self.groups.items()}
+        ood = {g: spec.build() for g, spec in self.groups.items()}
         kinds = {g: spec.kind for g, spec in self.groups.items()}
         return OodSetsBenchmark(id_test, ood, kinds=kinds, name=self.name)
 
     def describe(self) -> dict[str, Any]:
         return {"type": self.type, "name": self.name,
-                "groups": {g: {**s.source.describe(), "kind": s.kind} for g, s in self.groups.items()}}
+                "groups": {g: {**s.describe(), "kind": s.kind} for g, s in self.groups.items()}}
 
 
-BenchmarkSpec = CoodSpec | StandardSpec | CustomSpec
 #: the ``type`` values of ``[[benchmarks]]`` entries
 BENCHMARK_TYPES = ("cood", "standard", "custom")
 
 
-# -- the experiment -----------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Experiment:
-    """A parsed experiment file (see the module docstring for the TOML layout)."""
+def benchmark_type(entry: Any) -> str | None:
+    """The union tag of a ``[[benchmarks]]`` entry (its ``type``)."""
+    if isinstance(entry, (CoodSpec, StandardSpec, CustomSpec)):
+        return f"type={entry.type}"
+    kind = entry.get("type") if isinstance(entry, Mapping) else None
+    if kind is None:
+        return None
+    return f"type={kind}" if kind in BENCHMARK_TYPES else str(kind)
 
-    name: str
-    output: Path
-    models: tuple[ModelSpec, ...]
-    detectors: tuple[DetectorSpec, ...]
-    benchmarks: tuple[BenchmarkSpec, ...]
-    id_test: SourceSpec | None = None
-    id_fit: SourceSpec | None = None
-    device: str = "auto"
-    batch_size: int = 64
-    num_workers: int | str = "auto"
-    amp: str = "auto"
-    file: Path | None = None
-    text: str = ""
+
+BenchmarkSpec = Annotated[
+    Annotated[CoodSpec, Tag("type=cood")]
+    | Annotated[StandardSpec, Tag("type=standard")]
+    | Annotated[CustomSpec, Tag("type=custom")],
+    Discriminator(benchmark_type),
+]
+
+
+# -- the experiment -----------------------------------------------------------------------------
+class Settings(Schema):
+    """``[experiment]``: name, output folder and how extraction runs."""
+
+    name: StrictStr = "experiment"
+    output: ConfigPath = Path("results/experiment")
+    device: StrictStr = "auto"
+    batch_size: StrictInt = 64
+    num_workers: StrictInt | StrictStr = "auto"
+    amp: StrictStr = "auto"
+
+    @classmethod
+    def prepare(cls, data: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        data.setdefault("name", context_of(info).get("default_name", "experiment"))
+        if isinstance(data["name"], str):
+            data.setdefault("output", f"results/{data['name']}")
+        return data
+
+    @field_validator("batch_size")
+    @classmethod
+    def _positive(cls, value: int) -> int:
+        if value < 1:
+            raise ValueError(f"must be a positive integer, got {value}")
+        return value
+
+    @field_validator("num_workers", mode="before")
+    @classmethod
+    def _workers(cls, value: Any) -> Any:
+        if isinstance(value, bool) or not (isinstance(value, int) or value == "auto"):
+            raise ValueError(f"use an integer or 'auto', got {value!r}")
+        return value
+
+    @field_validator("amp")
+    @classmethod
+    def _amp(cls, value: str) -> str:
+        if value not in AMP_OPTIONS:
+            raise ValueError(f"use one of {', '.join(AMP_OPTIONS)}, got {value!r}")
+        return value
+
+
+class IdSources(Schema):
+    """``[id]``: the ID test set, and the ID training images detectors fit statistics on."""
+
+    test: SourceSpec | None = None
+    fit: SourceSpec | None = None
+
+
+class Experiment(Schema):
+    """A parsed experiment file (see the module docstring for the TOML layout).
+
+    The ``[experiment]`` settings are also attributes of the experiment itself
+    (``exp.output``, ``exp.batch_size``, ...); ``id_test`` / ``id_fit`` are ``[id]``'s sources.
+    """
+
+    experiment: Settings = Field(default_factory=dict, validate_default=True)  # type: ignore[arg-type]
+    models: tuple[ModelSpec, ...] = Field((), validate_default=True)
+    id: IdSources = Field(default_factory=dict, validate_default=True)  # type: ignore[arg-type]
+    benchmarks: tuple[BenchmarkSpec, ...] = Field((), validate_default=True)
+    detectors: tuple[DetectorSpec, ...] = Field((), validate_default=True)
+
+    _file: Path | None = PrivateAttr(default=None)
+    _text: str = PrivateAttr(default="")
+
+    @field_validator("models", "benchmarks", "detectors", mode="before")
+    @classmethod
+    def _nonempty(cls, value: Any, info: ValidationInfo) -> Any:
+        what = {"models": "at least one model", "benchmarks": "at least one benchmark",
+                "detectors": "at least one detector"}[str(info.field_name)]
+        if not value:
+            raise ValueError(f"the experiment needs {what}; add a [[{info.field_name}]] entry")
+        if not isinstance(value, list):
+            raise ValueError(f"expected an array of entries, got {value!r}")
+        return value
+
+    @field_validator("models", "benchmarks")
+    @classmethod
+    def _unique_names(cls, value: tuple[Any, ...], info: ValidationInfo) -> tuple[Any, ...]:
+        names = [entry.name for entry in value]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            what = "model" if info.field_name == "models" else "benchmark"
+            fix = "give each a unique 'name'" if what == "model" else "set a unique 'name'"
+            raise ValueError(f"{what} name(s) {dupes} appear twice; {fix}")
+        return value
+
+    @model_validator(mode="after")
+    def _id_test_when_needed(self) -> Experiment:
+        needing = [b.name for b in self.benchmarks if b.type != "standard"]
+        if self.id.test is None and needing:
+            raise At("[id]", f"benchmark(s) {needing} compare against the ID test set: add "
+                     "[id] test = { folder = \"...\" } (or a list/root pair)")
+        return self
+
+    # -- the [experiment] settings, flattened ----------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.experiment.name
+
+    @property
+    def output(self) -> Path:
+        return self.experiment.output
+
+    @property
+    def device(self) -> str:
+        return self.experiment.device
+
+    @property
+    def batch_size(self) -> int:
+        return self.experiment.batch_size
+
+    @property
+    def num_workers(self) -> int | str:
+        return self.experiment.num_workers
+
+    @property
+    def amp(self) -> str:
+        return self.experiment.amp
+
+    @property
+    def id_test(self) -> SourceSpec | None:
+        return self.id.test
+
+    @property
+    def id_fit(self) -> SourceSpec | None:
+        return self.id.fit
+
+    @property
+    def file(self) -> Path | None:
+        """The TOML file this experiment was read from (``None`` for a mapping)."""
+        return self._file
+
+    @property
+    def text(self) -> str:
+        """The TOML file's text (kept next to the results)."""
+        return self._text
 
     @property
     def extract_options(self) -> dict[str, Any]:
         """Keyword arguments every ``extract`` call of this experiment gets."""
         return {"batch_size": self.batch_size, "device": self.device,
                 "num_workers": self.num_workers, "amp": self.amp}
+
+    def sources(self) -> Iterator[tuple[str, SourceSpec]]:
+        """Every image source with where it stands in the file (``[id].test``, ...)."""
+        for key, spec in (("test", self.id.test), ("fit", self.id.fit)):
+            if spec is not None:
+                yield f"[id].{key}", spec
+        for i, bench in enumerate(self.benchmarks):
+            yield from bench.sources(f"[[benchmarks]] #{i + 1}")
+
+    def check_paths(self) -> None:
+        """Raise ``MissingDataError`` for the first data path or weights file that is missing."""
+        for spec in (s for _, s in self.sources()):
+            spec.check_exists()
+        for i, model in enumerate(self.models):
+            if model.weights is not None and not model.weights.is_file():
+                raise MissingDataError(
+                    f"{self._file or 'experiment'}: [[models]] #{i + 1}.weights: {model.weights} "
+                    "does not exist; expected a checkpoint (.safetensors, or a torch state_dict "
+                    ".pt/.pth)"
+                )
 
     def describe(self) -> dict[str, Any]:
         """The whole configuration as JSON-able data (for the report)."""
@@ -343,7 +716,7 @@ class Experiment:
             "id": {"test": self.id_test.describe() if self.id_test else None,
                    "fit": self.id_fit.describe() if self.id_fit else None},
             "benchmarks": [b.describe() for b in self.benchmarks],
-            "detectors": [dataclasses.asdict(d) for d in self.detectors],
+            "detectors": [d.describe() for d in self.detectors],
         }
 
     def to_json(self) -> str:
@@ -357,16 +730,8 @@ def load_experiment(path: str | Path, *, check_paths: bool = True) -> Experiment
     validate a file written for another machine).
     """
     path = Path(path)
-    if not path.is_file():
-        raise MissingDataError(
-            f"experiment file {path} does not exist; pass the path of a TOML experiment file "
-            "(see examples/experiment.toml)"
-        )
-    text = path.read_text(encoding="utf-8")
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
-        raise ExperimentError(f"{path}: not valid TOML: {err}") from None
+    data, text = read_toml(path, what="experiment file", example="examples/experiment.toml",
+                           error=ExperimentError)
     return parse_experiment(data, base_dir=path.resolve().parent, file=path, text=text,
                             check_paths=check_paths)
 
@@ -380,289 +745,13 @@ def parse_experiment(
     check_paths: bool = True,
 ) -> Experiment:
     """Validate an experiment given as a mapping (the parsed TOML); paths relative to ``base_dir``."""
-    reader = _Reader(Path(base_dir), str(file) if file is not None else "experiment", check_paths)
-    return reader.experiment(data, Path(file) if file is not None else None, text)
-
-
-class _Reader:
-    """Validates one experiment mapping; every error names ``file: field``."""
-
-    def __init__(self, base_dir: Path, file: str, check_paths: bool):
-        self.base_dir = base_dir
-        self.file = file
-        self.check_paths = check_paths
-
-    # -- helpers ----------------------------------------------------------------------------
-    def fail(self, where: str, message: str) -> ExperimentError:
-        return ExperimentError(f"{self.file}: {where}: {message}")
-
-    def table(self, value: Any, where: str) -> Mapping[str, Any]:
-        if not isinstance(value, Mapping):
-            raise self.fail(where, f"expected a table ({{ key = value }}), got {value!r}")
-        return value
-
-    def keys(self, table: Mapping[str, Any], allowed: Sequence[str], where: str) -> None:
-        for key in table:
-            if key not in allowed:
-                close = difflib.get_close_matches(key, allowed, n=1)
-                hint = f"did you mean {close[0]!r}? " if close else ""
-                raise self.fail(
-                    where, f"unknown key {key!r}; {hint}valid keys: {', '.join(allowed)}"
-                )
-
-    def entry(self, value: Any, where: str, key: str, allowed: Sequence[str]) -> Mapping[str, Any]:
-        """A table with only ``allowed`` keys; a plain string is short for ``{ key = "..." }``."""
-        table = self.table({key: value} if isinstance(value, str) else value, where)
-        self.keys(table, allowed, where)
-        return table
-
-    def get(self, table: Mapping[str, Any], key: str, types: type | tuple[type, ...],
-            where: str, default: Any = ..., what: str = "") -> Any:
-        if key not in table:
-            if default is ...:
-                raise self.fail(where, f"missing required key {key!r}{' (' + what + ')' if what else ''}")
-            return default
-        value = table[key]
-        if not isinstance(value, types) or (isinstance(value, bool) and bool not in _tuple(types)):
-            names = " or ".join(t.__name__ for t in _tuple(types))
-            raise self.fail(f"{where}.{key}", f"expected {names}, got {value!r}")
-        return value
-
-    def path(self, value: str) -> Path:
-        p = Path(value).expanduser()
-        return p if p.is_absolute() else (self.base_dir / p).resolve()
-
-    # -- sections ---------------------------------------------------------------------------
-    def experiment(self, data: Mapping[str, Any], file: Path | None, text: str) -> Experiment:
-        self.keys(data, ["experiment", "models", "id", "benchmarks", "detectors"], "top level")
-        head = self.table(data.get("experiment", {}), "[experiment]")
-        self.keys(head, ["name", "output", "device", "batch_size", "num_workers", "amp"],
-                  "[experiment]")
-        default_name = file.stem if file is not None else "experiment"
-        name = self.get(head, "name", str, "[experiment]", default_name)
-        output = self.path(self.get(head, "output", str, "[experiment]", f"results/{name}"))
-        batch_size = self.get(head, "batch_size", int, "[experiment]", 64)
-        if batch_size < 1:
-            raise self.fail("[experiment].batch_size", f"must be a positive integer, got {batch_size}")
-        num_workers = self.get(head, "num_workers", (int, str), "[experiment]", "auto")
-        if isinstance(num_workers, str) and num_workers != "auto":
-            raise self.fail("[experiment].num_workers", f"use an integer or 'auto', got {num_workers!r}")
-        amp = self.get(head, "amp", str, "[experiment]", "auto")
-        if amp not in AMP_OPTIONS:
-            raise self.fail("[experiment].amp", f"use one of {', '.join(AMP_OPTIONS)}, got {amp!r}")
-        device = self.get(head, "device", str, "[experiment]", "auto")
-
-        models = tuple(self.model(m, f"[[models]] #{i + 1}")
-                       for i, m in enumerate(self.array(data, "models", "at least one model")))
-        labels = [m.name for m in models]
-        dupes = sorted({n for n in labels if labels.count(n) > 1})
-        if dupes:
-            raise self.fail("[[models]]", f"model name(s) {dupes} appear twice; give each a unique 'name'")
-
-        id_section = self.table(data.get("id", {}), "[id]")
-        self.keys(id_section, ["test", "fit"], "[id]")
-        id_test = self.source(id_section["test"], "[id].test") if "test" in id_section else None
-        id_fit = self.source(id_section["fit"], "[id].fit") if "fit" in id_section else None
-
-        benchmarks = tuple(self.benchmark(b, f"[[benchmarks]] #{i + 1}")
-                           for i, b in enumerate(self.array(data, "benchmarks", "at least one benchmark")))
-        names = [b.name for b in benchmarks]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise self.fail("[[benchmarks]]", f"benchmark name(s) {dupes} appear twice; set a unique 'name'")
-        if id_test is None:
-            needing = [b.name for b in benchmarks if b.type != "standard"]
-            if needing:
-                raise self.fail(
-                    "[id]", f"benchmark(s) {needing} compare against the ID test set: add "
-                    "[id] test = { folder = \"...\" } (or a list/root pair)"
-                )
-        detectors = tuple(self.detector(d, f"[[detectors]] #{i + 1}")
-                          for i, d in enumerate(self.array(data, "detectors", "at least one detector")))
-        return Experiment(
-            name=name, output=output, models=models, detectors=detectors, benchmarks=benchmarks,
-            id_test=id_test, id_fit=id_fit, device=device, batch_size=batch_size,
-            num_workers=num_workers, amp=amp, file=file, text=text,
-        )
-
-    def array(self, data: Mapping[str, Any], key: str, what: str) -> list[Any]:
-        value = data.get(key)
-        if not value:
-            raise self.fail(f"[[{key}]]", f"the experiment needs {what}; add a [[{key}]] entry")
-        if not isinstance(value, list):
-            raise self.fail(f"[[{key}]]", f"expected an array of entries, got {value!r}")
-        return value
-
-    def source(self, value: Any, where: str) -> SourceSpec:
-        table = self.entry(value, where, "folder", ["folder", "list", "root", "digits", "demo", "seed"])
-        kinds = [k for k in ("folder", "list", "digits", "demo") if k in table]
-        if len(kinds) != 1:
-            raise self.fail(
-                where, "give exactly one of folder = \"dir\", list = \"file.txt\" (with root = "
-                "\"dir\"), digits = [classes] or demo = \"id_test\""
-            )
-        kind = kinds[0]
-        if "seed" in table and kind != "demo":
-            raise self.fail(f"{where}.seed", "seed only goes with demo = \"...\"")
-        if kind == "demo":
-            from oodbench.data.demo import SOURCES
-            from oodbench.errors import UnknownNameError
-
-            name = self.get(table, "demo", str, where)
-            seed = self.get(table, "seed", int, where, 0)
-            if name not in SOURCES:
-                raise self.fail(f"{where}.demo", str(UnknownNameError("demo source", name, SOURCES)))
-            return SourceSpec("demo", demo=name, seed=seed, where=f"{self.file}: {where}")
-        if kind == "digits":
-            classes = self.get(table, "digits", list, where)
-            if not all(isinstance(c, int) and 0 <= c <= 9 for c in classes):
-                raise self.fail(f"{where}.digits", f"expected digit classes in 0-9, got {classes}")
-            return SourceSpec("digits", classes=tuple(classes), where=f"{self.file}: {where}")
-        path = self.path(self.get(table, kind, str, where))
-        if "root" in table and kind != "list":
-            raise self.fail(f"{where}.root", "root only goes with list = \"file.txt\"")
-        root = self.path(self.get(table, "root", str, where)) if "root" in table else None
-        if kind == "list" and root is None:
-            root = path.parent
-        spec = SourceSpec(kind, path=path, root=root, where=f"{self.file}: {where}")
-        if self.check_paths:
-            spec.check_exists()
-        return spec
-
-    def model(self, value: Any, where: str) -> ModelSpec:
-        table = self.entry(
-            value, where, "spec", ["name", "spec", "factory", "pretrained", "weights", "options"]
-        )
-        if ("spec" in table) == ("factory" in table):
-            raise self.fail(
-                where, "give exactly one of spec = \"timm:resnet50\" (see `oodbench list models`) "
-                "or factory = \"package.module:callable\""
-            )
-        spec = self.get(table, "spec", str, where, None)
-        factory = self.get(table, "factory", str, where, None)
-        if factory is not None and ":" not in factory:
-            raise self.fail(f"{where}.factory", f"expected 'package.module:callable', got {factory!r}")
-        options = self.get(table, "options", Mapping, where, {})
-        if spec is not None and options:
-            raise self.fail(f"{where}.options", "options go with factory; a spec takes none")
-        weights = self.get(table, "weights", str, where, None)
-        weights_path = self.path(weights) if weights is not None else None
-        if self.check_paths and weights_path is not None and not weights_path.is_file():
-            raise MissingDataError(
-                f"{self.file}: {where}.weights: {weights_path} does not exist; expected a "
-                "checkpoint (.safetensors, or a torch state_dict .pt/.pth)"
-            )
-        return ModelSpec(
-            name=self.get(table, "name", str, where, spec or factory),
-            spec=spec, factory=factory, pretrained=self.get(table, "pretrained", bool, where, True),
-            weights=weights_path, options=dict(options),
-        )
-
-    def detector(self, value: Any, where: str) -> DetectorSpec:
-        table = self.entry(value, where, "name", ["name", "hyperparams", "grid"])
-        name = self.get(table, "name", str, where, what="a registered detector, or \"all\"")
-        hyperparams = dict(self.get(table, "hyperparams", Mapping, where, {}))
-        grid_in = self.get(table, "grid", Mapping, where, {})
-        grid: dict[str, tuple[Any, ...]] = {}
-        for key, values in grid_in.items():
-            if not isinstance(values, list) or not values:
-                raise self.fail(f"{where}.grid.{key}", f"expected a non-empty array, got {values!r}")
-            grid[key] = tuple(values)
-        both = sorted(set(hyperparams) & set(grid))
-        if both:
-            raise self.fail(where, f"{both} appear in both hyperparams and grid; keep one")
-        if name == ALL_DETECTORS:
-            if hyperparams or grid:
-                raise self.fail(where, "\"all\" takes no hyperparams or grid; list detectors by name")
-            return DetectorSpec(name)
-        spec = DetectorSpec(name, hyperparams, grid)
-        self.check_detector(spec, where)
-        return spec
-
-    def check_detector(self, spec: DetectorSpec, where: str) -> None:
-        from oodbench import detectors
-
-        try:
-            for config in spec.configurations():
-                detectors.create(spec.name, **config)
-        except OodbenchError as err:
-            raise self.fail(where, str(err)) from None
-        except (TypeError, ValueError) as err:
-            raise self.fail(where, f"invalid hyper-parameters for {spec.name!r}: {err}") from None
-
-    def benchmark(self, value: Any, where: str) -> BenchmarkSpec:
-        table = self.table(value, where)
-        kind = self.get(table, "type", str, where, what=f"one of {', '.join(BENCHMARK_TYPES)}")
-        if kind == "cood":
-            option_keys = ("window", "n_levels", "estimation_fraction", "images_per_class", "seed",
-                           "selection", "id_classes")
-            self.keys(table, ["type", "name", "pool", *option_keys], where)
-            if "pool" not in table:
-                raise self.fail(where, "missing required key 'pool' (the OOD class pool: a labelled "
-                                "folder or image list of classes the model never saw)")
-            options = {k: table[k] for k in option_keys if k in table}
-            for key in ("window", "n_levels", "images_per_class", "seed"):
-                if key in options:
-                    self.get(table, key, int, where)
-            if "selection" in options and options["selection"] not in ("percentiles", "disjoint"):
-                raise self.fail(f"{where}.selection", "use \"percentiles\" (the paper) or \"disjoint\"")
-            if "id_classes" in options and not (
-                isinstance(options["id_classes"], list)
-                and all(isinstance(c, int) and not isinstance(c, bool) for c in options["id_classes"])
-            ):
-                raise self.fail(f"{where}.id_classes", "expected an array of model class indices")
-            if "estimation_fraction" in options:
-                frac = self.get(table, "estimation_fraction", (float, int), where)
-                if not 0 < frac < 1:
-                    raise self.fail(f"{where}.estimation_fraction", f"must lie in (0, 1), got {frac}")
-            return CoodSpec(self.get(table, "name", str, where, "cood"),
-                            self.source(table["pool"], f"{where}.pool"), options)
-        if kind == "standard":
-            self.keys(table, ["type", "name", "options"], where)
-            name = self.get(table, "name", str, where, what="a name from `oodbench list benchmarks`")
-            self.check_standard(name, where)
-            options = dict(self.get(table, "options", Mapping, where, {}))
-            if isinstance(options.get("root"), str):  # data folders relative to this file
-                options["root"] = str(self.path(options["root"]))
-            if isinstance(options.get("paths"), Mapping):
-                options["paths"] = {k: str(self.path(v)) if isinstance(v, str) else v
-                                    for k, v in options["paths"].items()}
-            return StandardSpec(name, options)
-        if kind == "custom":
-            self.keys(table, ["type", "name", "groups"], where)
-            groups_in = self.table(self.get(table, "groups", Mapping, where), f"{where}.groups")
-            if not groups_in:
-                raise self.fail(f"{where}.groups", "add at least one OOD group: name = { folder = \"dir\", kind = \"far\" }")
-            groups = {}
-            for group, entry in groups_in.items():
-                gwhere = f"{where}.groups.{group}"
-                entry = dict(self.table(entry, gwhere))
-                group_kind = entry.pop("kind", "far")
-                if group_kind not in GROUP_KINDS:
-                    raise self.fail(f"{gwhere}.kind", f"expected one of {GROUP_KINDS}, got {group_kind!r}")
-                groups[group] = GroupSpec(self.source(entry, gwhere), group_kind)
-            return CustomSpec(self.get(table, "name", str, where, "custom"), groups)
-        raise self.fail(f"{where}.type", f"unknown benchmark type {kind!r}; use one of {', '.join(BENCHMARK_TYPES)}")
-
-    def check_standard(self, name: str, where: str) -> None:
-        from oodbench import benchmarks
-
-        available = getattr(benchmarks, "available", None)
-        if available is None:
-            return
-        valid = available()
-        if name == "cood":
-            raise self.fail(f"{where}", "the C-OOD benchmark is type = \"cood\" with a pool = {...}")
-        if name not in valid:
-            from oodbench.errors import UnknownNameError
-
-            raise self.fail(f"{where}.name", str(UnknownNameError("benchmark", name, valid)))
-
-
-def _given(path: Path | None) -> Path:
-    assert path is not None, "folder and list sources always have their paths"
-    return path
-
-
-def _tuple(types: type | tuple[type, ...]) -> tuple[type, ...]:
-    return types if isinstance(types, tuple) else (types,)
+    label = str(file) if file is not None else "experiment"
+    context = {"base_dir": Path(base_dir).resolve(),
+               "default_name": Path(file).stem if file is not None else "experiment"}
+    exp = parse(Experiment, data, file=label, error=ExperimentError, context=context)
+    exp._file, exp._text = (Path(file) if file is not None else None), text
+    for where, spec in exp.sources():
+        spec.locate(f"{label}: {where}")
+    if check_paths:
+        exp.check_paths()
+    return exp

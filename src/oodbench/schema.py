@@ -1,0 +1,218 @@
+"""One schema mechanism for every configuration file (experiments, training): pydantic models.
+
+A configuration section is a :class:`Schema` (a frozen pydantic model); a file is read with
+:func:`read_toml` and validated with :func:`parse`::
+
+    class Section(Schema):
+        batch_size: StrictInt = Field(64, description="images per forward pass")
+
+    data = read_toml(path, error=ExperimentError)
+    section = parse(Section, data, file=path, error=ExperimentError, context={"base_dir": ...})
+
+Every mistake becomes one :class:`~oodbench.errors.ConfigError` (the subclass given) with one
+line per problem, ``file: where: what is wrong and the fix``, where ``where`` is written the
+way the TOML file is: ``[experiment].batch_size``, ``[[models]] #2.factory``,
+``[[detectors]] #1.grid.k`` (arrays of tables are named in ``ARRAY_SECTIONS``). A validator
+that knows better where a problem lies raises :class:`At` with that location.
+
+Unknown keys are reported with the closest valid key; missing required keys with the field's
+``description``; a plain string is short for a one-key table when the model names its
+``shorthand`` key (``"msp"`` for ``{ name = "msp" }``). Relative paths (:data:`ConfigPath`)
+are resolved against ``context["base_dir"]`` (the folder of the file).
+"""
+
+from __future__ import annotations
+
+import difflib
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, Any, ClassVar, TypeVar
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
+
+from oodbench.errors import ConfigError, MissingDataError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+#: top-level keys written as arrays of tables (``[[models]]``) in every config format
+ARRAY_SECTIONS = frozenset({"models", "benchmarks", "detectors", "losses"})
+#: loc parts added by tagged unions (``Tag("type=cood")``): not keys of the file
+TAG_PREFIX = "type="
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class At(ValueError):
+    """A validation problem whose location the validator knows better than pydantic
+    (e.g. a check across sections): ``raise At("[id]", "add a test set ...")``."""
+
+    def __init__(self, where: str, message: str):
+        super().__init__(message)
+        self.where, self.message = where, message
+
+
+class Schema(BaseModel):
+    """Base of every configuration section: frozen, strict about unknown keys.
+
+    Subclasses may set ``shorthand`` (the key a plain string stands for) and override
+    :meth:`prepare` to normalise the raw table before field validation.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    shorthand: ClassVar[str | None] = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _check_table(cls, data: Any, info: ValidationInfo) -> Any:
+        if isinstance(data, cls):
+            return data
+        if isinstance(data, str) and cls.shorthand is not None:
+            data = {cls.shorthand: data}
+        if not isinstance(data, Mapping):
+            raise ValueError(f"expected a table ({{ key = value }}), got {data!r}")
+        data = cls.prepare(dict(data), info)
+        keys = {spec.alias or name: spec for name, spec in cls.model_fields.items()}
+        for key in data:
+            if key not in keys:
+                close = difflib.get_close_matches(str(key), list(keys), n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                raise ValueError(f"unknown key {key!r}; {hint}valid keys: {', '.join(keys)}")
+        for key, spec in keys.items():
+            if spec.is_required() and key not in data:
+                what = f" ({spec.description})" if spec.description else ""
+                raise ValueError(f"missing required key {key!r}{what}")
+        return data
+
+    @classmethod
+    def prepare(cls, data: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        """Hook: normalise the raw table (defaults that depend on other keys or the context)."""
+        return data
+
+
+def context_of(info: ValidationInfo) -> Mapping[str, Any]:
+    """The validation context (``parse(..., context=)``), empty when none was given."""
+    return info.context or {}
+
+
+def _resolve_path(value: Any, info: ValidationInfo) -> Path:
+    if isinstance(value, Path):
+        return value
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"expected a path (a non-empty string), got {value!r}")
+    path = Path(value).expanduser()
+    if path.is_absolute():
+        return path
+    base = Path(context_of(info).get("base_dir", Path.cwd()))
+    return (base / path).resolve()
+
+
+#: a path in a configuration file: relative paths are relative to the file's folder
+ConfigPath = Annotated[Path, BeforeValidator(_resolve_path)]
+
+
+def _nonempty_array(value: Any) -> tuple[Any, ...]:
+    if not isinstance(value, (list, tuple)) or not value:
+        raise ValueError(f"expected a non-empty array, got {value!r}")
+    return tuple(value)
+
+
+#: a non-empty TOML array (kept as a tuple)
+NonEmptyArray = Annotated[tuple[Any, ...], BeforeValidator(_nonempty_array)]
+
+
+def where(loc: Sequence[Any]) -> str:
+    """A pydantic error location written the TOML way (``[[models]] #2.factory``)."""
+    parts = [p for p in loc if not (isinstance(p, str) and p.startswith(TAG_PREFIX))]
+    if not parts:
+        return "top level"
+    head, *rest = parts
+    text = f"[[{head}]]" if head in ARRAY_SECTIONS else f"[{head}]"
+    for part in rest:
+        text += f" #{part + 1}" if isinstance(part, int) else f".{part}"
+    return text
+
+
+_TYPE_NAMES = {
+    "int_type": "int", "int_parsing": "int", "string_type": "str", "bool_type": "bool",
+    "float_type": "float", "float_parsing": "float", "dict_type": "table", "list_type": "array",
+    "tuple_type": "array", "mapping_type": "table",
+}
+
+
+def _message(error: Mapping[str, Any]) -> tuple[str, str]:
+    """``(where, message)`` of one pydantic error."""
+    kind, loc, ctx = error["type"], error["loc"], error.get("ctx") or {}
+    cause = ctx.get("error")
+    if isinstance(cause, At):
+        return cause.where, cause.message
+    if kind in ("value_error", "assertion_error") and cause is not None:
+        return where(loc), str(cause)
+    if kind in ("union_tag_invalid", "union_tag_not_found"):
+        label = str(ctx.get("discriminator", "type")).rstrip("()").replace("_", " ")
+        tags = [t.strip(" '").removeprefix(TAG_PREFIX) for t in str(ctx.get("expected_tags", "")).split(",")]
+        tags = [t for t in tags if t]
+        if kind == "union_tag_invalid":
+            return where(loc), f"unknown {label} {ctx.get('tag')!r}; use one of {', '.join(tags)}"
+        return where(loc), f"missing required key 'type' ({label}; one of {', '.join(tags)})"
+    if kind == "literal_error":
+        return where(loc), f"expected one of {ctx.get('expected')}, got {error['input']!r}"
+    if kind in _TYPE_NAMES:
+        return where(loc), f"expected {_TYPE_NAMES[kind]}, got {error['input']!r}"
+    return where(loc), str(error["msg"])
+
+
+def format_errors(err: ValidationError, file: str) -> str:
+    """One ``file: where: message`` line per problem (duplicates dropped)."""
+    lines: list[str] = []
+    for error in err.errors():
+        w, message = _message(error)
+        line = f"{file}: {w}: {message}"
+        if line not in lines:
+            lines.append(line)
+    return "\n".join(lines)
+
+
+def parse(
+    model: type[M],
+    data: Any,
+    *,
+    file: str | Path,
+    error: type[ConfigError] = ConfigError,
+    context: Mapping[str, Any] | None = None,
+) -> M:
+    """Validate ``data`` (a parsed TOML mapping) as ``model``; mistakes raise ``error``."""
+    try:
+        return model.model_validate(data, context=dict(context or {}))
+    except ValidationError as err:
+        raise error(format_errors(err, str(file))) from None
+
+
+def read_toml(
+    path: str | Path, *, what: str, example: str | None = None,
+    error: type[ConfigError] = ConfigError,
+) -> tuple[dict[str, Any], str]:
+    """``(data, text)`` of a TOML file; a missing file or invalid TOML names the fix.
+
+    ``what`` names the kind of file (``"experiment file"``), ``example`` a file to start from.
+    """
+    path = Path(path)
+    if not path.is_file():
+        see = f" (see {example})" if example else ""
+        raise MissingDataError(f"{what} {path} does not exist; pass the path of a TOML {what}{see}")
+    text = path.read_text(encoding="utf-8")
+    try:
+        return tomllib.loads(text), text
+    except tomllib.TOMLDecodeError as err:
+        raise error(f"{path}: not valid TOML: {err}") from None
