@@ -1,7 +1,8 @@
 """The grid of an experiment: one *cell* per (model, detector configuration, benchmark).
 
 A cell's key is a digest of everything that determines its numbers (the model entry, the
-detector's name and full hyper-parameters, the benchmark's description and the ID sources), so
+detector's name, full hyper-parameters and preset, the benchmark's description and the ID
+sources), so
 re-running an experiment skips every cell whose key already has a finished result, and changing
 any of those settings makes a new cell. Keys use the configured data paths, not the image
 contents (after replacing images in place, write the results to a new output folder); a weights
@@ -34,6 +35,7 @@ class Cell:
     hyperparams: str  # canonical JSON with every hyper-parameter (defaults filled in)
     benchmark: BenchmarkSpec
     key: str
+    preset: str = ""  # the protocol preset the configuration started from ("" = none)
 
     @property
     def params(self) -> dict[str, Any]:
@@ -83,31 +85,34 @@ class Plan:
                 f"{len(benches)} benchmark(s) = {len(cells)} cell(s)")
 
 
-def detector_configurations(experiment: Experiment) -> list[tuple[str, dict[str, Any]]]:
-    """Every (detector name, full hyper-parameters) of the experiment, ``"all"`` expanded.
+def detector_configurations(experiment: Experiment) -> list[tuple[str, dict[str, Any], str]]:
+    """Every (detector name, full hyper-parameters, preset) of the experiment, ``"all"`` expanded.
 
-    ``"all"`` stands for every registered detector with its defaults, except those that need
-    CLIP text embeddings when no model is a CLIP model; the runner records the remaining ones
-    that do not apply to a given model as ``skipped`` with the reason.
+    ``"all"`` stands for every registered detector (with the entry's preset: every detector that
+    preset configures), except those that need CLIP text embeddings when no model is a CLIP
+    model; the runner records the remaining ones that do not apply to a given model as
+    ``skipped`` with the reason.
     """
     from oodbench import detectors
 
     any_clip = any((m.spec or "").startswith("clip:") for m in experiment.models)
-    out: list[tuple[str, dict[str, Any]]] = []
-    seen: set[tuple[str, str]] = set()
+    out: list[tuple[str, dict[str, Any], str]] = []
+    seen: set[tuple[str, str, str]] = set()
     for spec in experiment.detectors:
+        preset = spec.preset(experiment.protocol)
         if spec.name == ALL_DETECTORS:
             entries: list[tuple[str, dict[str, Any]]] = [
                 (row["name"], {}) for row in detectors.available()
-                if any_clip or set(row["requires"]) <= _CLASSIFIER_INPUTS]
+                if (any_clip or set(row["requires"]) <= _CLASSIFIER_INPUTS)
+                and (preset is None or preset in row["presets"])]
         else:
             entries = [(spec.name, config) for config in spec.configurations()]
         for name, config in entries:
-            full = detectors.create(name, **config).hyperparams
-            key = (name, canonical_json(full))
+            full = detectors.create(name, preset=preset, **config).hyperparams
+            key = (name, canonical_json(full), preset or "")
             if key not in seen:
                 seen.add(key)
-                out.append((name, full))
+                out.append((name, full, preset or ""))
     return out
 
 
@@ -122,6 +127,8 @@ def make_plan(experiment: Experiment) -> Plan:
         "test": experiment.id_test.describe() if experiment.id_test else None,
         "fit": experiment.id_fit.describe() if experiment.id_fit else None,
     }
+    if experiment.id_val is not None:  # (keys of experiments without [id] val stay as they were)
+        id_sources["val"] = experiment.id_val.describe()
     models = []
     for model in experiment.models:
         model_ident = model.describe()
@@ -129,12 +136,15 @@ def make_plan(experiment: Experiment) -> Plan:
             model_ident["weights_sha256"] = file_digest(model.weights, "sha256")
         cells = []
         for bench in experiment.benchmarks:
-            for name, params in configs:
+            for name, params, preset in configs:
                 ident = {"model": model_ident, "detector": name, "hyperparams": params,
                          "benchmark": bench.describe(), "id": id_sources}
+                if preset:
+                    ident["preset"] = preset
                 cells.append(Cell(model, name, canonical_json(params), bench,
-                                  hashlib.sha256(canonical_json(ident).encode()).hexdigest()[:20]))
-        capture = capture_for([detectors.create(name, **params) for name, params in configs])
+                                  hashlib.sha256(canonical_json(ident).encode()).hexdigest()[:20],
+                                  preset))
+        capture = capture_for([detectors.create(name, **params) for name, params, _ in configs])
         models.append(ModelPlan(model, tuple(cells), capture))
     return Plan(experiment, tuple(models))
 
