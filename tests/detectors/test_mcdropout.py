@@ -79,7 +79,6 @@ def test_vit_drop_rate_is_old_timms_drop_rate_and_the_c_ood_code_entropy():
     benchmarks/protocol_reference.py) on the same ViT built with timm 1.x's ``pos_drop_rate =
     proj_drop_rate = 0.1``, under the same dropout masks."""
     from benchmarks import protocol_reference as ref
-
     from oodbench.detectors.mcdropout import legacy_vit_dropout_sites
     from tests.detectors._shaping_fixtures import tiny_vit_setup
 

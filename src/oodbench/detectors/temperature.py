@@ -42,7 +42,6 @@ from oodbench.errors import UndeterminedStatisticError
 from oodbench.extract.activations import Activations
 
 
-
 def _nll_terms(logits: np.ndarray, labels: np.ndarray, beta: float) -> tuple[float, float, float]:
     """Mean NLL of softmax(beta z) and its first and second derivatives in beta."""
     nll = grad = curv = 0.0

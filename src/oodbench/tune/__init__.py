@@ -111,7 +111,7 @@ def _grid_points(grid: Mapping[str, Sequence[Any]], first_fastest: bool = False)
             raise InvalidInputError(
                 f"tune: grid[{key!r}] must be a non-empty list of values; got {values!r}"
             )
-    keys = list(reversed(grid)) if first_fastest else list(grid)
+    keys = list(grid)[::-1] if first_fastest else list(grid)
     points = [dict(zip(keys, combo)) for combo in itertools.product(*(grid[k] for k in keys))]
     return [{k: p[k] for k in grid} for p in points]
 
