@@ -87,6 +87,7 @@ class Case:
     reference: Reference
     extra: dict[str, Any] = field(default_factory=dict)
     note: str = ""
+    details: Callable[[Split, Any], dict[str, Any]] | None = None  # extra numbers for the row
 
 
 def _tr(s: Split) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -114,7 +115,9 @@ def openood_cases() -> list[Case]:
         Case("gen", "openood", lambda s: ref.openood_gen(test(s)[1], hp["gen"]["gamma"], hp["gen"]["M"])),
         Case("temperature_scaling", "openood",
              lambda s: ref.openood_temp_scaling(s.id_val.logits, s.id_val.labels, test(s)[1]),
-             note=preset_for("temperature_scaling", "openood").note),
+             note=preset_for("temperature_scaling", "openood").note,
+             details=lambda s, det: {"T_oodbench": det.temperature_,
+                                     "T_openood": ref.openood_temperature(s.id_val.logits, s.id_val.labels)}),
         Case("klm", "openood", lambda s: ref.openood_klm(s.id_val.logits, test(s)[1]),
              note=preset_for("klm", "openood").note),
         Case("mahalanobis", "openood", lambda s: ref.openood_mds(_tr(s)[0], s.train.labels, test(s)[0]),
@@ -190,23 +193,27 @@ def run_case(case: Case, split: Split) -> dict[str, Any]:
         det = create(case.detector, preset=case.protocol, **case.extra)
         ours = det.fit(split.train, id_val=split.id_val).score(split.test)
         row.update(compare(ours, case.reference(split)), hyperparams=det.hyperparams)
+        if case.details is not None:
+            row.update(case.details(split, det))
     except Exception as err:  # a table run records a broken case and goes on
         row.update(match=False, error=f"{type(err).__name__}: {err}")
     return row
 
 
 # -- data -------------------------------------------------------------------------------------
-def synthetic_split(seed: int = 0, dim: int = 2048, classes: int = 100, head_scale: float = 0.15,
-                    label_noise: float = 0.1) -> Split:
-    """2048-d post-ReLU features with a class structure and an aligned linear head, scaled by
+def synthetic_split(seed: int = 0, dim: int = 2048, classes: int = 100,
+                    sizes: tuple[int, int, int, int] = (3000, 1000, 1000, 1000),
+                    head_scale: float = 0.15, label_noise: float = 0.1) -> Split:
+    """Post-ReLU features (2048-d) with a class structure and an aligned linear head, scaled by
     ``head_scale`` so that the softmax is not saturated (median max probability ~0.9), with a
     ``label_noise`` fraction of the ID labels replaced by another class (so that the model is
-    wrong on some rows, as a real one is, and temperature scaling has a finite optimum)."""
+    wrong on some rows, as a real one is, and temperature scaling has a finite optimum). ``sizes``:
+    train, ID-val, ID-test and OOD rows."""
     from tests.detectors.conftest import make_activations
 
     rng = np.random.default_rng([seed, 2048])
     parts = []
-    for i, n in enumerate((3000, 1000, 1000, 1000)):
+    for i, n in enumerate(sizes):
         acts = make_activations(n, classes, dim, seed=seed + i, ood=(i == 3))
         assert acts.features is not None and acts.head_weight is not None and acts.head_bias is not None
         weight = (acts.head_weight * head_scale).astype(np.float32)
@@ -218,7 +225,7 @@ def synthetic_split(seed: int = 0, dim: int = 2048, classes: int = 100, head_sca
             labels[flip] = (labels[flip] + rng.integers(1, classes, flip.sum())) % classes
         parts.append(Activations(logits=logits, labels=labels, ids=acts.ids, features=acts.features,
                                  head_weight=weight, head_bias=bias, meta=acts.meta))
-    return Split("synthetic 2048-d", *parts)
+    return Split(f"synthetic {dim}-d", *parts)
 
 
 def lite0_split(n_id: int | None, n_ood: int, seed: int, batch_size: int) -> tuple[Split, Any]:
@@ -296,8 +303,9 @@ def print_table(rows: list[dict[str, Any]]) -> None:
         if "error" in r:
             print(f"{r['data']:<28} {label:<20} {r['protocol']:<10} {'ERROR':>12} {'':>10}  NO     {r['error']}")
             continue
+        details = "".join(f" ({k} = {r[k]:.4f})" for k in ("T_oodbench", "T_openood") if k in r)
         print(f"{r['data']:<28} {label:<20} {r['protocol']:<10} {r['max_rel_diff']:>12.2e} "
-              f"{r['spearman']:>10.6f}  {'yes' if r['match'] else 'NO':<5}  {r['note']}")
+              f"{r['spearman']:>10.6f}  {'yes' if r['match'] else 'NO':<5}  {r['note']}{details}")
 
 
 def main() -> None:
