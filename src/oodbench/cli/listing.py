@@ -16,11 +16,14 @@ def list_cmd(what: str) -> None:
         from oodbench import detectors
 
         table = Table(title="detectors (score: higher = more in-distribution)")
-        for col in ("name", "needs", "defaults", "paper"):
+        for col in ("name", "needs", "fits on", "defaults", "presets", "paper"):
             table.add_column(col)
         for row in detectors.available():
-            defaults = ", ".join(f"{k}={v}" for k, v in row["defaults"].items())
-            table.add_row(row["name"], ", ".join(row["requires"]), defaults, row["paper"])
+            params = dict(row["defaults"])
+            fit_data = params.pop("fit_data", "")
+            defaults = ", ".join(f"{k}={v}" for k, v in params.items())
+            table.add_row(row["name"], ", ".join(row["requires"]), fit_data, defaults,
+                          ", ".join(row["presets"]), row["paper"])
         console.print(table)
     elif what == "models":
         from oodbench import models
