@@ -170,14 +170,16 @@ def openood_knn(train_features: np.ndarray, features: np.ndarray, k: int) -> np.
 
 
 def openood_vim(train_features: np.ndarray, weight: np.ndarray, bias: np.ndarray,
-                features: np.ndarray, dim: int) -> np.ndarray:
+                features: np.ndarray, dim: int, eigensolver: str = "eig") -> np.ndarray:
     """``VIMPostprocessor``: residual space of ``EmpiricalCovariance(assume_centered=True)`` of
-    ``f - u`` (``u = -pinv(W) b``) beyond the ``dim`` largest eigenvalues (``np.linalg.eig``);
-    ``alpha`` = mean max train logit / mean train residual norm; score = energy - alpha residual."""
+    ``f - u`` (``u = -pinv(W) b``) beyond the ``dim`` largest eigenvalues (``np.linalg.eig``, or
+    the symmetric ``np.linalg.eigh`` with ``eigensolver="eigh"``: the same decomposition, with
+    orthonormal eigenvectors also where the covariance is singular); ``alpha`` = mean max train
+    logit / mean train residual norm; score = energy - alpha residual (real parts)."""
     w, b, train = _f64(weight), _f64(bias), _f64(train_features)
     u = -np.linalg.pinv(w) @ b
     cov = EmpiricalCovariance(assume_centered=True).fit(train - u).covariance_
-    eig_vals, eig_vecs = np.linalg.eig(cov)
+    eig_vals, eig_vecs = np.linalg.eig(cov) if eigensolver == "eig" else np.linalg.eigh(cov)
     ns = np.ascontiguousarray(np.real(eig_vecs.T[np.argsort(np.real(eig_vals) * -1)[dim:]]).T)
     alpha = (train @ w.T + b).max(axis=1).mean() / np.linalg.norm((train - u) @ ns, axis=-1).mean()
     feats = _f64(features)

@@ -11,6 +11,10 @@ Exceptions, each checked for its reason:
   random 1 %; on the same bank the scores are the same (the case with ``fit_fraction=1``).
 - rankfeat: OpenOOD fuses Block 3 and Block 4 through the live network; oodbench's (cached, last
   map only) RankFeat equals OpenOOD's Block-4 term.
+- vim on fewer training rows than feature dimensions (the real Lite0 split: 650 rows, 1280-d):
+  OpenOOD's ``np.linalg.eig`` of the singular covariance returns null-space eigenvectors that are
+  not orthonormal, so its residual norm is not a projection; with the symmetric eigensolver
+  (the same decomposition) the scores match, and with full-rank data ``eig`` matches too.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from tests.detectors.conftest import make_activations
 
 
 def _label(case: Case) -> str:
-    return f"{case.detector}[{case.protocol}]{case.extra or ''}"
+    return f"{case.detector}[{case.protocol}]{case.extra or ''}{case.variant}"
 
 
 def _exception(case: Case) -> bool:
@@ -110,9 +114,11 @@ def test_matches_the_reference_on_real_lite0_activations(lite0_imagenet_val, cif
     parts = [acts.subset(np.sort(p)) for p in np.split(perm, [len(perm) // 2, 3 * len(perm) // 4])]
     real = Split("lite0", *parts, ood)
     failures = []
+    features = real.train.features
+    assert features is not None and len(real.train) < features.shape[1]  # singular covariance
     for case in openood_cases() + cood_logit_cases():
-        if _exception(case):
-            continue
+        if _exception(case) or (case.detector == "vim" and not case.variant):
+            continue  # the exceptions above (vim: the eigh variant is compared)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             row = run_case(case, real)
