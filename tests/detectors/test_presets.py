@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 
 from oodbench.detectors import available, create, detector_class
@@ -128,3 +129,22 @@ def test_listing_shows_presets_and_fit_data():
     assert rows["react"]["presets"] == ["paper", "openood"]
     assert rows["temperature_scaling"]["defaults"]["fit_data"] == "id_val"
     assert "fit_data" not in rows["msp"]["defaults"]
+
+
+def test_score_only_hyperparameters_are_real_fields_that_do_not_change_the_fit():
+    """Each declared score-only hyper-parameter is a field; changing it after fit gives the
+    scores of a fresh fit with that value (checked where a second value exists cheaply)."""
+    from tests.detectors.conftest import make_activations
+
+    for name, cls in _REGISTRY.items():
+        fields = {f.name for f in dataclasses.fields(cls) if f.init}
+        assert cls.score_only_hyperparams <= fields, name
+    train, test = make_activations(300, 10, 32, seed=0), make_activations(100, 10, 32, seed=1)
+    for name, changes in {"knn": {"k": 7}, "nnguide": {"k": 7}, "nci": {"alpha": 0.1},
+                          "fdbd": {"distance_to_mean": False},
+                          "vra": {"gamma": 0.3, "clip_low": True}}.items():
+        det = create(name).fit(train)
+        for key, value in changes.items():
+            setattr(det, key, value)
+        fresh = create(name, **changes).fit(train)
+        np.testing.assert_array_equal(det.score(test), fresh.score(test))
