@@ -148,3 +148,8 @@ def test_score_only_hyperparameters_are_real_fields_that_do_not_change_the_fit()
             setattr(det, key, value)
         fresh = create(name, **changes).fit(train)
         np.testing.assert_array_equal(det.score(test), fresh.score(test))
+
+
+def test_settings_a_preset_leaves_alone_are_not_a_change_of_protocol():
+    assert create("odin", preset="cood_code", batch_size=8, device="cpu").protocol == "cood_code"
+    assert create("odin", preset="cood_code", temperature=1.0).protocol == "cood_code (modified: temperature)"

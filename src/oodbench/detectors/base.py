@@ -120,12 +120,16 @@ class Detector(ABC):
 
     @property
     def protocol(self) -> str:
-        """The preset this detector was created from (``""``: none), with the names of the
-        hyper-parameters that no longer have the preset's values, e.g. ``"openood (modified: k)"``."""
+        """The preset this detector was created from (``""``: none), with the names of the values
+        the preset sets that were changed since, e.g. ``"openood (modified: k)"`` (settings the
+        preset leaves alone, such as a batch size, are not a change of protocol)."""
         if not self.preset:
             return ""
-        reference = create(self.name, preset=self.preset).hyperparams
-        changed = sorted(k for k, v in self.hyperparams.items() if reference.get(k) != v)
+        from oodbench.detectors.presets import preset_for
+
+        current = self.hyperparams
+        changed = sorted(k for k, v in preset_for(self.name, self.preset).values().items()
+                         if current.get(k) != v)
         return f"{self.preset} (modified: {', '.join(changed)})" if changed else self.preset
 
     def provenance(self) -> dict[str, str]:
