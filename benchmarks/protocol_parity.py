@@ -299,6 +299,19 @@ def mc_dropout_row(seed: int = 0) -> dict[str, Any]:
             **compare(ours, ref.cood_code_mcd_entropy(passes))}
 
 
+def mos_row(seed: int = 0) -> dict[str, Any]:
+    """MOS under ``preset="openood"`` on random group-softmax logits (3 groups of 4, 3 and 5
+    classes: 15 outputs), against OpenOOD's ``cal_ood_score``."""
+    groups = [[0, 1, 2, 3], [4, 5, 6], [7, 8, 9, 10, 11]]
+    logits = np.random.default_rng(seed).normal(0.0, 3.0, size=(500, 15)).astype(np.float32)
+    acts = Activations(logits=logits, labels=np.full(500, -1), ids=np.arange(500).astype(str))
+    det = create("mos", preset="openood", groups=groups)
+    ours = det.fit(None).score(acts)
+    return {"data": "random group-softmax logits", "detector": "mos", "protocol": "openood",
+            "extra": {}, "hyperparams": det.hyperparams, "note": "",
+            **compare(ours, ref.openood_mos(logits, [len(g) for g in groups]))}
+
+
 # -- report -------------------------------------------------------------------------------------
 def print_table(rows: list[dict[str, Any]]) -> None:
     header = f"{'data':<28} {'detector':<20} {'preset':<10} {'max rel diff':>12} {'Spearman':>10}  match  note"
@@ -337,6 +350,7 @@ def main() -> None:
                   f"{'ok' if rows[-1].get('match') else 'NO'}", flush=True)
     rows += odin_rows(model, real, args.n_live)
     rows.append(mc_dropout_row(args.seed))
+    rows.append(mos_row(args.seed))
     print()
     print_table(rows)
     report = {

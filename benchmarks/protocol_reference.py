@@ -332,6 +332,16 @@ def openood_rankfeat_block4(weight: np.ndarray, bias: np.ndarray, feature_map: n
     return _head_energy(pooled.numpy(), weight, bias)
 
 
+def openood_mos(logits: np.ndarray, classes_per_group: list[int]) -> np.ndarray:
+    """``MOSPostprocessor`` (``cal_ood_score``): contiguous blocks of ``n_k + 1`` logits, the
+    "others" output first; ``max_k -softmax(block_k)[0]``."""
+    z, start, scores = _f64(logits), 0, []
+    for n in classes_per_group:
+        scores.append(-_softmax(z[:, start : start + n + 1])[:, 0])
+        start += n + 1
+    return np.max(np.stack(scores, axis=1), axis=1)
+
+
 def openood_odin(model: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, temperature: float,
                  noise: float, input_std: tuple[float, ...]) -> np.ndarray:
     """``ODINPostprocessor``: CE of ``z / T`` against the prediction, sign via

@@ -24,9 +24,9 @@ Every other detector runs with its defaults; the fit half serves both fit roles 
 ``"id_val"``: the model never trained on these validation images, so for temperature scaling
 and KL-matching it is the held-out data their papers fit on). ODIN runs with the ODIN paper's
 preset and both C-OOD ones (``cood``: as the paper describes it, ``cood_code``: as its code
-computes it);
-MC-dropout and CLIP-only detectors (text embeddings) are reported as not applicable with the
-reason. Metrics: ``oodbench.metrics.evaluate`` (ID positive; FPR@95 both conventions).
+computes it). MC-dropout, MOS (needs a group-softmax head) and CLIP-only detectors (text
+embeddings) are reported as not applicable with the reason. Metrics:
+``oodbench.metrics.evaluate`` (ID positive; FPR@95 both conventions).
 
 Prints a table sorted by AUROC and writes ``benchmarks/results/real_detectors.json``
 (``real_detectors_quick.json`` with ``--quick``), rewritten after every detector.

@@ -13,6 +13,8 @@ from oodbench import detectors
 from oodbench.cli.main import main
 from oodbench.data.demo import KINDS, demo_data
 from oodbench.demo import COOD_NAME, DEMO_LEVELS, FAR_NAME, run_demo
+from oodbench.demo_losses import DETECTORS as LOSS_DETECTORS
+from oodbench.demo_losses import LOSSES
 from oodbench.models.small_cnn import SmallCNN
 from oodbench.results.table import ResultsTable
 
@@ -35,14 +37,22 @@ def test_demo_runs_checks_out_and_is_deterministic(tmp_path, monkeypatch):
         assert text in result.output
     rows = ResultsTable(out).read()
 
-    # every registered detector that does not need CLIP ran on both benchmarks, none failed
-    applicable = {r["name"] for r in detectors.available() if "text_embeddings" not in r["requires"]}
+    # every registered detector that needs neither CLIP nor a group-softmax head ran on both
+    # benchmarks, none failed
+    applicable = {r["name"] for r in detectors.available()
+                  if not {"text_embeddings", "groups"} & set(r["requires"])}
     cells = rows.drop_duplicates("cell")
     assert set(cells["detector"]) == applicable
     assert cells["status"].eq("ok").all(), cells.loc[cells["status"] != "ok", ["detector", "error"]]
     assert len(cells) == 2 * len(applicable)
     clip_only = sorted(set(r["name"] for r in detectors.available()) - applicable)
     assert f"not run: {', '.join(clip_only)}" in result.output
+
+    # the loss comparison: one model per loss, the same detectors, every cell ok
+    losses = ResultsTable(out / "losses").read().drop_duplicates("cell")
+    assert set(losses["model"]) == set(LOSSES) and set(losses["detector"]) == set(LOSS_DETECTORS)
+    assert len(losses) == 2 * len(LOSSES) * len(LOSS_DETECTORS) and losses["status"].eq("ok").all()
+    assert "Training losses" in result.output and (out / "losses" / "report.html").exists()
 
     # MSP AUROC of each far set from the trained weights and sklearn, independently of oodbench
     data = demo_data(seed=0)

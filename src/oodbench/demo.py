@@ -9,6 +9,8 @@
    custom benchmark, and every registered detector that applies (``"all"``).
 3. Run it with :func:`oodbench.run_experiment` (so the demo is an ordinary experiment: re-run
    or edit it with ``oodbench run <out>/experiment.toml``) and write the HTML report.
+4. The loss comparison (:mod:`oodbench.demo_losses`, in ``<out>/losses/``): the same CNN
+   trained with each loss of the HEM paper's table, benchmarked with MSP, max-logit and energy.
 
 C-OOD settings: the pool has only 4 classes, so each severity level is one class
 (``window = 1``, against the paper's 1000 of ~10,000) and there are 4 levels (``n_levels = 4``:
@@ -49,15 +51,34 @@ class DemoResult:
     results: pd.DataFrame
     report_html: Path
     report_markdown: Path
-    skipped_detectors: tuple[str, ...]  # registered detectors that do not apply (CLIP-only)
+    skipped_detectors: tuple[str, ...]  # registered detectors that do not apply (CLIP, MOS)
+    loss_results: pd.DataFrame  # the loss comparison (one model per training loss)
+    loss_report_html: Path
 
 
-def experiment_text(seed: int) -> str:
-    """The demo's experiment file (TOML), with comments."""
+def benchmark_tables(seed: int) -> str:
+    """The demo's two ``[[benchmarks]]`` tables (C-OOD on the held-out digits, the far sets)."""
     groups = "\n".join(
         f'groups.{name} = {{ demo = "{name}", seed = {seed}, kind = "{kind}" }}'
         for name, kind in KINDS.items()
     )
+    return f"""[[benchmarks]]
+type = "cood"
+name = "{COOD_NAME}"
+pool = {{ demo = "pool", seed = {seed} }}
+window = {DEMO_WINDOW}       # classes per severity level (the paper: 1000 of ~10,000)
+n_levels = {DEMO_LEVELS}     # 4 held-out classes -> 4 levels, easiest to hardest
+seed = {seed}
+
+[[benchmarks]]
+type = "custom"
+name = "{FAR_NAME}"
+{groups}
+"""
+
+
+def experiment_text(seed: int) -> str:
+    """The demo's experiment file (TOML), with comments."""
     return f"""# Written by `oodbench demo --seed {seed}`. Re-run (finished cells are skipped) with:
 #   oodbench run {{this file}}        and rebuild the report with   oodbench report {{its folder}}
 [experiment]
@@ -77,19 +98,7 @@ test = {{ demo = "id_test", seed = {seed} }}   # digits 0-5, held-out part
 fit = {{ demo = "id_fit", seed = {seed} }}     # digits 0-5, the training part
 val = {{ demo = "id_val", seed = {seed} }}     # digits 0-5, held out: temperature scaling, KL-matching
 
-[[benchmarks]]
-type = "cood"
-name = "{COOD_NAME}"
-pool = {{ demo = "pool", seed = {seed} }}
-window = {DEMO_WINDOW}       # classes per severity level (the paper: 1000 of ~10,000)
-n_levels = {DEMO_LEVELS}     # 4 held-out classes -> 4 levels, easiest to hardest
-seed = {seed}
-
-[[benchmarks]]
-type = "custom"
-name = "{FAR_NAME}"
-{groups}
-
+{benchmark_tables(seed)}
 [[detectors]]
 name = "all"          # every registered detector that applies to this model
 """
@@ -113,11 +122,13 @@ def run_demo(out: str | Path = "oodbench-demo", *, seed: int = 0, progress: bool
     from safetensors.torch import save_file
 
     from oodbench import detectors
+    from oodbench.demo_losses import run_loss_comparison
     from oodbench.results.report import write_report
     from oodbench.run import run_experiment
 
     folder = Path(out)
-    for stale in ("results.parquet", "scores", "failures.log", "report.html", "report.md"):
+    for stale in ("results.parquet", "scores", "failures.log", "report.html", "report.md",
+                  "losses"):
         path = folder / stale
         if path.is_dir():
             shutil.rmtree(path)
@@ -132,6 +143,10 @@ def run_demo(out: str | Path = "oodbench-demo", *, seed: int = 0, progress: bool
         experiment = folder / "experiment.toml"
         experiment.write_text(experiment_text(seed), encoding="utf-8")
         results = run_experiment(experiment, progress=progress, extract_progress=False)
+        loss_results = run_loss_comparison(folder / "losses", seed=seed, progress=progress)
     report = write_report(folder)
-    clip_only = tuple(r["name"] for r in detectors.available() if "text_embeddings" in r["requires"])
-    return DemoResult(folder, results, report.html, report.markdown, clip_only)
+    loss_report = write_report(folder / "losses")
+    not_run = tuple(r["name"] for r in detectors.available()
+                    if {"text_embeddings", "groups"} & set(r["requires"]))
+    return DemoResult(folder, results, report.html, report.markdown, not_run, loss_results,
+                      loss_report.html)

@@ -38,6 +38,11 @@ class UndeterminedStatisticError(InvalidInputError):
     has no finite minimiser on data the model classifies perfectly); the message says why."""
 
 
+class ProtocolMismatchError(InvalidInputError):
+    """Two numbers were made under different protocols (e.g. a C-OOD benchmark that differs
+    from the paper's) and would be compared as if they were not."""
+
+
 class ClassCountMismatchError(InvalidInputError):
     """Labels refer to more classes than the model predicts, or a head does not match."""
 

@@ -258,3 +258,21 @@ def test_run_keeps_the_scores_behind_its_rows(sets: dict[str, Activations]) -> N
     assert set(groups) == set(KINDS)
     for group in KINDS:
         np.testing.assert_allclose(groups[group], msp(sets[group]), rtol=1e-12)
+
+
+def test_rows_carry_delong_intervals_and_optional_bootstrap(
+    table: pd.DataFrame, sets: dict[str, Activations]
+) -> None:
+    from oodbench.metrics.delong import auroc_ci
+
+    sets_rows = table[~table.is_average]
+    row = sets_rows[(sets_rows.detector == "msp") & (sets_rows.group == "near_a")].iloc[0]
+    iv = auroc_ci(msp(sets["id"]), msp(sets["near_a"]))
+    assert (row.auroc_ci_low, row.auroc_ci_high) == pytest.approx((iv.low, iv.high))
+    averages = table[table.is_average]
+    assert averages[["auroc_ci_low", "auroc_ci_high"]].isna().all().all()  # no mean of bounds
+    assert "fpr95_id_ci_low" not in table.columns  # bootstrap is off by default
+    bench = OodSetsBenchmark(sets["id"], {"a": sets["near_a"]})
+    bench.n_bootstrap = 50
+    boot = bench.run(None, [create("msp")])
+    assert boot["fpr95_id_ci_low"].iloc[0] <= boot["fpr95_id"].iloc[0] <= boot["fpr95_id_ci_high"].iloc[0]

@@ -36,10 +36,14 @@ def test_rank(cood_paper_csv: Path, tmp_path: Path) -> None:
             results.to_csv(path, index=False)
         else:
             results.to_parquet(path)
-        result = _invoke("paper", "rank", str(path), "--csv", str(cood_paper_csv))
+        refused = _invoke("paper", "rank", str(path), "--csv", str(cood_paper_csv))
+        assert refused.exit_code == 2 and "ID test images" in refused.output
+        result = _invoke("paper", "rank", str(path), "--allow-mismatch", "--csv",
+                         str(cood_paper_csv))
         assert result.exit_code == 0, result.output
         assert "percentile_rank" in result.output and "softmax" in result.output
         assert "max_logit" in result.output
+        assert "NOT comparable with the paper's benchmark" in result.output
 
 
 def test_errors_are_one_line(cood_paper_csv: Path, tmp_path: Path) -> None:
@@ -56,11 +60,92 @@ def test_rank_reads_the_long_table_of_oodbench_run(cood_paper_csv: Path, tmp_pat
 
     wide = pd.DataFrame({"detector": ["msp", "msp"], "hyperparams": ["{}", "{}"],
                          "group": ["level_0", "level_10"], "level": [0, 10],
-                         "auroc": [0.95, 0.70], "n_id": [10, 10], "n_ood": [5, 5]})
+                         "auroc": [0.95, 0.70], "auroc_ci_low": [0.9, 0.6],
+                         "auroc_ci_high": [0.97, 0.8], "n_id": [50_000] * 2, "n_ood": [5, 5],
+                         "n_classes": [1000] * 2, "n_levels": [11] * 2})
     long = from_wide(wide, model="m", benchmark="cood", cell="c", seconds=1.0, time="t")
     out = tmp_path / "run-output"
     out.mkdir()
     long.to_parquet(out / "results.parquet")
-    result = _invoke("paper", "rank", str(out), "--csv", str(cood_paper_csv))
+    png = tmp_path / "rank.png"
+    result = _invoke("paper", "rank", str(out), "--png", str(png), "--csv", str(cood_paper_csv))
     assert result.exit_code == 0, result.output
     assert "percentile_rank" in result.output and "softmax" in result.output
+    assert "comparable as far as the results record" in result.output
+    assert "unknown  OOD pool" in result.output
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_rank_says_why_nothing_was_ranked(tmp_path: Path) -> None:
+    """Issue 12.8: no C-OOD rows used to print a blank line and exit 0."""
+    from oodbench.results.table import from_wide, status_row
+
+    out = tmp_path / "sets-only"
+    out.mkdir()
+    wide = pd.DataFrame({"detector": ["msp"], "group": ["inat"], "auroc": [0.9], "n_id": [10],
+                         "n_ood": [5]})
+    from_wide(wide, model="m", benchmark="openood", cell="c", seconds=1.0,
+              time="t").to_parquet(out / "results.parquet")
+    result = _invoke("paper", "rank", str(out))
+    assert result.exit_code == 2
+    assert "no C-OOD rows" in result.output and "['openood']" in result.output
+    failed = tmp_path / "all-failed"
+    failed.mkdir()
+    status_row(model="m", detector="msp", hyperparams="{}", benchmark="cood", cell="c",
+               status="failed", error="boom", seconds=0.0, time="t").to_parquet(
+        failed / "results.parquet")
+    result = _invoke("paper", "rank", str(failed))
+    assert result.exit_code == 2 and "no finished cell" in result.output
+    assert "'failed': 1" in result.output
+
+
+def test_offline_leaderboard_full_precision_and_truncated() -> None:
+    """The issue's example, with no --csv: the bundled copy."""
+    args = ("paper", "leaderboard", "--kappa", "max_logit", "--levels", "0,5,10", "--model",
+            "vit_large_patch32_384")
+    full = _invoke(*args)
+    assert full.exit_code == 0, full.output
+    for value in ("0.9958857884", "0.9632055716", "0.7748394832"):
+        assert value in full.output
+    assert "vit_large_patch32_384_original" not in full.output
+    cut = _invoke(*args, "--digits", "4", "--truncate", "--format", "csv")
+    assert cut.exit_code == 0, cut.output
+    lines = cut.output.strip().splitlines()
+    assert lines[0] == "level,rank,model,auroc,id_accuracy,id_auroc,percentile"
+    assert [line.split(",")[3] for line in lines[1:]] == ["0.9958", "0.9632", "0.7748"]
+    rounded = _invoke(*args, "--digits", "4", "--format", "json")
+    import json
+
+    assert [r["auroc"] for r in json.loads(rounded.output)] == [0.9959, 0.9632, 0.7748]
+    markdown = _invoke(*args, "--format", "markdown")
+    assert "| level | rank | model | auroc |" in markdown.output
+    assert "| 0 | 3 | vit_large_patch32_384 | 0.9958857884 |" in markdown.output
+
+
+def test_show(tmp_path: Path) -> None:
+    png = tmp_path / "vit.png"
+    result = _invoke("paper", "show", "vit_large_patch32_384", "--kappa", "max_logit", "--png",
+                     str(png))
+    assert result.exit_code == 0, result.output
+    assert "vit_large_patch32_384, kappa = max_logit" in result.output
+    for value in ("0.9958857884", "0.7748394832", "10.910242080688477", "13.12063980102539"):
+        assert value in result.output  # every level, every metric, full precision
+    assert "max_logit  " in result.output and "▁" in result.output  # the sparkline
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    every = _invoke("paper", "show", "vit_large_patch32_384", "--format", "csv")
+    frame = pd.read_csv(__import__("io").StringIO(every.output))
+    assert len(frame) == 44 and set(frame["kappa"]) == {"softmax", "max_logit", "entropy", "odin"}
+    unknown = _invoke("paper", "show", "vit_large_patch32_38")
+    assert unknown.exit_code == 2 and "vit_large_patch32_384" in unknown.output
+
+
+def test_findings(tmp_path: Path) -> None:
+    from oodbench.results.paper_findings import CLAIMS
+
+    result = _invoke("paper", "findings", "--out", str(tmp_path / "f"))
+    assert result.exit_code == 0, result.output
+    for number, claim in CLAIMS.items():
+        assert f"({number})" in result.output and claim in result.output
+    assert result.output.count("verdict:") == 5 and "paper: 96 %" in result.output
+    written = sorted(p.name for p in (tmp_path / "f").iterdir())
+    assert "findings.md" in written and "finding-5.png" in written and "finding-1.csv" in written

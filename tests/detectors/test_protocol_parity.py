@@ -28,6 +28,7 @@ from benchmarks.protocol_parity import (
     Split,
     compare,
     cood_logit_cases,
+    mos_row,
     openood_cases,
     run_case,
     synthetic_split,
@@ -92,6 +93,11 @@ def test_nnguide_bank_rule():
     train = make_activations(2000, 10, 16, seed=0)
     det = create("nnguide", preset="openood", k=5).fit(train)
     assert det.index_.ntotal == 20  # round(0.01 * 2000) random rows
+
+
+def test_mos_matches_openoods_group_score():
+    row = mos_row(0)
+    assert row["max_rel_diff"] < 1e-12, row
 
 
 def test_rankfeat_is_openoods_block4_term():

@@ -13,8 +13,10 @@ from scipy.stats import percentileofscore
 from oodbench.errors import (
     CacheError,
     DataError,
+    EmptyInputError,
     InvalidInputError,
     MissingDataError,
+    ProtocolMismatchError,
     UnknownNameError,
 )
 from oodbench.results import paper
@@ -109,6 +111,7 @@ def test_rank_matches_scipy_percentileofscore(df: pd.DataFrame) -> None:
         assert ranked["n_published"].iloc[i] == published.size
     assert ranked["kappa"].iloc[0] == "softmax"
     assert np.isnan(ranked["percentile_rank"].iloc[2]) and ranked["n_published"].iloc[2] == 0
+    assert not ranked["comparable"].any()  # n_id, window and the level count are not recorded
     forced = paper.rank(df, mine.assign(level=4).drop(columns="group"), kappa="softmax")
     assert forced["n_published"].iloc[2] == published.size
     with pytest.raises(InvalidInputError, match="level"):
@@ -163,3 +166,117 @@ def test_rank_says_whether_a_row_is_like_for_like(df: pd.DataFrame) -> None:
     ranked = paper.rank(df, mine)
     assert ranked["like_for_like"].tolist() == [True, False, True]
     assert ranked["position"].iloc[0] == ranked["position"].iloc[1]  # the same published numbers
+
+
+# -- the bundled copy, look-ups, the paper's truncated leaderboard ---------------------------------
+def test_bundled_copy_is_the_official_file_offline(cood_paper_csv: Path) -> None:
+    import hashlib
+
+    data = paper.bundled_bytes()
+    assert hashlib.sha256(data).hexdigest() == paper.PAPER_RESULTS_SHA256
+    assert data == cood_paper_csv.read_bytes()
+    pd.testing.assert_frame_equal(paper.load(), paper.load(cood_paper_csv))
+
+
+def test_bundled_copy_is_checked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import lzma
+    from types import SimpleNamespace
+
+    (tmp_path / "_data").mkdir()
+    packed = tmp_path / "_data" / paper.BUNDLED_NAME
+    monkeypatch.setattr(paper, "resources", SimpleNamespace(files=lambda _package: tmp_path))
+    packed.write_bytes(lzma.compress(b"model name,severity level\nx,0\n"))
+    with pytest.raises(CacheError, match="damaged"):
+        paper.bundled_bytes()
+    packed.write_bytes(b"not xz")
+    with pytest.raises(DataError, match="cannot be read"):
+        paper.bundled_bytes()
+
+
+def test_get_one_model_full_precision() -> None:
+    rows = paper.get("vit_large_patch32_384", "max_logit")
+    assert rows["level"].tolist() == list(range(11))
+    assert rows["auroc"].iloc[0] == 0.9958857884  # the file's value, not a rounded one
+    assert set(paper.get("vit_large_patch32_384")["kappa"]) == {
+        "softmax", "max_logit", "entropy", "odin"}
+    with pytest.raises(UnknownNameError, match="vit_large_patch32_384"):
+        paper.get("vit_large_patch32_38")
+    with pytest.raises(InvalidInputError, match="no published results for kappa 'mc_dropout'"):
+        paper.get("vit_large_patch32_384", "mc_dropout")
+
+
+def test_quantize_truncates_like_the_paper() -> None:
+    board = paper.leaderboard(paper.load(), "max_logit", [0, 5, 10], model="vit_large_patch32_384")
+    assert board["auroc"].tolist() == [0.9958857884, 0.9632055716, 0.7748394832]
+    cut = paper.quantized(board, 4, truncate=True)
+    assert cut["auroc"].tolist() == [0.9958, 0.9632, 0.7748]  # the paper's leaderboard
+    assert paper.quantized(board, 4)["auroc"].tolist() == [0.9959, 0.9632, 0.7748]
+    assert paper.quantize(-0.12349, 3, truncate=True) == -0.123  # toward zero
+    assert paper.quantize(0.1 + 0.2, 1, truncate=True) == 0.3  # repr-based: no 0.2999... cut
+
+
+def test_leaderboard_model_patterns(df: pd.DataFrame) -> None:
+    one = paper.leaderboard(df, "max_logit", [0, 10], model="vit_large_patch32_384")
+    assert one["model"].unique().tolist() == ["vit_large_patch32_384"]
+    full = paper.leaderboard(df, "max_logit", [0, 10], top=None)
+    expected = full[full["model"] == "vit_large_patch32_384"]["rank"].tolist()
+    assert one["rank"].tolist() == expected  # ranked among every published model
+    many = paper.leaderboard(df, "max_logit", 0, model="vit_large_patch32_*")
+    assert set(many["model"]) == set(VIT_L32)
+    with pytest.raises(UnknownNameError):
+        paper.leaderboard(df, "max_logit", 0, model="nothing_*")
+
+
+# -- comparing a user's benchmark with the paper's ---------------------------------------------------
+def cood_rows(n_levels: int = 11, n_id: int = 50_000, window: int = 1000) -> pd.DataFrame:
+    return pd.DataFrame({
+        "detector": "maxlogit", "level": range(n_levels), "auroc": np.linspace(0.99, 0.7, n_levels),
+        "n_id": n_id, "n_classes": window, "n_levels": n_levels, "n_pool_classes": 10_450,
+    })
+
+
+def test_rank_refuses_a_different_benchmark(df: pd.DataFrame) -> None:
+    """Issue 12.8: a 4-level CIFAR pool is not the paper's 11-level ImageNet-21k benchmark."""
+    cifar = cood_rows(n_levels=4, n_id=10_000, window=2)
+    with pytest.raises(ProtocolMismatchError) as err:
+        paper.rank(df, cifar)
+    message = str(err.value)
+    for item in ("severity levels: paper 11, yours 4 levels", "window", "paper 1,000, yours 2",
+                 "ID test images", "--allow-mismatch"):
+        assert item in message
+    flagged = paper.rank(df, cifar, allow_mismatch=True)
+    assert not flagged["comparable"].any() and len(flagged) == 4
+    statuses = {c.item: c.status for c in flagged.attrs["protocol"]}
+    assert statuses["OOD pool"] == "unknown"
+    assert list(statuses.values()).count("differs") == 3
+    with pytest.raises(ProtocolMismatchError, match="levels up to 12"):
+        paper.rank(df, cood_rows(13).drop(columns="n_levels"))
+
+
+def test_rank_accepts_the_papers_benchmark(df: pd.DataFrame) -> None:
+    ranked = paper.rank(df, cood_rows())
+    checks = {c.item: c.status for c in ranked.attrs["protocol"]}
+    assert [checks[k] for k in list(checks)[:3]] == ["same", "same", "same"]
+    assert checks["OOD pool"] == "unknown"  # the pool's identity is never verifiable from rows
+    assert not ranked["comparable"].any()
+    assert ranked["n_published"].iloc[0] == (df["kappa"] == "max_logit").sum() / 11
+
+
+def test_rank_says_why_nothing_was_ranked(df: pd.DataFrame) -> None:
+    with pytest.raises(EmptyInputError, match="no C-OOD rows"):
+        paper.rank(df, cood_rows().iloc[:0])
+
+
+def test_plot_among_published(df: pd.DataFrame) -> None:
+    rows = cood_rows().assign(auroc_ci_low=lambda d: d["auroc"] - 0.01,
+                              auroc_ci_high=lambda d: d["auroc"] + 0.02)
+    fig = paper.plot_among_published(df, rows, label="mine")
+    ax = fig.axes[0]
+    n_models = df[df["kappa"] == "max_logit"]["model"].nunique()
+    assert len(ax.get_lines()) >= n_models + 2  # every published curve, the median, mine
+    assert f"published median ({n_models} models)" in [t.get_text() for t in ax.get_legend().texts]
+    assert len(ax.containers) == 1  # the error bars of my curve
+    with pytest.raises(InvalidInputError, match="several detectors"):
+        paper.plot_among_published(df, pd.concat([rows, rows.assign(detector="msp")]))
+    fig = paper.plot_model_curves(df, "vit_large_patch32_384")
+    assert len(fig.axes[0].get_lines()) == 4

@@ -132,3 +132,16 @@ def test_to_wide_inverts_from_wide():
         assert mine.loc[row["group"], "auroc"] == row["auroc"]
         assert mine.loc[row["group"], "fpr95_id"] == row["fpr95_id"]
         assert mine.loc[row["group"], "kind"] == row["kind"]
+
+
+def test_interval_columns_become_ci_low_and_ci_high_of_their_metric():
+    wide = pd.DataFrame({"detector": ["msp", "msp"], "group": ["a", "b"], "n_id": [5, 5],
+                         "n_ood": [4, 4], "auroc": [0.9, 0.8], "auroc_ci_low": [0.85, 0.7],
+                         "auroc_ci_high": [0.95, 0.9], "fpr95_id": [0.3, 0.4]})
+    long = rt.from_wide(wide, model="m", benchmark="b", cell="c", seconds=1.0, time="t")
+    assert set(long["metric"]) == {"auroc", "fpr95_id"}  # bounds are not metrics
+    auroc = long[long["metric"] == "auroc"].set_index("group")
+    assert auroc.loc["a", "ci_low"] == 0.85 and auroc.loc["b", "ci_high"] == 0.9
+    assert long[long["metric"] == "fpr95_id"][["ci_low", "ci_high"]].isna().all().all()
+    back = rt.to_wide(long)
+    assert back["auroc_ci_low"].tolist() == [0.85, 0.7] and "fpr95_id_ci_low" not in back

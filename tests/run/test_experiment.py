@@ -177,3 +177,27 @@ def test_protocols_at_the_experiment_and_detector_level():
         parse_experiment(minimal(experiment={"name": "t", "protocol": "opendood"}))
     with pytest.raises(ExperimentError, match="no 'cood' preset"):
         parse_experiment(minimal(detectors=[{"name": "knn", "protocol": "cood"}]))
+
+
+def test_interval_options_of_every_benchmark_type(tmp_path):
+    (tmp_path / "far").mkdir()
+    data = minimal(benchmarks=[
+        {"type": "cood", "pool": {"digits": [7, 8, 9]}, "window": 1, "n_levels": 2,
+         "n_bootstrap": 200},
+        {"type": "custom", "name": "mine", "groups": {"g": {"folder": "far"}}, "ci": False},
+        {"type": "standard", "name": "openood-v1.5-imagenet", "options": {"root": "/data"}},
+    ])
+    cood, custom, std = parse_experiment(data, base_dir=tmp_path).benchmarks
+    assert (cood.ci, cood.n_bootstrap) == (True, 200)
+    assert (custom.ci, custom.n_bootstrap) == (False, 0)
+    assert (std.ci, std.n_bootstrap) == (True, 0)
+    assert cood.describe()["intervals"] == {"ci": True, "n_bootstrap": 200}
+    assert "intervals" not in std.describe()  # defaults keep the cell keys of older results
+    bench = cood.build(parse_experiment(data, base_dir=tmp_path).id_test.build())
+    assert (bench.ci, bench.n_bootstrap) == (True, 200)
+    bad = minimal(benchmarks=[{"type": "cood", "pool": {"digits": [9]}, "n_bootstrap": -1}])
+    with pytest.raises(ExperimentError, match=r"n_bootstrap: must be 0 \(off\)"):
+        parse_experiment(bad, file="exp.toml")
+    typo = minimal(benchmarks=[{"type": "cood", "pool": {"digits": [9]}, "n_boostrap": 10}])
+    with pytest.raises(ExperimentError, match="did you mean 'n_bootstrap'"):
+        parse_experiment(typo, file="exp.toml")

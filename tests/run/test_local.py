@@ -243,3 +243,15 @@ def test_presets_and_the_id_val_role_reach_the_rows(tiny):
     react_cell = ok.loc[ok["detector"] == "react", "cell"].iloc[0]
     id_scores, _ = ResultsTable(tiny.parent / "out-val").load_scores(react_cell)
     np.testing.assert_allclose(id_scores, det.score(id_test), rtol=1e-12)
+
+
+def test_rows_carry_intervals_and_bootstrap_from_the_file(tiny):
+    data = tiny_data(tiny, ["msp"])
+    data["benchmarks"][1]["n_bootstrap"] = 100
+    df = oodbench.run_experiment(parse_experiment(data, base_dir=tiny.parent), progress=False)
+    ok = df[df["status"] == "ok"]
+    auroc = ok[ok["metric"] == "auroc"]
+    assert auroc["ci_low"].notna().all() and (auroc["ci_low"] <= auroc["value"]).all()
+    fpr = ok[ok["metric"] == "fpr95_id"]
+    assert fpr[fpr["benchmark"] == "sets"]["ci_high"].notna().all()  # bootstrap asked for
+    assert fpr[fpr["benchmark"] == "cood"]["ci_high"].isna().all()  # not asked for

@@ -68,11 +68,12 @@ def test_pending_drops_finished_cells_and_empty_models():
     assert plan.pending({c.key for c in plan.cells}).models == ()
 
 
-def test_all_expands_to_every_registered_detector_but_clip_only_ones():
+def test_all_expands_to_every_registered_detector_but_clip_and_group_softmax_ones():
     configs = detector_configurations(experiment(["all", "msp"]))
     names = [n for n, _, _ in configs]
     registered = [r for r in detectors.available()]
-    expected = [r["name"] for r in registered if "text_embeddings" not in r["requires"]]
+    expected = [r["name"] for r in registered
+                if not {"text_embeddings", "groups"} & set(r["requires"])]
     assert names == expected  # "msp" again is deduplicated
     assert all(p == detectors.create(n).hyperparams and not preset for n, p, preset in configs)
 

@@ -42,6 +42,15 @@ class Benchmark(ABC):
     """
 
     name: str = "benchmark"
+    #: intervals on every row: DeLong's for AUROC (``ci``, O(n log n), on by default) and, when
+    #: ``n_bootstrap > 0``, bootstrap intervals of FPR@95 and AUPR (seeded by ``seed`` when the
+    #: benchmark has one); see ``oodbench.metrics.evaluate``. Set them on an instance.
+    ci: bool = True
+    n_bootstrap: int = 0
+
+    def interval_options(self) -> dict[str, Any]:
+        """The interval keywords ``run`` passes to ``oodbench.metrics.evaluate``."""
+        return {"ci": self.ci, "n_bootstrap": self.n_bootstrap, "seed": getattr(self, "seed", 0)}
 
     @property
     def scores_(self) -> dict[tuple[str, str], GroupScores]:

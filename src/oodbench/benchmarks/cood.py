@@ -475,7 +475,8 @@ class CoodBenchmark(Benchmark):
                         "(every image of its classes was skipped or used for estimation)"
                     )
                 level_scores[f"level_{level}"] = ood_kappa
-                metrics = evaluate(id_kappa, ood_kappa, id_correct=id_correct)
+                metrics = evaluate(id_kappa, ood_kappa, id_correct=id_correct,
+                                   **self.interval_options())
                 rows.append(
                     {
                         "detector": det.name,
@@ -487,6 +488,8 @@ class CoodBenchmark(Benchmark):
                         "n_id": int(id_kappa.size),
                         "n_ood": int(ood_kappa.size),
                         "n_classes": int(classes.size),
+                        "n_levels": len(level_classes),
+                        "n_pool_classes": int(self.pool_classes_.size),
                         **{k: float(v) for k, v in metrics.items()},
                         "id_mean_kappa": float(id_kappa.mean()),
                         "ood_mean_kappa": float(ood_kappa.mean()),

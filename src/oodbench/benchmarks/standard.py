@@ -203,7 +203,8 @@ class OodSetsBenchmark(Benchmark):
             group_scores: dict[str, np.ndarray] = {}
             for group, acts in ood_acts.items():
                 ood_kappa = group_scores[group] = det.score(acts)
-                metrics = evaluate(id_kappa, ood_kappa, id_correct=id_correct)
+                metrics = evaluate(id_kappa, ood_kappa, id_correct=id_correct,
+                                   **self.interval_options())
                 sets.append(
                     {
                         "detector": det.name,
@@ -246,7 +247,8 @@ def mean_rows(sets: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """OpenOOD's aggregate rows: the unweighted mean of every metric over the sets of each kind
     present (``near``, ``far``) and over all sets (``all``, when there are two or more).
 
-    ``n_ood`` of an aggregate row is the total over its sets; other numbers are plain means.
+    ``n_ood`` of an aggregate row is the total over its sets; other numbers are plain means
+    (interval bounds are not: a mean of bounds is no interval, so they are left out).
     """
     out = []
     groups = [(k, [s for s in sets if s["kind"] == k]) for k in KINDS]
@@ -266,7 +268,8 @@ def mean_rows(sets: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             "n_ood": int(sum(m["n_ood"] for m in members)),
         }
         row.update({k: v for k, v in first.items() if k not in row and isinstance(v, str)})  # provenance
-        numeric = [k for k, v in first.items() if k not in row and isinstance(v, float)]
+        numeric = [k for k, v in first.items()
+                   if k not in row and isinstance(v, float) and "_ci_" not in k]
         row.update({k: float(np.mean([m[k] for m in members])) for k in numeric})
         out.append(row)
     return out

@@ -22,7 +22,9 @@ def demo_cmd(out: Path, seed: int, top: int, no_progress: bool) -> None:
     Trains a small CNN on the digits 0-5, runs the C-OOD severity benchmark with the held-out
     digits 6-9 as the OOD class pool (one class per severity level, 4 levels) and far-OOD sets
     (printed letters, photo and texture patches, noise) with every detector that applies, then
-    writes results.parquet, report.html and report.md to --out.
+    writes results.parquet, report.html and report.md to --out. Then compares training losses
+    (CE, LogitNorm, HEM, MM, Dice): the same CNN trained with each, benchmarked with MSP,
+    max-logit and energy (--out/losses/).
     """
     from oodbench.demo import run_demo
 
@@ -35,7 +37,12 @@ def demo_cmd(out: Path, seed: int, top: int, no_progress: bool) -> None:
     counts = result.results.drop_duplicates("cell")["status"].value_counts()
     con.print(f"cells: {int(counts.get('ok', 0))} ok, {int(counts.get('failed', 0))} failed, "
               f"{int(counts.get('skipped', 0))} skipped, in {time.perf_counter() - start:.0f} s")
+    con.print("[bold]Training losses[/]: the same CNN trained with each loss (model = loss)")
+    for table in leaderboard_tables(result.loss_results, top=None):
+        con.print(table)
     if result.skipped_detectors:
         con.print(f"not run: {', '.join(result.skipped_detectors)} (need a CLIP model's text "
-                  "encoder; the demo's CNN has none)")
+                  "encoder or a group-softmax head; the demo's CNN has neither)")
     con.print(f"report: [bold]{result.report_html}[/]   re-run: oodbench run {result.out / 'experiment.toml'}")
+    con.print(f"losses: [bold]{result.loss_report_html}[/]   re-run: oodbench run "
+              f"{result.out / 'losses' / 'experiment.toml'}")

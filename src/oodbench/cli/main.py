@@ -55,6 +55,7 @@ def _register_commands() -> None:
     main.add_command(importlib.import_module("oodbench.cli.demo").demo_cmd)
     main.add_command(importlib.import_module("oodbench.cli.run").run_cmd)
     main.add_command(importlib.import_module("oodbench.cli.report").report_cmd)
+    main.add_command(importlib.import_module("oodbench.cli.train").train_cmd)
 
 
 _register_commands()

@@ -39,7 +39,7 @@ from oodbench.extract.activations import Activations
 #: what a detector may declare in ``requires`` (``"train"``: ``fit`` needs ID activations, of
 #: the role ``fit_data`` names)
 INPUTS = frozenset(
-    {"logits", "features", "feature_map", "head", "train", "model", "text_embeddings"}
+    {"logits", "features", "feature_map", "head", "train", "model", "text_embeddings", "groups"}
 )
 #: the roles of ID data a detector can fit on: the ID training set, held-out ID validation data
 FIT_DATA = ("train", "id_val")
@@ -59,7 +59,7 @@ class Detector(ABC):
         name: registry name (``"msp"``).
         requires: inputs from ``INPUTS``; ``"train"`` means ``fit`` needs ID activations (of the
             role ``fit_data``), ``"model"`` that it runs the live network, ``"head"`` the linear
-            head's weights.
+            head's weights, ``"groups"`` a group-softmax head (MOS), so ``"all"`` leaves it out.
         paper: the citation (authors, venue, year, arXiv id).
         default_fit_data: the role of ID data its paper fits on (``FIT_DATA``).
         score_only_hyperparams: hyper-parameters that change only ``score``, not what ``fit``

@@ -26,6 +26,20 @@ class ImagesPerSecondColumn(ProgressColumn):
         return Text("- img/s" if speed is None else f"{speed:,.1f} img/s", style="progress.data.speed")
 
 
+def image_columns(*extra: ProgressColumn) -> tuple[ProgressColumn, ...]:
+    """Description, bar, done/total, images/s, then ``extra`` (e.g. a loss), elapsed and ETA."""
+    return (
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        ImagesPerSecondColumn(),
+        *extra,
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    )
+
+
 @contextmanager
 def progress_bar(
     description: str, total: int, completed: int = 0, enabled: bool = True
@@ -34,15 +48,6 @@ def progress_bar(
     if not enabled:
         yield lambda n: None
         return
-    columns = (
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        ImagesPerSecondColumn(),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-    )
-    with Progress(*columns) as bar:
+    with Progress(*image_columns()) as bar:
         task = bar.add_task(description, total=total, completed=completed)
         yield lambda n: bar.advance(task, n)

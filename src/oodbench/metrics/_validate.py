@@ -112,3 +112,8 @@ def check_tpr(tpr: float) -> float:
     if not 0.0 <= value <= 1.0:
         raise InvalidInputError(f"tpr must be a fraction in [0, 1], got {tpr!r} (0.95, not 95)")
     return value
+
+
+def fpr_key(tpr: float) -> str:
+    """The key stem of FPR at ``tpr``: ``fpr95`` for 0.95, ``fpr99.5`` for 0.995."""
+    return f"fpr{tpr * 100:g}"

@@ -6,14 +6,18 @@ import math
 
 from numpy.typing import ArrayLike
 
-from oodbench.metrics._validate import as_bool, as_scores, check_tpr, same_length
+from oodbench.metrics._validate import as_bool, as_scores, check_tpr, fpr_key, same_length
+from oodbench.metrics.bootstrap import bootstrap_ci
+from oodbench.metrics.delong import auroc_ci
 from oodbench.metrics.ranking import Ranking
 from oodbench.metrics.selective import rank_correctness, risk_coverage_area
 
+__all__ = ["evaluate", "fpr_key", "interval_key"]
 
-def fpr_key(tpr: float) -> str:
-    """The key stem of FPR at ``tpr``: ``fpr95`` for 0.95, ``fpr99.5`` for 0.995."""
-    return f"fpr{tpr * 100:g}"
+
+def interval_key(metric: str, bound: str) -> str:
+    """The key of a metric's interval bound: ``auroc_ci_low``, ``fpr95_id_ci_high``."""
+    return f"{metric}_ci_{bound}"
 
 
 def evaluate(
@@ -22,6 +26,10 @@ def evaluate(
     *,
     id_correct: ArrayLike | None = None,
     tpr: float = 0.95,
+    ci: bool = False,
+    n_bootstrap: int = 0,
+    seed: int = 0,
+    level: float = 0.95,
 ) -> dict[str, float]:
     """All OOD metrics (and, given ``id_correct``, the ID-set metrics) under stable keys.
 
@@ -36,10 +44,17 @@ def evaluate(
         With ``id_correct`` (one bool per ID sample: was the prediction right?):
         ``id_accuracy``, ``id_auroc`` (NaN when all ID predictions are right, or all wrong:
         undefined), ``aurc`` (:func:`~oodbench.metrics.aurc` of the ID scores).
+        With ``ci``: ``auroc_ci_low`` / ``auroc_ci_high``, the interval at ``level`` from
+        DeLong's variance (:func:`~oodbench.metrics.delong.auroc_ci`, logit scale, ``O(n log
+        n)``). With ``n_bootstrap > 0``: ``<key>_ci_low`` / ``<key>_ci_high`` of ``fpr95_id``,
+        ``fpr95_ood``, ``aupr_in`` and ``aupr_out`` from that many stratified bootstrap
+        replicates seeded by ``seed`` (:func:`~oodbench.metrics.bootstrap.bootstrap_ci`; about
+        ``n_bootstrap`` times the cost of the curves, so off by default).
     """
     target = check_tpr(tpr)
     conf = as_scores(id_scores, "id_scores")
-    ranking = Ranking.from_scores(conf, as_scores(ood_scores, "ood_scores"))
+    ood = as_scores(ood_scores, "ood_scores")
+    ranking = Ranking.from_scores(conf, ood)
     flipped = ranking.flipped()
     stem = fpr_key(target)
     result = {
@@ -51,6 +66,15 @@ def evaluate(
         "ap_in": ranking.average_precision(),
         "ap_out": flipped.average_precision(),
     }
+    if ci:
+        interval = auroc_ci(conf, ood, level)
+        result[interval_key("auroc", "low")] = interval.low
+        result[interval_key("auroc", "high")] = interval.high
+    if n_bootstrap:
+        boot = (f"{stem}_id", f"{stem}_ood", "aupr_in", "aupr_out")
+        for name, iv in bootstrap_ci(conf, ood, boot, n_boot=n_bootstrap, level=level, seed=seed,
+                                     tpr=target).items():
+            result[interval_key(name, "low")], result[interval_key(name, "high")] = iv.low, iv.high
     if id_correct is not None:
         correct = as_bool(id_correct, "id_correct")
         same_length(conf, correct, "id_scores", "id_correct")

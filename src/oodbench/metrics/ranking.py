@@ -82,9 +82,7 @@ class Ranking:
         ``n_pos * n_neg < 4.6e18``); Python's int division rounds ``2U / (2 n_pos n_neg)`` once,
         correctly. Equals the trapezoid area under the full ROC curve.
         """
-        above = self.n_pos - np.cumsum(self.pos)
-        twice_u = int(np.dot(self.neg, 2 * above + self.pos))
-        return twice_u / (2 * self.n_pos * self.n_neg)
+        return int(twice_u_counts(self.pos, self.neg)) / (2 * self.n_pos * self.n_neg)
 
     def roc_curve(self) -> tuple[Float, Float, Float]:
         """``fpr, tpr, thresholds`` as ``sklearn.metrics.roc_curve(..., drop_intermediate=False)``:
@@ -100,8 +98,7 @@ class Ranking:
         The same as ``fpr[np.argmax(tpr_curve >= tpr)]`` on :meth:`roc_curve` (the TPRs are the
         same float divisions as scikit-learn's, so the comparison agrees bit for bit).
         """
-        fpr, tpr_curve, _ = self.roc_curve()
-        return float(fpr[np.searchsorted(tpr_curve, tpr, side="left")])
+        return float(fpr_at_tpr_counts(self.pos, self.neg, tpr))
 
     def precision_recall_curve(self) -> tuple[Float, Float, Float]:
         """``precision, recall, thresholds`` as ``sklearn.metrics.precision_recall_curve``
@@ -118,11 +115,47 @@ class Ranking:
 
     def aupr(self) -> float:
         """Trapezoid area under :meth:`precision_recall_curve` (``sklearn.metrics.auc``)."""
-        precision, recall, _ = self.precision_recall_curve()
-        return float(np.sum((recall[:-1] - recall[1:]) * (precision[:-1] + precision[1:])) / 2)
+        return float(aupr_counts(self.pos, self.neg))
 
     def average_precision(self) -> float:
         """``AP = sum_j (R_j - R_{j-1}) P_j`` over thresholds from the highest
         (``sklearn.metrics.average_precision_score``: a step function, no interpolation)."""
         precision, recall, _ = self.precision_recall_curve()
         return float(np.sum((recall[:-1] - recall[1:]) * precision[:-1]))
+
+
+# -- the curve maths on count arrays (one ranking, or a batch of re-weighted rankings) -----------
+def twice_u_counts(pos: np.ndarray, neg: np.ndarray) -> np.ndarray:
+    """``2U = sum_j neg_j (2 * #pos above u_j + pos_j)`` over the last axis (int64 counts)."""
+    above = pos.sum(axis=-1, keepdims=True) - np.cumsum(pos, axis=-1)
+    return np.sum(neg * (2 * above + pos), axis=-1)
+
+
+def fpr_at_tpr_counts(pos: np.ndarray, neg: np.ndarray, tpr: float) -> Float:
+    """:meth:`Ranking.fpr_at_tpr` over the last axis of count arrays ``(..., m)``.
+
+    Counts may be zero at some distinct scores (a bootstrap replicate that drew none of them):
+    such a score repeats the previous point of the curve and changes nothing.
+    """
+    tps, fps = np.cumsum(pos[..., ::-1], axis=-1), np.cumsum(neg[..., ::-1], axis=-1)
+    tpr_curve = tps / tps[..., -1:]
+    first = np.argmax(tpr_curve >= tpr, axis=-1)[..., None]
+    fpr = np.take_along_axis(fps, first, axis=-1)[..., 0] / fps[..., -1]
+    return np.where(tpr <= 0.0, 0.0, fpr)
+
+
+def aupr_counts(pos: np.ndarray, neg: np.ndarray) -> Float:
+    """:meth:`Ranking.aupr` over the last axis of count arrays ``(..., m)``.
+
+    The trapezoids are summed from the strict end, starting at the anchor ``(recall 0,
+    precision 1)``: ``sum_j (R_j - R_{j-1}) (P_j + P_{j-1}) / 2``. Where no sample lies at or
+    above a threshold (only possible with zero counts) precision is set to the anchor's 1; that
+    point has recall 0 like the anchor, so it adds no area.
+    """
+    tps, fps = np.cumsum(pos[..., ::-1], axis=-1), np.cumsum(neg[..., ::-1], axis=-1)
+    accepted = tps + fps
+    precision = np.divide(tps, accepted, out=np.ones(tps.shape), where=accepted > 0)
+    recall = tps / tps[..., -1:]
+    area = recall[..., 0] * (precision[..., 0] + 1.0)
+    area += np.sum(np.diff(recall, axis=-1) * (precision[..., 1:] + precision[..., :-1]), axis=-1)
+    return area / 2

@@ -116,15 +116,20 @@ def leaderboard(
     return board.reset_index(drop=True)
 
 
-def by_group(table: pd.DataFrame, benchmark: str, metric: str = "auroc") -> pd.DataFrame:
-    """One row per (model, detector configuration), one column per OOD group (levels in order)."""
+def by_group(
+    table: pd.DataFrame, benchmark: str, metric: str = "auroc", *, values: str = "value"
+) -> pd.DataFrame:
+    """One row per (model, detector configuration), one column per OOD group (levels in order).
+
+    ``values``: the column to spread, ``value`` or an interval bound (``ci_low``, ``ci_high``).
+    """
     rows = ok_rows(table, benchmark)
     rows = rows[rows["metric"] == metric]
     if rows.empty:
         return pd.DataFrame(columns=[*KEYS, "label"])
     order = (rows.sort_values(["level", "group"])["group"].drop_duplicates().tolist()
              if rows["level"].notna().all() else list(dict.fromkeys(rows["group"])))
-    wide = rows.pivot_table(index=KEYS, columns="group", values="value", aggfunc="mean")
+    wide = rows.pivot_table(index=KEYS, columns="group", values=values, aggfunc="mean")
     wide = wide.reindex(columns=order).reset_index()
     wide.columns.name = None
     wide.insert(3, "label", detector_labels(wide, rows).to_numpy())

@@ -6,9 +6,15 @@ This module reads that file into a tidy table, ranks models per level, places a 
 ``CoodBenchmark`` results among the published models and draws severity curves (the paper's
 Figure 1: AUROC against severity level).
 
-    df = load("all_paper_results.csv")            # or load() to download (checksummed, cached)
+    df = load()                                   # the bundled copy (offline, checksummed)
+    get("vit_large_patch32_384", "max_logit")     # one model's rows, full precision
     leaderboard(df, kappa="max_logit", level=[0, 5, 10], top=10)
     rank(df, my_results)                          # percentile rank per detector and level
+
+The package ships the official file byte for byte, compressed with xz (``_data/``, 0.4 MB); its
+sha256 is checked against ``PAPER_RESULTS_SHA256`` every time it is read. The file names 706
+models (the paper's abstract counts 525: the file also holds CLIP variants, torchvision
+duplicates and the ViT ``_original`` checkpoints); every count printed here is of the file.
 
 Tidy columns: ``model``, ``kappa`` (short name, ``PAPER_KAPPAS``), ``paper_kappa`` (as in the
 file), ``detector`` (the oodbench detector computing that kappa), ``level``, ``percentile``,
@@ -17,11 +23,18 @@ file), ``detector`` (the oodbench detector computing that kappa), ``level``, ``p
 
 from __future__ import annotations
 
+import fnmatch
+import hashlib
+import io
 import json
+import lzma
 import os
 import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import ROUND_DOWN, ROUND_HALF_EVEN, Decimal
+from functools import lru_cache
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +45,10 @@ from oodbench.config import cache_dir
 from oodbench.errors import (
     CacheError,
     DataError,
+    EmptyInputError,
     InvalidInputError,
     MissingDataError,
+    ProtocolMismatchError,
     UnknownNameError,
 )
 
@@ -43,6 +58,8 @@ PAPER_RESULTS_URL = (
 )
 #: sha256 of ``all_paper_results.csv`` (commit e0cab2f of mdabbah/COOD_benchmarking)
 PAPER_RESULTS_SHA256 = "80cac24f7698e3ae8eadcb710573b728c716abf0817e1424f72914c07430263f"
+#: the official file, xz-compressed byte for byte, inside the package
+BUNDLED_NAME = "all_paper_results.csv.xz"
 
 #: the file's columns -> tidy names (the same names as ``CoodBenchmark`` rows)
 COLUMNS = {
@@ -148,15 +165,39 @@ def download(url: str = PAPER_RESULTS_URL, *, sha256: str | None = PAPER_RESULTS
     return dest
 
 
+def bundled_bytes() -> bytes:
+    """The official ``all_paper_results.csv``, decompressed from the package and checksummed."""
+    packed = resources.files("oodbench.results").joinpath("_data", BUNDLED_NAME)
+    try:
+        data = lzma.decompress(packed.read_bytes())
+    except (OSError, lzma.LZMAError) as err:
+        raise DataError(
+            f"the bundled C-OOD results ({BUNDLED_NAME}) cannot be read ({err}); reinstall "
+            f"oodbench, or pass a copy of all_paper_results.csv (--csv / load(path))"
+        ) from err
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != PAPER_RESULTS_SHA256:
+        raise CacheError(
+            f"the bundled C-OOD results have sha256 {digest}, expected {PAPER_RESULTS_SHA256}: "
+            "the package is damaged; reinstall oodbench or pass a copy of all_paper_results.csv"
+        )
+    return data
+
+
+@lru_cache(maxsize=1)
+def _bundled_table() -> pd.DataFrame:
+    return _tidy(pd.read_csv(io.BytesIO(bundled_bytes())), BUNDLED_NAME)
+
+
 def load(path_or_url: str | Path | None = None) -> pd.DataFrame:
     """The published results as a tidy DataFrame (one row per model x kappa x level).
 
-    ``path_or_url``: a local copy of ``all_paper_results.csv``, or an ``http(s)`` URL
-    (downloaded once into the cache, checksummed when it is the official URL). ``None``: the
-    official file (downloaded on first use).
+    ``None`` (default): the copy bundled with oodbench, offline. ``path_or_url``: a local copy
+    of ``all_paper_results.csv``, or an ``http(s)`` URL (downloaded once into the cache,
+    checksummed when it is the official URL). Values keep the file's full precision.
     """
     if path_or_url is None:
-        path_or_url = PAPER_RESULTS_URL
+        return _bundled_table().copy()
     text = str(path_or_url)
     if text.startswith(("http://", "https://")):
         path = download(text, sha256=PAPER_RESULTS_SHA256 if text == PAPER_RESULTS_URL else None)
@@ -165,16 +206,21 @@ def load(path_or_url: str | Path | None = None) -> pd.DataFrame:
         if not path.is_file():
             raise MissingDataError(
                 f"{path} does not exist; pass the path of all_paper_results.csv (from "
-                f"{PAPER_RESULTS_URL}) or call load() to download it"
+                f"{PAPER_RESULTS_URL}), or nothing to use the copy bundled with oodbench"
             )
-    raw = pd.read_csv(path)
+    return _tidy(pd.read_csv(path), str(path))
+
+
+def _tidy(raw: pd.DataFrame, origin: str) -> pd.DataFrame:
     missing = sorted(set(COLUMNS) - set(raw.columns))
     if missing:
         raise DataError(
-            f"{path} is not the C-OOD paper results format: missing columns {missing} "
+            f"{origin} is not the C-OOD paper results format: missing columns {missing} "
             f"(expected {sorted(COLUMNS)})"
         )
     df = raw[list(COLUMNS)].rename(columns=COLUMNS)
+    df["model"] = df["model"].astype(str)
+    df["paper_kappa"] = df["paper_kappa"].astype(str)
     unknown = sorted(set(df["paper_kappa"]) - set(_BY_PAPER))
     df.insert(1, "kappa", df["paper_kappa"].map(lambda n: _BY_PAPER[n].kappa if n in _BY_PAPER else n))
     df.insert(2, "detector", df["paper_kappa"].map(lambda n: _BY_PAPER[n].detector if n in _BY_PAPER else n))
@@ -189,7 +235,9 @@ def _kappa_name(df: pd.DataFrame, kappa: str) -> str:
     return kappa if kappa in set(df["kappa"]) else kappa_for(kappa).kappa
 
 
-def _select(df: pd.DataFrame, kappa: str, level: int | Sequence[int] | None) -> pd.DataFrame:
+def select(df: pd.DataFrame, kappa: str, level: int | Sequence[int] | None) -> pd.DataFrame:
+    """The rows of one kappa (short, paper or detector name) at ``level`` (one, several, or
+    ``None`` for all); raises when the kappa or a level is not published."""
     out = df[df["kappa"] == _kappa_name(df, kappa)]
     if out.empty:
         raise InvalidInputError(
@@ -207,6 +255,66 @@ def _select(df: pd.DataFrame, kappa: str, level: int | Sequence[int] | None) -> 
     return out
 
 
+def models(df: pd.DataFrame, pattern: str | None = None) -> list[str]:
+    """The published model names matching ``pattern``, sorted.
+
+    ``pattern``: an exact name, or a shell-style pattern when it holds ``*``, ``?`` or ``[``
+    (``vit_large_*``); ``None``: every model. Raises ``UnknownNameError`` (with the closest
+    names) when nothing matches.
+    """
+    names = sorted(set(df["model"]))
+    if pattern is None:
+        return names
+    if any(ch in pattern for ch in "*?["):
+        chosen = [n for n in names if fnmatch.fnmatchcase(n, pattern)]
+    else:
+        chosen = [pattern] if pattern in names else []
+    if not chosen:
+        raise UnknownNameError("published C-OOD model", pattern, names)
+    return chosen
+
+
+def get(model: str, kappa: str | None = None, *, df: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Every published row of one model (all kappas, or one), full precision, by kappa and level.
+
+    ``df``: the table to read (default: :func:`load`'s bundled copy).
+    """
+    table = load() if df is None else df
+    rows = table[table["model"].isin(models(table, model))]
+    if kappa is not None:
+        rows = rows[rows["kappa"] == _kappa_name(table, kappa)]
+        if rows.empty:
+            have = sorted(set(table[table["model"] == model]["kappa"]))
+            raise InvalidInputError(
+                f"{model!r} has no published results for kappa {kappa!r}; it has {have}"
+            )
+    return rows.sort_values(["model", "kappa", "level"], kind="stable").reset_index(drop=True)
+
+
+def quantize(value: float, digits: int, *, truncate: bool = False) -> float:
+    """``value`` to ``digits`` decimals: rounded half-to-even, or cut toward zero (``truncate``).
+
+    Works on the shortest decimal that reads back as ``value`` (``repr``), so truncating
+    0.9632055716 to 4 digits gives 0.9632 (the paper's leaderboard truncates; plain rounding
+    would turn the ViT-L/32-384 level-0 max-logit AUROC 0.9958857884 into 0.9959).
+    """
+    if not np.isfinite(value):
+        return float(value)
+    mode = ROUND_DOWN if truncate else ROUND_HALF_EVEN
+    return float(Decimal(repr(float(value))).quantize(Decimal(1).scaleb(-digits), rounding=mode))
+
+
+def quantized(df: pd.DataFrame, digits: int | None, *, truncate: bool = False) -> pd.DataFrame:
+    """``df`` with every float column passed through :func:`quantize` (``None``: unchanged)."""
+    if digits is None:
+        return df
+    out = df.copy()
+    for col in out.columns:
+        if out[col].dtype.kind == "f":
+            out[col] = [quantize(v, digits, truncate=truncate) for v in out[col]]
+    return out
+
+
 def leaderboard(
     df: pd.DataFrame,
     kappa: str = "max_logit",
@@ -214,19 +322,92 @@ def leaderboard(
     top: int | None = 10,
     *,
     metric: str = "auroc",
+    model: str | None = None,
 ) -> pd.DataFrame:
     """The best ``top`` models per level for one kappa, best first (``rank`` 1 = best).
 
-    Columns: ``level``, ``rank``, ``model``, ``metric``'s column, ``id_accuracy``, ``id_auroc``,
-    ``percentile``. Ties share the best rank (``method="min"``).
+    ``model``: only the models matching this name or pattern (see :func:`models`), each with
+    its rank among all published models; ``top`` is then not applied. Columns: ``level``,
+    ``rank``, ``model``, ``metric``'s column, ``id_accuracy``, ``id_auroc``, ``percentile``.
+    Ties share the best rank (``method="min"``). Values keep the file's full precision.
     """
-    sub = _select(df, kappa, level).copy()
+    sub = select(df, kappa, level).copy()
     sub["rank"] = sub.groupby("level")[metric].rank(ascending=False, method="min").astype(np.int64)
     sub = sub.sort_values(["level", "rank", "model"], kind="stable")
-    if top is not None:
+    if model is not None:
+        sub = sub[sub["model"].isin(models(sub, model))]
+    elif top is not None:
         sub = sub.groupby("level", sort=True).head(top)
     cols = ["level", "rank", "model", metric, "id_accuracy", "id_auroc", "percentile"]
     return sub[list(dict.fromkeys(cols))].reset_index(drop=True)
+
+
+# -- comparing a user's results with the paper ----------------------------------------------------
+@dataclass(frozen=True)
+class ProtocolCheck:
+    """One property of a C-OOD benchmark, as the paper ran it and as a user's results show it.
+
+    ``status``: ``"same"``, ``"differs"`` or ``"unknown"`` (the results do not record it).
+    """
+
+    item: str
+    paper: str
+    yours: str
+    status: str
+
+
+#: the paper's benchmark (Galil et al. 2023, Sec. 4 and the official code's defaults)
+PAPER_PROTOCOL = {
+    "n_levels": 11,
+    "window": 1000,  # classes per level = the number of ID classes
+    "n_id": 50_000,  # the ImageNet-1k validation set
+}
+
+
+def _one_value(results: pd.DataFrame, column: str) -> set[int] | None:
+    if column not in results.columns or results[column].isna().all():
+        return None
+    return {int(v) for v in results[column].dropna()}
+
+
+def _check(item: str, paper: int, found: set[int] | None, what: str) -> ProtocolCheck:
+    if found is None:
+        return ProtocolCheck(item, f"{paper:,}", "not recorded", "unknown")
+    shown = ", ".join(f"{v:,}" for v in sorted(found))
+    return ProtocolCheck(item, f"{paper:,}", f"{shown} {what}".strip(),
+                         "same" if found == {paper} else "differs")
+
+
+def protocol_checks(results: pd.DataFrame) -> list[ProtocolCheck]:
+    """How a user's C-OOD rows compare with the paper's benchmark, item by item.
+
+    Read from the rows: the severity levels (``level``; ``n_levels`` when recorded), the window
+    (``n_classes`` per level), the ID test set size (``n_id``) and the pool (``n_pool_classes``,
+    which can be shown but not verified: the paper's pool is its own filtered ImageNet-21k).
+    """
+    levels = set(_levels_of(results).tolist())
+    recorded = _one_value(results, "n_levels")
+    paper_levels = PAPER_PROTOCOL["n_levels"]
+    if recorded is not None:
+        n_levels = _check("severity levels", paper_levels, recorded, "levels")
+    elif max(levels) >= paper_levels:
+        n_levels = ProtocolCheck("severity levels", f"{paper_levels}",
+                                 f"levels up to {max(levels)}", "differs")
+    else:
+        n_levels = ProtocolCheck("severity levels", f"{paper_levels}",
+                                 f"levels {sorted(levels)} (total not recorded)", "unknown")
+    pool = _one_value(results, "n_pool_classes")
+    return [
+        n_levels,
+        _check("window (OOD classes per level)", PAPER_PROTOCOL["window"],
+               _one_value(results, "n_classes"), ""),
+        _check("ID test images (ImageNet-1k validation)", PAPER_PROTOCOL["n_id"],
+               _one_value(results, "n_id"), ""),
+        ProtocolCheck("OOD pool", "the paper's filtered ImageNet-21k",
+                      "not recorded" if pool is None
+                      else f"{', '.join(f'{v:,}' for v in sorted(pool))} classes (identity not checked)",
+                      "unknown"),
+    ]
 
 
 def _levels_of(results: pd.DataFrame) -> pd.Series:
@@ -251,27 +432,51 @@ def rank(
     *,
     kappa: str | None = None,
     metric: str = "auroc",
+    allow_mismatch: bool = False,
 ) -> pd.DataFrame:
     """Place a user's results among the published models, per detector and severity level.
 
-    ``model_results``: rows of ``CoodBenchmark.run`` (columns ``detector``, ``level`` or
-    ``group``, and ``metric``). Each row's detector is matched to the paper kappa it computes
-    (``PAPER_KAPPAS``; ``kappa`` overrides it for every row). For each row::
+    ``model_results``: rows of ``CoodBenchmark.run`` or :func:`oodbench.cood.benchmark`
+    (columns ``detector``, ``level`` or ``group``, and ``metric``). Each row's detector is
+    matched to the paper kappa it computes (``PAPER_KAPPAS``; ``kappa`` overrides it for every
+    row). For each row::
 
         percentile_rank = 100 * (#published below + 0.5 * #published equal) / #published
         position        = 1 + #published strictly better
 
     Rows whose detector has no published counterpart are returned with NaN ranks. When the
-    results carry ``hyperparams`` (JSON), ``like_for_like`` says whether the row's configuration
-    is the one behind the published numbers (:meth:`PaperKappa.reproduces`; e.g. ODIN with
-    ``preset="cood_code"``).
+    results carry ``hyperparams`` (JSON), ``like_for_like`` says whether the row's detector
+    configuration is the one behind the published numbers (:meth:`PaperKappa.reproduces`; e.g.
+    ODIN with ``preset="cood_code"``).
+
+    The rows are first compared with the paper's benchmark (:func:`protocol_checks`): when the
+    number of levels, the window or the ID set differ, a rank would mix two benchmarks, so
+    ``ProtocolMismatchError`` is raised unless ``allow_mismatch``. The result's
+    ``attrs["protocol"]`` holds the checks and its ``comparable`` column says whether every
+    checkable item matched.
     """
+    if model_results.empty:
+        raise EmptyInputError(
+            "no C-OOD rows to rank: pass the per-level rows of a C-OOD benchmark "
+            "(CoodBenchmark.run, oodbench.cood.benchmark or the cood rows of `oodbench run`)"
+        )
     for col in ("detector", metric):
         if col not in model_results.columns:
             raise InvalidInputError(
                 f"results need a {col!r} column (CoodBenchmark rows); got {list(model_results.columns)}"
             )
     levels = _levels_of(model_results)
+    checks = protocol_checks(model_results)
+    differing = [c for c in checks if c.status == "differs"]
+    if differing and not allow_mismatch:
+        listed = "; ".join(f"{c.item}: paper {c.paper}, yours {c.yours}" for c in differing)
+        raise ProtocolMismatchError(
+            f"these C-OOD results do not come from the paper's benchmark ({listed}), so their "
+            "rank among the published models would compare two different benchmarks. Run the "
+            "paper's protocol (ImageNet-1k validation as ID, the filtered ImageNet-21k pool, "
+            "window=1000, n_levels=11), or pass allow_mismatch=True (--allow-mismatch) to rank "
+            "them anyway, flagged as not comparable"
+        )
     published = {name: g for name, g in df.groupby(["kappa", "level"])}
     rows = []
     for (_, row), level in zip(model_results.iterrows(), levels):
@@ -282,12 +487,8 @@ def rank(
         k = None if paper_kappa is None else paper_kappa.kappa
         ref = published.get((k, int(level)))
         value = float(row[metric])
-        out: dict[str, Any] = {
-            "detector": row["detector"],
-            "kappa": k,
-            "level": int(level),
-            metric: value,
-        }
+        out: dict[str, Any] = {"model": row["model"]} if "model" in model_results.columns else {}
+        out.update({"detector": row["detector"], "kappa": k, "level": int(level), metric: value})
         if "hyperparams" in model_results.columns and paper_kappa is not None:
             same_detector = paper_kappa.detector == row["detector"]
             out["like_for_like"] = same_detector and paper_kappa.reproduces(
@@ -308,9 +509,13 @@ def rank(
                 best_model=ref["model"].iloc[best],
             )
         rows.append(out)
-    return pd.DataFrame(rows)
+    ranked = pd.DataFrame(rows)
+    ranked["comparable"] = not any(c.status != "same" for c in checks)
+    ranked.attrs["protocol"] = checks
+    return ranked
 
 
+# -- figures -------------------------------------------------------------------------------------
 def plot_severity_curves(
     df: pd.DataFrame,
     models: Sequence[str],
@@ -327,7 +532,7 @@ def plot_severity_curves(
     """
     import matplotlib.pyplot as plt
 
-    sub = _select(df, kappa, None)
+    sub = select(df, kappa, None)
     unknown = sorted(set(models) - set(sub["model"]))
     if unknown:
         raise UnknownNameError(f"published model (kappa {kappa})", unknown[0], set(sub["model"]))
@@ -347,3 +552,83 @@ def plot_severity_curves(
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return ax
+
+
+def plot_model_curves(df: pd.DataFrame, model: str, *, metric: str = "auroc") -> Any:
+    """Every published kappa of one model: ``metric`` against severity level (a ``Figure``)."""
+    from matplotlib.figure import Figure
+
+    rows = get(model, df=df)
+    fig = Figure(figsize=(6.4, 4.0))
+    ax = fig.subplots()
+    for i, (k, curve) in enumerate(rows.groupby("kappa", sort=False)):
+        ax.plot(curve["level"], curve[metric], marker="os^Dv"[i % 5], label=k)
+    ax.set_xlabel("C-OOD severity level (0 = easiest, 10 = hardest)")
+    ax.set_ylabel("AUROC" if metric == "auroc" else metric)
+    ax.set_title(f"{model}: published C-OOD severity curves")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def plot_among_published(
+    df: pd.DataFrame,
+    model_results: pd.DataFrame,
+    *,
+    detector: str | None = None,
+    kappa: str | None = None,
+    metric: str = "auroc",
+    label: str = "yours",
+) -> Any:
+    """One detector's severity curve drawn over every published curve of the same kappa.
+
+    Published curves are thin grey lines (their median dashed); the user's curve is drawn on
+    top, with its 95 % interval as error bars when the rows carry ``ci_low``/``ci_high`` (long
+    rows) or ``<metric>_ci_low``/``<metric>_ci_high`` (wide rows). Returns a matplotlib
+    ``Figure`` (no global pyplot state).
+    """
+    from matplotlib.figure import Figure
+
+    names = list(dict.fromkeys(model_results["detector"].astype(str)))
+    if detector is None:
+        if len(names) != 1:
+            raise InvalidInputError(
+                f"the results hold several detectors {names}; pass detector= to choose the curve"
+            )
+        detector = names[0]
+    mine = model_results[model_results["detector"].astype(str) == detector]
+    if mine.empty:
+        raise UnknownNameError("detector in the results", detector, names)
+    k = kappa_for(kappa or detector).kappa
+    published = select(df, k, None).pivot_table(index="model", columns="level", values=metric)
+    fig = Figure(figsize=(7.6, 4.4))
+    ax = fig.subplots()
+    x = published.columns.to_numpy()
+    for values in published.to_numpy():
+        ax.plot(x, values, color="0.7", linewidth=0.5, alpha=0.35)
+    ax.plot(x, np.nanmedian(published.to_numpy(), axis=0), color="0.3", linestyle="--",
+            linewidth=1.4, label=f"published median ({len(published)} models)")
+    levels = _levels_of(mine).to_numpy()
+    order = np.argsort(levels, kind="stable")
+    y = mine[metric].to_numpy(dtype=float)[order]
+    low, high = _interval_columns(mine, metric)
+    if low is not None and high is not None:
+        err = np.vstack([y - low[order], high[order] - y])
+        ax.errorbar(levels[order], y, yerr=err, color="C3", marker="o", linewidth=2.2,
+                    capsize=3, label=f"{label} ({detector}, 95 % CI)")
+    else:
+        ax.plot(levels[order], y, color="C3", marker="o", linewidth=2.2,
+                label=f"{label} ({detector})")
+    ax.set_xlabel("C-OOD severity level (0 = easiest, 10 = hardest)")
+    ax.set_ylabel("AUROC" if metric == "auroc" else metric)
+    ax.set_title(f"{label} among the published C-OOD curves, kappa = {k}")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower left")
+    return fig
+
+
+def _interval_columns(rows: pd.DataFrame, metric: str) -> tuple[np.ndarray | None, np.ndarray | None]:
+    for low, high in ((f"{metric}_ci_low", f"{metric}_ci_high"), ("ci_low", "ci_high")):
+        if low in rows.columns and high in rows.columns and rows[low].notna().all():
+            return rows[low].to_numpy(dtype=float), rows[high].to_numpy(dtype=float)
+    return None, None

@@ -39,18 +39,29 @@ def _model_rows(
 def severity_curves(
     table: pd.DataFrame, benchmark: str, model: str, metric: str = "auroc"
 ) -> Figure | None:
-    """``metric`` against C-OOD severity level for every detector of ``model`` (best first)."""
+    """``metric`` against C-OOD severity level for every detector of ``model`` (best first), with
+    the 95 % interval of each point as an error bar where the rows carry ``ci_low``/``ci_high``."""
     rows, levels = _model_rows(table, benchmark, model, metric)
     if rows.empty:
         return None
+    bounds = {b: by_group(table, benchmark, metric, values=b).set_index(["model", "detector",
+                                                                          "hyperparams"])
+              for b in ("ci_low", "ci_high")}
     x = np.arange(len(levels))
     order = rows.assign(_mean=rows[levels].mean(axis=1)).sort_values("_mean", ascending=False)
     fig = Figure(figsize=(8.2, 4.4))
     ax = fig.subplots()
     colors = _colors(len(order))
     for i, (_, row) in enumerate(order.iterrows()):
-        ax.plot(x, row[levels].to_numpy(dtype=float), marker=_MARKERS[i % len(_MARKERS)],
-                markersize=4, linewidth=2.0 if i < 3 else 1.1, color=colors[i], label=row["label"])
+        y = row[levels].to_numpy(dtype=float)
+        key = (row["model"], row["detector"], row["hyperparams"])
+        low, high = (bounds[b].loc[key, levels].to_numpy(dtype=float)
+                     if key in bounds[b].index else np.full(len(levels), np.nan)
+                     for b in ("ci_low", "ci_high"))
+        err = np.vstack([y - low, high - y]) if np.isfinite(low).any() else None
+        ax.errorbar(x, y, yerr=err, marker=_MARKERS[i % len(_MARKERS)], markersize=4, capsize=2,
+                    elinewidth=0.8, linewidth=2.0 if i < 3 else 1.1, color=colors[i],
+                    label=row["label"])
     ax.set_xticks(x, [str(i) for i in range(len(levels))])
     ax.set_xlabel("C-OOD severity level (0 = easiest, last = hardest)")
     ax.set_ylabel(METRIC_LABELS.get(metric, metric))

@@ -26,8 +26,12 @@ import pandas as pd
 from oodbench.errors import MissingDataError
 from oodbench.results import leaderboard as lb
 from oodbench.results import plots
+from oodbench.results.significance import versus_above
 from oodbench.results.table import FILE_NAME, ResultsTable, now
 
+_TEST_NOTE = ("'vs above': the mean-AUROC difference to the row above and the p-value of "
+              "DeLong's test on the kept scores (paired on shared samples); (n.s.) marks a "
+              "difference that is not significant at 5 %.")
 #: at most this many score histograms are drawn when the pairs are not given
 MAX_DEFAULT_HISTOGRAMS = 8
 _BASELINE = "msp"
@@ -103,7 +107,8 @@ def write_report(
     page = render_html(rows, table=table, title=name, configuration=config, histograms=histograms)
     html_path, md_path = target / "report.html", target / "report.md"
     html_path.write_text(page, encoding="utf-8")
-    md_path.write_text(render_markdown(rows, title=name, html_name=html_path.name), encoding="utf-8")
+    md_path.write_text(render_markdown(rows, title=name, html_name=html_path.name, table=table),
+                       encoding="utf-8")
     return ReportFiles(html_path, md_path)
 
 
@@ -124,7 +129,7 @@ def render_html(
             ("configuration", "Configuration")]
     parts.append("<nav>" + "".join(f'<a href="#{a}">{_e(t)}</a>' for a, t in nav) + "</nav>")
     for i, name in enumerate(names):
-        parts.append(_benchmark_html(rows, name, f"bench-{i}"))
+        parts.append(_benchmark_html(rows, name, f"bench-{i}", table))
     parts.append(_histograms_html(rows, table, histograms))
     parts.append(_problems_html(rows))
     parts.append(_configuration_html(rows, configuration))
@@ -157,8 +162,17 @@ def _summary_html(rows: pd.DataFrame) -> str:
     )
 
 
-def _benchmark_html(rows: pd.DataFrame, name: str, anchor: str) -> str:
+def _with_tests(rows: pd.DataFrame, name: str, table: ResultsTable | None) -> pd.DataFrame:
+    """The leaderboard plus ``vs_above``: the DeLong test against the row above (kept scores)."""
     board = lb.leaderboard(rows, name)
+    if table is not None and len(board) > 1:
+        board["vs_above"] = versus_above(rows, name, board, table)
+    return board
+
+
+def _benchmark_html(rows: pd.DataFrame, name: str, anchor: str,
+                    table: ResultsTable | None = None) -> str:
+    board = _with_tests(rows, name, table)
     severity = lb.is_severity(rows, name)
     n_groups = int(board["groups"].max()) if len(board) else 0
     what = f"{n_groups} severity levels" if severity else f"{n_groups} OOD groups"
@@ -167,9 +181,11 @@ def _benchmark_html(rows: pd.DataFrame, name: str, anchor: str) -> str:
         f"<p class=note>Leaderboard: each metric is the unweighted mean over the benchmark's "
         f"{what}, best AUROC first; the best value of each column is highlighted. FPR@95 (ID "
         "positive): share of OOD accepted at the threshold that keeps 95 % of ID; FPR@95 (OOD "
-        "positive, OpenOOD): share of ID rejected at the threshold that catches 95 % of OOD.</p>",
+        "positive, OpenOOD): share of ID rejected at the threshold that catches 95 % of OOD. "
+        f"{_TEST_NOTE}</p>",
         "<h3>Leaderboard</h3>",
-        _table_html(board, ["rank", "model", "label", *lb.DEFAULT_METRICS, "id_accuracy"]),
+        _table_html(board, ["rank", "model", "label", *lb.DEFAULT_METRICS, "id_accuracy",
+                            "vs_above"]),
     ]
     models = list(dict.fromkeys(board["model"]))
     figures = []
@@ -178,7 +194,8 @@ def _benchmark_html(rows: pd.DataFrame, name: str, anchor: str) -> str:
                else plots.group_heatmap(rows, name, model))
         if fig is not None:
             caption = ("AUROC against severity level, one line per detector (thick: best three "
-                       "by mean AUROC)" if severity else "AUROC per detector and OOD group")
+                       "by mean AUROC; error bars: 95 % DeLong intervals)" if severity
+                       else "AUROC per detector and OOD group")
             figures.append(_figure_html(fig, f"{model}: {caption}"))
     heading = "Severity curves" if severity else "AUROC per OOD group"
     out += [f"<h3>{heading}</h3>", *figures]
@@ -312,7 +329,8 @@ def _figure_html(fig: object, caption: str) -> str:
 
 
 # -- Markdown -------------------------------------------------------------------------------
-def render_markdown(rows: pd.DataFrame, *, title: str = "oodbench report", html_name: str = "report.html") -> str:
+def render_markdown(rows: pd.DataFrame, *, title: str = "oodbench report",
+                    html_name: str = "report.html", table: ResultsTable | None = None) -> str:
     """A Markdown summary: leaderboards, near/far means and failures (figures are in the HTML)."""
     cells = rows.drop_duplicates("cell")["status"].value_counts()
     out = [f"# {title}", "",
@@ -321,9 +339,12 @@ def render_markdown(rows: pd.DataFrame, *, title: str = "oodbench report", html_
            "", "Scores are confidences (higher = more in-distribution). Leaderboard values are "
            "means over each benchmark's OOD groups (C-OOD: severity levels).", ""]
     for name in lb.benchmarks(rows):
-        board = lb.leaderboard(rows, name)
+        board = _with_tests(rows, name, table)
         out += [f"## {name}", "", _markdown_table(board, ["rank", "model", "label",
-                                                          *lb.DEFAULT_METRICS, "id_accuracy"]), ""]
+                                                          *lb.DEFAULT_METRICS, "id_accuracy",
+                                                          "vs_above"]), ""]
+        if "vs_above" in board:
+            out += [_TEST_NOTE, ""]
         nf = lb.near_far(rows, name)
         if len(nf):
             out += ["Near-OOD and far-OOD means:", "",
@@ -357,6 +378,8 @@ def _markdown_table(df: pd.DataFrame, columns: Sequence[str]) -> str:
 def _header(column: str) -> str:
     if column == "label":
         return "detector"
+    if column == "vs_above":
+        return "vs above (DeLong)"
     metric, _, suffix = column.partition(" ")
     return f"{lb.METRIC_LABELS.get(metric, metric)} {suffix}".strip() if suffix else \
         lb.METRIC_LABELS.get(column, column)

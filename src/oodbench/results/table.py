@@ -66,6 +66,8 @@ SCORES_DIR = "scores"
 
 #: wide-result columns that identify a row rather than measure something
 _ID_COLUMNS = {"detector", "hyperparams", "group", "kind", "level", "n_id", "n_ood", "seed"}
+#: wide columns ``<metric>_ci_low`` / ``<metric>_ci_high``: the interval of that metric's row
+_INTERVAL_SUFFIXES = ("_ci_low", "_ci_high")
 #: provenance columns a benchmark's wide rows may carry; passed through to every long row
 _PROVENANCE = ("preset", "fit_data", "tuning")
 _VERSIONED = ("oodbench", "torch", "torchvision", "timm", "numpy", "scikit-learn", "open_clip_torch")
@@ -137,8 +139,10 @@ def from_wide(
 ) -> pd.DataFrame:
     """Turn a benchmark's wide result (one row per detector x group) into long ``ok`` rows.
 
-    Every numeric column that does not identify the row (``auroc``, ``fpr95_id``, C-OOD's
-    ``severity`` score and ``percentile``, mean kappas, ...) becomes one ``(metric, value)`` row;
+    ``<metric>_ci_low`` / ``<metric>_ci_high`` columns become the ``ci_low`` / ``ci_high`` of
+    that metric's row. Every other numeric column that does not identify the row (``auroc``,
+    ``fpr95_id``, C-OOD's ``severity`` score and ``percentile``, mean kappas, ...) becomes one
+    ``(metric, value)`` row;
     non-numeric extras are dropped, and so are aggregate rows (``is_average``: OpenOOD's near /
     far / all means), which :mod:`oodbench.results.leaderboard` recomputes from the groups.
     """
@@ -148,11 +152,12 @@ def from_wide(
         raise InvalidInputError(
             f"benchmark {benchmark!r} returned no rows for model {model!r}; it has no OOD group"
         )
+    interval_columns = {c for c in wide.columns if c.endswith(_INTERVAL_SUFFIXES)}
     metric_columns = [
         c
         for c in wide.columns
-        if c not in _ID_COLUMNS and pd.api.types.is_numeric_dtype(wide[c])
-        and not pd.api.types.is_bool_dtype(wide[c])
+        if c not in _ID_COLUMNS and c not in interval_columns
+        and pd.api.types.is_numeric_dtype(wide[c]) and not pd.api.types.is_bool_dtype(wide[c])
     ]
     base = pd.DataFrame(
         {
@@ -170,6 +175,11 @@ def from_wide(
     long = base.join(wide[metric_columns]).melt(
         id_vars=list(base.columns), value_vars=metric_columns, var_name="metric", value_name="value"
     )
+    for bound, suffix in zip(("ci_low", "ci_high"), _INTERVAL_SUFFIXES):  # metric by metric
+        long[bound] = np.concatenate([
+            wide[f"{m}{suffix}"].to_numpy(dtype=float) if f"{m}{suffix}" in wide
+            else np.full(len(wide), np.nan) for m in metric_columns
+        ])
     long = long.assign(
         model=model, benchmark=benchmark, cell=cell, seconds=float(seconds), time=time,
         status="ok", error="", experiment=experiment,
@@ -180,12 +190,20 @@ def from_wide(
 
 def to_wide(table: pd.DataFrame) -> pd.DataFrame:
     """The ``ok`` rows back in the benchmarks' wide shape: one row per (model, detector
-    configuration, benchmark, group), one column per metric (e.g. for ``paper.rank``)."""
+    configuration, benchmark, group), one column per metric (e.g. for ``paper.rank``) and
+    ``<metric>_ci_low`` / ``<metric>_ci_high`` where rows carry intervals."""
     ok = table[table["status"] == "ok"]
     keys = ["model", "detector", "hyperparams", "benchmark", "group", "kind", "level", "n_id", "n_ood"]
     wide = ok.pivot_table(index=keys, columns="metric", values="value", aggfunc="first",
                           dropna=False, observed=True)
-    wide = wide.dropna(how="all").reset_index()
+    wide = wide.dropna(how="all")
+    for bound, suffix in zip(("ci_low", "ci_high"), _INTERVAL_SUFFIXES):
+        known = ok[ok[bound].notna()]
+        if len(known):
+            extra = known.pivot_table(index=keys, columns="metric", values=bound, aggfunc="first",
+                                      dropna=False, observed=True).dropna(how="all")
+            wide = wide.join(extra.add_suffix(suffix))
+    wide = wide.reset_index()
     wide.columns.name = None
     return wide
 

@@ -22,6 +22,7 @@ of the TOML file. A complete, commented example is ``examples/experiment.toml``:
     [[benchmarks]]
     type = "cood"                   # C-OOD severity benchmark (Galil et al., ICLR 2023)
     pool = { list = "in21k_pool.txt", root = "/data/imagenet21k" }
+    n_bootstrap = 1000              # FPR@95 / AUPR intervals (any benchmark; AUROC: DeLong)
 
     [[detectors]]
     name = "knn"
@@ -210,9 +211,11 @@ class SourceSpec(Schema):
 class ModelSpec(Schema):
     """A classifier: an ``oodbench.models.load`` spec, or a ``"module:callable"`` factory.
 
-    TOML: ``{ spec = "timm:resnet50", pretrained = true, weights = "ckpt.safetensors" }`` or
-    ``{ factory = "mypkg.nets:build", options = { width = 2 }, weights = "net.pt" }``; ``name``
-    (the label in tables) defaults to the spec or factory.
+    TOML: ``{ spec = "timm:resnet50", pretrained = true, weights = "ckpt.safetensors" }``
+    (``num_classes`` for a head of another size), ``{ factory = "mypkg.nets:build", options =
+    { width = 2 }, weights = "net.pt" }``, or ``{ train = "train.toml" }``: the model a training
+    config produces (:mod:`oodbench.train.config`; trained once, cached by content). ``name``
+    (the label in tables) defaults to the spec, factory or training config.
     """
 
     shorthand = "spec"
@@ -220,25 +223,33 @@ class ModelSpec(Schema):
     name: StrictStr = ""
     spec: StrictStr | None = None
     factory: StrictStr | None = None
+    train: ConfigPath | None = None
     pretrained: StrictBool = True
     weights: ConfigPath | None = None
+    num_classes: StrictInt | None = None
     options: dict[str, Any] = Field(default_factory=dict)
 
     @classmethod
     def prepare(cls, data: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
-        if not data.get("name") and isinstance(data.get("spec") or data.get("factory"), str):
-            data["name"] = data.get("spec") or data.get("factory")
+        label = data.get("spec") or data.get("factory") or data.get("train")
+        if not data.get("name") and isinstance(label, str):
+            data["name"] = label
         return data
 
     @model_validator(mode="after")
     def _spec_or_factory(self) -> ModelSpec:
-        if (self.spec is None) == (self.factory is None):
+        if [self.spec, self.factory, self.train].count(None) != 2:
             raise ValueError(
-                "give exactly one of spec = \"timm:resnet50\" (see `oodbench list models`) "
-                "or factory = \"package.module:callable\""
+                "give exactly one of spec = \"timm:resnet50\" (see `oodbench list models`), "
+                "factory = \"package.module:callable\" or train = \"train.toml\""
             )
+        if self.spec is None and self.num_classes is not None:
+            raise ValueError("num_classes goes with spec; a factory takes it in options")
         if self.spec is not None and self.options:
             raise ValueError("options go with factory; a spec takes none")
+        if self.train is not None and (self.weights is not None or self.options):
+            raise ValueError("a train = \"...\" model takes its weights and options from the "
+                             "training config; remove weights / options here")
         return self
 
     @field_validator("factory")
@@ -256,7 +267,12 @@ class ModelSpec(Schema):
         if self.spec is not None:
             from oodbench import models
 
-            return models.load(self.spec, pretrained=self.pretrained, weights=self.weights)
+            return models.load(self.spec, pretrained=self.pretrained, weights=self.weights,
+                               num_classes=self.num_classes)
+        if self.train is not None:
+            from oodbench.train.config import run_training
+
+            return run_training(self.train).model
         return self._load_factory()
 
     def _load_factory(self) -> Any:
@@ -278,7 +294,9 @@ class ModelSpec(Schema):
                 "not an oodbench Classifier; wrap a plain nn.Module with oodbench.models.wrap"
             )
         if self.weights is not None:
-            model.load_state_dict(load_state_dict(self.weights))
+            from oodbench.models.checkpoint import load_strict, read_state_dict
+
+            load_strict(model, read_state_dict(self.weights), origin=repr(str(self.weights)))
         return model.eval()
 
     def describe(self) -> dict[str, Any]:
@@ -288,25 +306,16 @@ class ModelSpec(Schema):
         if self.factory is not None:
             out["factory"] = self.factory
             out["options"] = dict(self.options)
+        if self.num_classes is not None:
+            out["num_classes"] = self.num_classes
+        if self.train is not None:  # the content key: a changed config is a new model
+            from oodbench.train.config import read_train_config
+
+            out["train"] = str(self.train)
+            out["train_key"] = read_train_config(self.train).content_key()
         if self.weights is not None:
             out["weights"] = str(self.weights)
         return out
-
-
-def load_state_dict(path: Path) -> dict[str, Any]:
-    """Read a checkpoint safely: safetensors, or ``torch.load(weights_only=True)``."""
-    if not path.is_file():
-        raise MissingDataError(f"weights file {path} does not exist (fix 'weights' in the experiment)")
-    if path.suffix == ".safetensors":
-        from safetensors.torch import load_file
-
-        return dict(load_file(str(path)))
-    import torch
-
-    state = torch.load(path, map_location="cpu", weights_only=True)
-    if isinstance(state, dict) and "state_dict" in state and isinstance(state["state_dict"], dict):
-        state = state["state_dict"]
-    return dict(state)
 
 
 # -- detectors ----------------------------------------------------------------------------------
@@ -385,11 +394,41 @@ def _check_protocol(value: str | None) -> str | None:
 
 
 # -- benchmarks ---------------------------------------------------------------------------------
+class IntervalOptions(Schema):
+    """Confidence intervals on every row of a benchmark (any ``type``).
+
+    ``ci``: DeLong's 95 % interval of AUROC (cheap, on by default); ``n_bootstrap``: that many
+    seeded bootstrap replicates for FPR@95 and AUPR intervals (0 = off; it costs about
+    ``n_bootstrap`` times the metric, see benchmarks/bench_ci.py).
+    """
+
+    ci: StrictBool = True
+    n_bootstrap: StrictInt = 0
+
+    @field_validator("n_bootstrap")
+    @classmethod
+    def _replicates(cls, value: int) -> int:
+        if value < 0:
+            raise ValueError(f"must be 0 (off) or a number of replicates such as 1000; got {value}")
+        return value
+
+    def with_intervals(self, bench: Any) -> Any:
+        """``bench`` with this entry's interval options set."""
+        bench.ci, bench.n_bootstrap = self.ci, self.n_bootstrap
+        return bench
+
+    def intervals(self) -> dict[str, Any]:
+        """The options for ``describe`` (and so the cell keys), only when not the defaults."""
+        if self.ci and not self.n_bootstrap:
+            return {}
+        return {"intervals": {"ci": self.ci, "n_bootstrap": self.n_bootstrap}}
+
+
 _COOD_OPTIONS = ("window", "n_levels", "estimation_fraction", "images_per_class", "seed",
                  "selection", "id_classes")
 
 
-class CoodSpec(Schema):
+class CoodSpec(IntervalOptions):
     """The C-OOD severity benchmark (Galil et al., ICLR 2023) on an OOD class pool.
 
     Options mirror :class:`oodbench.benchmarks.cood.CoodBenchmark`; ``window`` defaults to the
@@ -449,14 +488,14 @@ class CoodSpec(Schema):
 
         bench = CoodBenchmark(id_test, self.pool.build(), **self.options)
         bench.name = self.name
-        return bench
+        return self.with_intervals(bench)
 
     def describe(self) -> dict[str, Any]:
         return {"type": self.type, "name": self.name, "pool": self.pool.describe(),
-                "options": self.options}
+                "options": self.options, **self.intervals()}
 
 
-class StandardSpec(Schema):
+class StandardSpec(IntervalOptions):
     """A named benchmark from ``oodbench.benchmarks.get(name, **options)`` (it has its own ID set).
 
     ``options.root`` and the folders in ``options.paths`` are resolved against the experiment
@@ -502,10 +541,11 @@ class StandardSpec(Schema):
     def build(self, id_test: Any) -> Any:
         from oodbench import benchmarks
 
-        return benchmarks.get(self.name, **dict(self.options))
+        return self.with_intervals(benchmarks.get(self.name, **dict(self.options)))
 
     def describe(self) -> dict[str, Any]:
-        return {"type": self.type, "name": self.name, "options": dict(self.options)}
+        return {"type": self.type, "name": self.name, "options": dict(self.options),
+                **self.intervals()}
 
 
 class GroupSpec(SourceSpec):
@@ -525,7 +565,7 @@ class GroupSpec(SourceSpec):
         return self
 
 
-class CustomSpec(Schema):
+class CustomSpec(IntervalOptions):
     """The experiment's ID test set against OOD groups the user names (``name -> images``)."""
 
     type: Literal["custom"] = "custom"
@@ -550,11 +590,12 @@ class CustomSpec(Schema):
 
         ood = {g: spec.build() for g, spec in self.groups.items()}
         kinds = {g: spec.kind for g, spec in self.groups.items()}
-        return OodSetsBenchmark(id_test, ood, kinds=kinds, name=self.name)
+        return self.with_intervals(OodSetsBenchmark(id_test, ood, kinds=kinds, name=self.name))
 
     def describe(self) -> dict[str, Any]:
         return {"type": self.type, "name": self.name,
-                "groups": {g: {**s.describe(), "kind": s.kind} for g, s in self.groups.items()}}
+                "groups": {g: {**s.describe(), "kind": s.kind} for g, s in self.groups.items()},
+                **self.intervals()}
 
 
 #: the ``type`` values of ``[[benchmarks]]`` entries

@@ -90,12 +90,13 @@ def detector_configurations(experiment: Experiment) -> list[tuple[str, dict[str,
 
     ``"all"`` stands for every registered detector (with the entry's preset: every detector that
     preset configures), except those that need CLIP text embeddings when no model is a CLIP
-    model; the runner records the remaining ones that do not apply to a given model as
-    ``skipped`` with the reason.
+    model and those that need a group-softmax head (``mos``: name it); the runner records the
+    remaining ones that do not apply to a given model as ``skipped`` with the reason.
     """
     from oodbench import detectors
 
     any_clip = any((m.spec or "").startswith("clip:") for m in experiment.models)
+    runnable = _CLASSIFIER_INPUTS | ({"text_embeddings"} if any_clip else set())
     out: list[tuple[str, dict[str, Any], str]] = []
     seen: set[tuple[str, str, str]] = set()
     for spec in experiment.detectors:
@@ -103,8 +104,7 @@ def detector_configurations(experiment: Experiment) -> list[tuple[str, dict[str,
         if spec.name == ALL_DETECTORS:
             entries: list[tuple[str, dict[str, Any]]] = [
                 (row["name"], {}) for row in detectors.available()
-                if (any_clip or set(row["requires"]) <= _CLASSIFIER_INPUTS)
-                and (preset is None or preset in row["presets"])]
+                if set(row["requires"]) <= runnable and (preset is None or preset in row["presets"])]
         else:
             entries = [(spec.name, config) for config in spec.configurations()]
         for name, config in entries:

@@ -1,0 +1,139 @@
+"""The ``Loss`` contract and the registry every loss file registers into.
+
+A loss is a small ``nn.Module`` whose constructor keywords are its hyper-parameters:
+
+    loss = oodbench.losses.create("logitnorm", tau=0.04)
+    value = loss(logits, labels)                       # a scalar: the batch mean
+    value = loss(logits, labels, outlier_logits)       # Outlier Exposure also sees outliers
+
+``head_outputs(num_classes)`` is the width the classifier head must have for this loss (MOS
+adds one "others" output per group). Every loss checks, before any maths, that the labels lie
+in ``[0, num_classes)`` and that an outlier batch is given exactly when it needs one.
+"""
+
+from __future__ import annotations
+
+import inspect
+from abc import abstractmethod
+from typing import Any, ClassVar, TypeVar
+
+import torch
+from torch import nn
+
+from oodbench.errors import ClassCountMismatchError, InvalidInputError, UnknownNameError
+
+
+class Loss(nn.Module):
+    """Base class: subclasses set ``name`` and ``paper`` and implement ``_loss``.
+
+    Class attributes:
+        name: registry name (``"hem"``).
+        paper: the citation (authors, venue, year, arXiv id).
+        needs_outliers: ``True`` when training needs a batch of outlier images as well
+            (Outlier Exposure).
+    """
+
+    name: ClassVar[str] = ""
+    paper: ClassVar[str] = ""
+    needs_outliers: ClassVar[bool] = False
+
+    @property
+    def hyperparams(self) -> dict[str, Any]:
+        """The constructor keywords this loss runs with (read back from its attributes)."""
+        params = inspect.signature(type(self).__init__).parameters
+        return {k: getattr(self, k) for k in params if k != "self" and hasattr(self, k)}
+
+    def head_outputs(self, num_classes: int) -> int:
+        """How many outputs the head needs for ``num_classes`` classes (default: one each)."""
+        return num_classes
+
+    def forward(
+        self, logits: torch.Tensor, labels: torch.Tensor, outlier_logits: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """The mean loss over the batch (a scalar tensor)."""
+        self.check_labels(labels, self.num_classes_of(logits))
+        if self.needs_outliers and outlier_logits is None:
+            raise InvalidInputError(
+                f"loss {self.name!r} needs a batch of outlier images: give an outlier source "
+                "(outliers=... / [outliers] in the training config)"
+            )
+        return self._loss(logits, labels.long(), outlier_logits)
+
+    def num_classes_of(self, logits: torch.Tensor) -> int:
+        """The number of ID classes a head of width ``logits.shape[1]`` serves."""
+        if logits.ndim != 2:
+            raise InvalidInputError(
+                f"loss {self.name!r}: logits must be 2-D (batch, outputs); got {tuple(logits.shape)}"
+            )
+        return self.classes_for_width(int(logits.shape[1]))
+
+    def classes_for_width(self, width: int) -> int:
+        """The number of ID classes a head with ``width`` outputs serves (default: ``width``)."""
+        return width
+
+    def check_labels(self, labels: torch.Tensor, num_classes: int) -> None:
+        """``ClassCountMismatchError`` when a label lies outside ``[0, num_classes)``."""
+        if not labels.numel():
+            return
+        low, high = int(labels.min()), int(labels.max())
+        if low < 0 or high >= num_classes:
+            raise ClassCountMismatchError(
+                f"loss {self.name!r}: label {low if low < 0 else high} lies outside the head's "
+                f"{num_classes} classes [0, {num_classes}); give the head as many outputs as there "
+                "are classes, or keep only the head's classes (classes=...)"
+            )
+
+    @abstractmethod
+    def _loss(
+        self, logits: torch.Tensor, labels: torch.Tensor, outlier_logits: torch.Tensor | None
+    ) -> torch.Tensor:
+        """The batch mean, on validated inputs."""
+
+
+# -- registry -------------------------------------------------------------------------------
+_REGISTRY: dict[str, type[Loss]] = {}
+L = TypeVar("L", bound=type[Loss])
+
+
+def register(cls: L) -> L:
+    """Class decorator: add a loss to the registry under ``cls.name``."""
+    if not cls.name:
+        raise TypeError(f"{cls.__name__} must set the class attribute 'name'")
+    if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
+        raise TypeError(f"loss name {cls.name!r} registered twice")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def loss_class(name: str) -> type[Loss]:
+    """The registered class for ``name`` (``UnknownNameError`` with the closest names)."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise UnknownNameError("loss", name, _REGISTRY) from None
+
+
+def create(name: str, **options: Any) -> Loss:
+    """Build a loss by registry name, e.g. ``create("oe", weight=0.5)``."""
+    cls = loss_class(name)
+    valid = [k for k in inspect.signature(cls.__init__).parameters if k != "self"]
+    wrong = sorted(set(options) - set(valid))
+    if wrong:
+        raise InvalidInputError(
+            f"loss {name!r} has no option {', '.join(wrong)}; it takes {', '.join(valid) or 'none'}"
+        )
+    return cls(**options)
+
+
+def available() -> list[dict[str, Any]]:
+    """One entry per registered loss: name, options with defaults, paper, first doc line."""
+    rows = []
+    for name in sorted(_REGISTRY):
+        cls = _REGISTRY[name]
+        params = inspect.signature(cls.__init__).parameters
+        defaults = {k: (None if p.default is inspect.Parameter.empty else p.default)
+                    for k, p in params.items() if k != "self"}
+        rows.append({"name": name, "defaults": defaults, "paper": cls.paper,
+                     "needs_outliers": cls.needs_outliers,
+                     "summary": (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""})
+    return rows

@@ -1,0 +1,37 @@
+"""Multi-class margin (MM) loss, the baseline the HEM paper compares against.
+
+Crammer & Singer-style hinge loss as implemented by ``torch.nn.MultiMarginLoss`` (p = 1):
+
+    L_i = (1 / C) sum_{j != y_i} max(0, mu - z_{i,y_i} + z_{i,j}),      L = mean_i L_i
+
+with margin ``mu = 1`` (torch's default, and the margin of HEM's reference implementation;
+the MM margin of Spratling & Schütt, "A margin-based replacement for cross-entropy loss",
+arXiv 2501.12191, could not be checked against the paper's text when this was written). Note
+the division by all C outputs, not C - 1, exactly as torch.
+"""
+
+from __future__ import annotations
+
+import torch.nn.functional as F
+
+from oodbench.errors import InvalidInputError
+from oodbench.losses.base import Loss, register
+
+
+@register
+class MultiMargin(Loss):
+    """Multi-class hinge loss (torch MultiMarginLoss, p = 1, margin 1)."""
+
+    name = "mm"
+    paper = "baseline of Spratling & Schütt, arXiv 2501.12191 (torch.nn.MultiMarginLoss)"
+
+    def __init__(self, margin: float = 1.0, p: int = 1):
+        super().__init__()
+        if not margin > 0:
+            raise InvalidInputError(f"mm: margin must be > 0; got {margin}")
+        if p not in (1, 2):
+            raise InvalidInputError(f"mm: p must be 1 or 2 (as torch.nn.MultiMarginLoss); got {p}")
+        self.margin, self.p = float(margin), int(p)
+
+    def _loss(self, logits, labels, outlier_logits):  # type: ignore[no-untyped-def]
+        return F.multi_margin_loss(logits, labels, p=self.p, margin=self.margin)

@@ -1,0 +1,103 @@
+"""A training run's files: weights in safetensors, the config and progress beside them.
+
+    <out>/model.safetensors   the network's weights (``models.load(spec, weights=...)`` reads it)
+    <out>/optimizer.safetensors   optimiser tensors (momentum, Adam moments) for resuming
+    <out>/train.json          the config, epochs done, per-epoch history, optimiser scalars,
+                              scheduler state, and the sha256 of both tensor files
+
+Written at the end of every epoch as a two-phase commit, so a run killed at any moment resumes
+from the last complete epoch: (1) the tensor files are written (fsynced) under pending names
+``.pending-<name>``; (2) ``train.json`` is replaced atomically, naming their sha256 (the commit
+point); (3) the pending files are renamed onto the final names. On reading, a final file whose
+digest is not the committed one is replaced by its pending file when that one matches (a kill
+between 2 and 3); a kill before 2 leaves the previous epoch's files and record, which match.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from oodbench.errors import CacheError
+from oodbench.extract._atomic import atomic_path, file_sha256, read_json, write_json
+
+WEIGHTS = "model.safetensors"
+OPTIMIZER = "optimizer.safetensors"
+STATE = "train.json"
+
+
+def save_tensors(path: Path, tensors: dict[str, torch.Tensor]) -> str:
+    """Write ``tensors`` as safetensors atomically; returns the file's sha256."""
+    from safetensors.torch import save_file
+
+    with atomic_path(path) as tmp:
+        save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, os.fspath(tmp))
+    return file_sha256(path)
+
+
+def split_optimizer_state(state: dict[str, Any]) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """``optimizer.state_dict()`` -> (tensors for safetensors, JSON-able rest)."""
+    tensors: dict[str, torch.Tensor] = {}
+    scalars: dict[str, dict[str, Any]] = {}
+    for index, entry in state["state"].items():
+        for name, value in entry.items():
+            if isinstance(value, torch.Tensor):
+                tensors[f"{index}.{name}"] = value
+            else:
+                scalars.setdefault(str(index), {})[name] = value
+    return tensors, {"scalars": scalars, "param_groups": state["param_groups"]}
+
+
+def join_optimizer_state(tensors: dict[str, torch.Tensor], rest: dict[str, Any]) -> dict[str, Any]:
+    """The inverse of :func:`split_optimizer_state`."""
+    state: dict[int, dict[str, Any]] = {}
+    for key, value in tensors.items():
+        index, _, name = key.partition(".")
+        state.setdefault(int(index), {})[name] = value
+    for index, entry in rest["scalars"].items():
+        state.setdefault(int(index), {}).update(entry)
+    return {"state": state, "param_groups": rest["param_groups"]}
+
+
+def _pending(out: Path, name: str) -> Path:
+    return out / f".pending-{name}"
+
+
+def write_checkpoint(
+    out: Path, weights: dict[str, torch.Tensor], optimizer: dict[str, Any], record: dict[str, Any]
+) -> None:
+    """Write the three files of one finished epoch (the two-phase commit of the module doc)."""
+    out.mkdir(parents=True, exist_ok=True)
+    tensors, rest = split_optimizer_state(optimizer)
+    digests = {WEIGHTS: save_tensors(_pending(out, WEIGHTS), weights),
+               OPTIMIZER: save_tensors(_pending(out, OPTIMIZER), tensors)}
+    write_json(out / STATE, {**record, "optimizer": rest, "sha256": digests})
+    for name in digests:
+        os.replace(_pending(out, name), out / name)
+
+
+def read_checkpoint(out: Path) -> tuple[dict[str, Any], dict[str, torch.Tensor], dict[str, Any]] | None:
+    """``(record, weights, optimizer state)`` of the last finished epoch, or None if none."""
+    from safetensors.torch import load_file
+
+    if not (out / STATE).is_file():
+        return None
+    record = read_json(out / STATE)
+    for name, digest in record["sha256"].items():
+        final, pending = out / name, _pending(out, name)
+        if final.is_file() and file_sha256(final) == digest:
+            continue
+        if pending.is_file() and file_sha256(pending) == digest:  # killed before the rename
+            os.replace(pending, final)
+            continue
+        raise CacheError(
+            f"training checkpoint {final} is missing or does not match {out / STATE}; "
+            f"delete {out} to start again"
+        )
+    weights = load_file(os.fspath(out / WEIGHTS), device="cpu")
+    optimizer = join_optimizer_state(load_file(os.fspath(out / OPTIMIZER), device="cpu"),
+                                     record["optimizer"])
+    return record, weights, optimizer

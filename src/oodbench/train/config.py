@@ -1,0 +1,180 @@
+"""Training configs (TOML), the format beside the experiment file, on the same pydantic schema.
+
+    oodbench train train.toml        # or, in an experiment: [[models]] train = "train.toml"
+
+``[model]`` is exactly an experiment's ``[[models]]`` entry (spec / factory, weights,
+``num_classes``), the data tables are the experiment's sources (``{ folder = ... }``,
+``{ list = ..., root = ... }``, ``{ digits = [...] }``, ``{ demo = ... }``)::
+
+    [train]
+    name = "resnet18-logitnorm"
+    loss = "logitnorm"              # oodbench.losses.available(); options in loss_options
+    loss_options = { tau = 0.04 }
+    trainable = "all"               # "head", "last_block" or "all"
+    epochs = 30
+    batch_size = 128
+    lr = 0.1
+    optimizer = "sgd"               # or "adamw"
+    schedule = "cosine"             # or "constant"
+    warmup_epochs = 0
+    seed = 0
+    # output = "runs/resnet18-logitnorm"   default: the training cache (see below)
+
+    [model]
+    spec = "timm:resnet18"
+    pretrained = false
+    num_classes = 6
+
+    [data]
+    train = { folder = "cifar6/train" }
+    # outliers = { folder = "tiny-images" }   for loss = "oe"
+
+Without ``output`` the run goes to ``cache_dir()/train/<content key>``: the key is a digest of
+everything that decides the weights (model, its initial weights, the training and outlier
+images' fingerprints, loss, optimiser, seed, precision), so the same config trains once and
+every later ``oodbench train`` / ``oodbench run`` of it loads the finished checkpoint (an
+interrupted run resumes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, StrictInt, StrictStr, field_validator, model_validator
+
+from oodbench.errors import ConfigError, OodbenchError
+from oodbench.run.experiment import ModelSpec, SourceSpec
+from oodbench.schema import At, ConfigPath, Schema, parse, read_toml
+
+
+class TrainConfigError(ConfigError):
+    """The training config is invalid; the message names the file, the field and the fix."""
+
+
+class TrainSettings(Schema):
+    """The ``[train]`` table: loss, what trains, optimiser, schedule, seed, output."""
+
+    name: StrictStr = ""
+    output: ConfigPath | None = None
+    loss: StrictStr = "ce"
+    loss_options: dict[str, Any] = Field(default_factory=dict)
+    trainable: Literal["head", "last_block", "all"] = "all"
+    epochs: StrictInt = 10
+    batch_size: StrictInt = 128
+    lr: float = 0.1
+    weight_decay: float = 5e-4
+    optimizer: Literal["sgd", "adamw"] = "sgd"
+    schedule: Literal["cosine", "constant"] = "cosine"
+    warmup_epochs: StrictInt = 0
+    seed: StrictInt = 0
+    device: StrictStr = "auto"
+    amp: Literal["auto", "off", "bf16", "fp16"] = "auto"
+    num_workers: StrictInt | Literal["auto"] = "auto"
+    outlier_batch_size: StrictInt | None = None
+
+    @field_validator("loss")
+    @classmethod
+    def _known_loss(cls, name: str) -> str:
+        from oodbench import losses
+
+        try:
+            losses.loss_class(name)
+        except OodbenchError as err:
+            raise ValueError(str(err)) from None
+        return name
+
+    @model_validator(mode="after")
+    def _valid(self) -> TrainSettings:
+        from oodbench import losses
+        from oodbench.train.optim import OptimSettings
+
+        try:
+            OptimSettings(**self.optim())
+            losses.create(self.loss, **self.loss_options)
+        except OodbenchError as err:
+            raise ValueError(str(err)) from None
+        return self
+
+    def optim(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in ("epochs", "batch_size", "lr", "weight_decay",
+                                              "optimizer", "schedule", "warmup_epochs")}
+
+
+class TrainData(Schema):
+    """The ``[data]`` table: the labelled training images and, for ``oe``, outlier images."""
+
+    train: SourceSpec
+    outliers: SourceSpec | None = None
+
+
+class TrainConfig(Schema):
+    """A whole training config file."""
+
+    train: TrainSettings = Field(default_factory=TrainSettings)
+    model: ModelSpec
+    data: TrainData
+
+    @model_validator(mode="after")
+    def _outliers_when_needed(self) -> TrainConfig:
+        from oodbench import losses
+
+        if losses.loss_class(self.train.loss).needs_outliers and self.data.outliers is None:
+            raise At("[data].outliers", f"loss {self.train.loss!r} needs an outlier source: add "
+                     "outliers = { folder = \"...\" } (images of no ID class)")
+        if self.model.train is not None:
+            raise At("[model].train", "a training config's model cannot itself be a training "
+                     "config; give spec or factory (and weights to start from)")
+        return self
+
+    def content_key(self) -> str:
+        """The digest that names this run's cache folder (see the module docstring)."""
+        from oodbench.data.download import file_digest
+
+        model = {k: v for k, v in self.model.describe().items() if k != "name"}
+        if self.model.weights is not None:
+            model["weights_sha256"] = file_digest(self.model.weights, "sha256")
+        settings = {k: v for k, v in self.train.model_dump().items()
+                    if k not in ("name", "output", "device", "num_workers")}
+        data = {"train": self.data.train.build().fingerprint(),
+                "outliers": None if self.data.outliers is None
+                else self.data.outliers.build().fingerprint()}
+        ident = json.dumps({"model": model, "train": settings, "data": data}, sort_keys=True,
+                           default=str)
+        return hashlib.sha256(ident.encode()).hexdigest()[:20]
+
+    def output(self) -> Path:
+        """Where the run writes (``[train].output``, else the training cache)."""
+        from oodbench.config import cache_dir
+
+        return self.train.output or cache_dir() / "train" / self.content_key()
+
+
+def read_train_config(path: str | Path) -> TrainConfig:
+    """Read and validate a training config (``TrainConfigError`` lists every problem)."""
+    file = Path(path)
+    data, _ = read_toml(file, what="training config", error=TrainConfigError)
+    config = parse(TrainConfig, data, file=file, error=TrainConfigError,
+                   context={"base_dir": file.resolve().parent})
+    config.data.train.locate(f"{file}: [data].train")
+    if config.data.outliers is not None:
+        config.data.outliers.locate(f"{file}: [data].outliers")
+    return config
+
+
+def run_training(config: TrainConfig | str | Path, *, progress: bool = True) -> Any:
+    """Train (or load the finished run of) a config; returns the :class:`TrainResult`."""
+    from oodbench.train.finetune import train
+
+    if not isinstance(config, TrainConfig):
+        config = read_train_config(config)
+    s = config.train
+    return train(
+        config.model.load(), config.data.train.build(), out=config.output(), loss=s.loss,
+        loss_options=s.loss_options, trainable=s.trainable, seed=s.seed, device=s.device,
+        amp=s.amp, num_workers=s.num_workers, outlier_batch_size=s.outlier_batch_size,
+        outliers=None if config.data.outliers is None else config.data.outliers.build(),
+        progress=progress, **s.optim(),
+    )

@@ -1,0 +1,268 @@
+"""Fine-tuning any Classifier on a Source with a loss: ``oodbench.train.train``.
+
+    model = oodbench.models.load("timm:resnet18", num_classes=10, pretrained=False)
+    result = train(model, ImageFolder("/data/train"), loss="logitnorm", trainable="all",
+                   epochs=30, out="runs/resnet18-logitnorm")
+    oodbench.models.load("timm:resnet18", num_classes=10, weights=result.weights)  # reads it back
+
+* **What trains**: ``"head"``, ``"last_block"`` or ``"all"`` (:mod:`oodbench.train.parts`);
+  frozen modules stay in eval mode (BatchNorm statistics do not move).
+* **Optimiser and schedule**: :class:`~oodbench.train.optim.OptimSettings` (SGD/AdamW, cosine
+  with linear warm-up, per step).
+* **Seeded data order**: epoch ``e`` visits the labelled rows in the order
+  ``default_rng([seed, e]).permutation``, and dropout draws from ``torch.manual_seed`` of the same
+  pair, so a run is a function of its config.
+* **Checkpoints and resume**: every finished epoch writes ``model.safetensors``,
+  ``optimizer.safetensors`` and ``train.json`` (config, history) under ``out``
+  (:mod:`oodbench.train.checkpoint`); a run with the same config and ``out`` resumes from the
+  last finished epoch and ends with the same weights as an uninterrupted run.
+* **AMP** on CUDA (``amp="auto"``: bfloat16, or float16 with a gradient scaler).
+* **Multi-GPU / multi-node** through ``torchrun`` and PyTorch DDP: launched by ``torchrun``
+  (``WORLD_SIZE`` > 1), ``train`` joins the process group (NCCL on CUDA, gloo on CPU), each
+  rank takes its slice of every global batch and DDP averages the gradients; the loss of a rank
+  is rescaled by its share of the global batch, so for per-sample losses (ce, logitnorm, mm,
+  oe, mos) the update equals the single-process one with the same global ``batch_size``. HEM
+  and Dice are batch-level losses (a mean over the batch's erring samples, per-class sums over
+  the batch), for which each rank sees only its slice, as BatchNorm does. Rank 0 writes the
+  checkpoints and shows the progress bar.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from oodbench import losses
+from oodbench.data.source import Source
+from oodbench.errors import InvalidInputError
+from oodbench.extract.loader import make_loader, to_device
+from oodbench.extract.runtime import autocast, place_model, resolve_amp, resolve_device
+from oodbench.models.checkpoint import load_strict
+from oodbench.models.classifier import Classifier
+from oodbench.train import checkpoint as ckpt
+from oodbench.train.labels import select_classes
+from oodbench.train.optim import OptimSettings
+from oodbench.train.parts import network, trainable_modules
+from oodbench.train.progress import training_bar
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """What :func:`train` produced: the trained model (eval mode) and its files."""
+
+    model: Classifier
+    out: Path
+    weights: Path  # <out>/model.safetensors, for models.load(spec, weights=...)
+    config: dict[str, Any]
+    history: list[dict[str, Any]]
+
+
+def _world() -> tuple[int, int, int]:
+    """(world size, rank, local rank), joining the torchrun process group when launched by it."""
+    size = int(os.environ.get("WORLD_SIZE", "1"))
+    if size <= 1:
+        return 1, 0, 0
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    return dist.get_world_size(), dist.get_rank(), int(os.environ.get("LOCAL_RANK", "0"))
+
+
+def _share(rows: np.ndarray, world: int, rank: int) -> np.ndarray:
+    return np.array_split(rows, world)[rank]
+
+
+def _batches(order: np.ndarray, batch_size: int) -> list[np.ndarray]:
+    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def train(
+    model: Classifier,
+    source: Source,
+    *,
+    out: str | os.PathLike[str],
+    loss: str = "ce",
+    loss_options: Mapping[str, Any] | None = None,
+    trainable: str = "all",
+    epochs: int = 10,
+    batch_size: int = 128,
+    lr: float = 0.1,
+    weight_decay: float = 5e-4,
+    optimizer: str = "sgd",
+    schedule: str = "cosine",
+    warmup_epochs: int = 0,
+    seed: int = 0,
+    resume: bool = True,
+    device: str | torch.device = "auto",
+    amp: str = "auto",
+    num_workers: int | str = "auto",
+    transform: Callable[..., torch.Tensor] | None = None,
+    outliers: Source | None = None,
+    outlier_batch_size: int | None = None,
+    progress: bool = True,
+) -> TrainResult:
+    """Fine-tune ``model`` on the labelled images of ``source`` (see the module docstring).
+
+    Args:
+        model: from ``oodbench.models.load(...)`` or ``wrap(...)``; its head must have one
+            output per class of ``source`` (plus one per group for ``loss="mos"``).
+        source: ImageFolder / ImageList / ArraySource ...; rows labelled -1 are left out.
+        out: folder for the checkpoints (created); resumed from when it holds this config.
+        loss, loss_options: a loss of :func:`oodbench.losses.available` and its options.
+        trainable: ``"head"``, ``"last_block"`` or ``"all"``.
+        epochs, batch_size (global, over all DDP ranks), lr, weight_decay, optimizer,
+            schedule, warmup_epochs: see :class:`OptimSettings`.
+        resume: continue from ``out`` when it holds a checkpoint of the same config
+            (``False``: start again and overwrite it).
+        amp: ``"auto"`` (bf16/fp16 autocast on CUDA, off on CPU), ``"off"``, ``"bf16"``, ``"fp16"``.
+        transform: PIL image -> tensor for training (e.g. with augmentation); default the
+            model's own eval transform.
+        outliers: outlier images for losses that need them (``oe``); each step reads
+            ``outlier_batch_size`` of them (default ``2 * batch_size``).
+    """
+    settings = OptimSettings(epochs=epochs, batch_size=batch_size, lr=lr,
+                             weight_decay=weight_decay, optimizer=optimizer, schedule=schedule,
+                             warmup_epochs=warmup_epochs)
+    criterion = losses.create(loss, **dict(loss_options or {}))
+    if criterion.needs_outliers and outliers is None:
+        raise InvalidInputError(
+            f"loss {loss!r} needs an outlier source: train(..., outliers=ImageFolder(...))"
+        )
+    n_classes = criterion.classes_for_width(model.num_classes)
+    _, rows, _ = select_classes(source.labels, None, n_classes, f"source {source.name!r}")
+    modules = trainable_modules(model, trainable)
+    out_dir = Path(out)
+    world, rank, local_rank = _world()
+    dev = resolve_device(f"cuda:{local_rank}" if world > 1 and torch.cuda.is_available() else device)
+    amp_dtype = resolve_amp(amp, dev)
+    out_batch = outlier_batch_size or 2 * batch_size
+    config: dict[str, Any] = {
+        "model": model.spec, "initial_weights_sha256": model.weights_digest(),
+        "source": source.name, "source_fingerprint": source.fingerprint(), "n_train": int(rows.size),
+        "loss": loss, "loss_options": criterion.hyperparams, "trainable": trainable,
+        **settings.as_dict(), "seed": seed, "amp": str(amp_dtype), "world_size": world,
+        "outliers": None if outliers is None else outliers.fingerprint(),
+        "outlier_batch_size": None if outliers is None else out_batch,
+    }
+    net = network(model)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    params = list({id(p): p for m in modules for p in m.parameters()}.values())
+    for p in params:
+        p.requires_grad_(True)
+    opt = settings.make_optimizer(params)
+    steps = -(-rows.size // batch_size)
+    scheduler = settings.make_scheduler(opt, steps)
+    history: list[dict[str, Any]] = []
+    start_epoch = 0
+    previous = ckpt.read_checkpoint(out_dir) if resume else None
+    if previous is not None:
+        record, weights, opt_state = previous
+        if record["config"] != config:
+            changed = sorted(k for k in config if record["config"].get(k) != config[k])
+            raise InvalidInputError(
+                f"{out_dir} holds a training run with another config (differs in "
+                f"{', '.join(changed)}); train into another out folder, or resume=False to "
+                "overwrite it"
+            )
+        load_strict(net, weights, origin=repr(os.fspath(out_dir / ckpt.WEIGHTS)))
+        opt.load_state_dict(opt_state)
+        scheduler.load_state_dict(record["scheduler"])
+        start_epoch, history = record["epochs_done"], record["history"]
+    place_model(model, dev)
+    opt.load_state_dict(opt.state_dict())  # moves optimiser state to the parameters' device
+    runner: torch.nn.Module = model
+    if world > 1:
+        runner = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[dev.index] if dev.type == "cuda" else None)
+    scaler = torch.amp.GradScaler("cuda") if amp_dtype == torch.float16 else None
+    labels = np.asarray(source.labels, dtype=np.int64)
+    load = transform or model.transform
+    with training_bar(f"train {model.spec} ({loss})", epochs * rows.size,
+                      completed=start_epoch * rows.size, enabled=progress and rank == 0) as advance, \
+            torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
+        for epoch in range(start_epoch, epochs):
+            history.append(_epoch(
+                runner, model, modules, criterion, opt, scheduler, scaler, source, outliers,
+                rows, labels, load, epoch, settings, out_batch, seed, dev, amp_dtype,
+                num_workers, world, rank, advance))
+            if rank == 0:
+                ckpt.write_checkpoint(
+                    out_dir, net.state_dict(), opt.state_dict(),
+                    {"config": config, "epochs_done": epoch + 1, "history": history,
+                     "scheduler": scheduler.state_dict()})
+            if world > 1:
+                dist.barrier()
+    for p in model.parameters():
+        p.requires_grad_(True)
+    # the optimiser changed the weights in place: reloading them makes adapters forget a
+    # memoised weights digest, so the activation cache keys the trained model as a new one
+    model.load_state_dict(model.state_dict())
+    model.eval()
+    return TrainResult(model, out_dir, out_dir / ckpt.WEIGHTS, config, history)
+
+
+def _epoch(runner, model, modules, criterion, opt, scheduler, scaler, source, outliers, rows,  # type: ignore[no-untyped-def]
+           labels, load, epoch, settings, out_batch, seed, dev, amp_dtype, num_workers, world,
+           rank, advance) -> dict[str, Any]:
+    """One pass over the rows in this epoch's seeded order; returns the epoch's record."""
+    rng = np.random.default_rng([seed, epoch])
+    order = rng.permutation(rows)
+    torch.manual_seed(int(rng.integers(2**62)))  # dropout masks, loader worker seeds
+    global_batches = _batches(order, settings.batch_size)
+    local = [_share(b, world, rank) for b in global_batches]
+    loader = make_loader(source, load, local, device=dev, num_workers=num_workers)
+    out_iter: Any = iter([None] * len(local))
+    if outliers is not None:
+        out_order = rng.permutation(len(outliers))
+        picks = [out_order[(np.arange(out_batch) + i * out_batch) % len(outliers)]
+                 for i in range(len(local))]
+        out_iter = iter(make_loader(outliers, load, [_share(p, world, rank) for p in picks],
+                                    device=dev, num_workers=num_workers))
+    model.eval()
+    for m in modules:
+        m.train()
+    total = torch.zeros((), dtype=torch.float64, device=dev)
+    seen, skipped, start = 0, 0, time.perf_counter()
+    for batch, global_batch, out_batch_data in zip(loader, global_batches, out_iter):
+        skipped += len(batch.failed)
+        if batch.images is None:
+            scheduler.step()
+            continue
+        x = to_device(batch.images, dev, channels_last=False)
+        y = torch.from_numpy(labels[batch.indices]).to(dev)
+        with autocast(dev, amp_dtype):
+            logits = runner(x)
+            out_logits = None
+            if out_batch_data is not None and out_batch_data.images is not None:
+                out_logits = runner(to_device(out_batch_data.images, dev, channels_last=False))
+            value = criterion(logits.float(), y, None if out_logits is None else out_logits.float())
+        scaled = value * (len(y) * world / len(global_batch)) if world > 1 else value
+        opt.zero_grad(set_to_none=True)
+        if scaler is not None:
+            scaler.scale(scaled).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            scaled.backward()
+            opt.step()
+        scheduler.step()
+        total += value.detach().double() * len(y)
+        seen += len(y)
+        if advance is not None:
+            advance(len(global_batch), float(total) / max(seen, 1))
+    counts = torch.tensor([float(total), float(seen), float(skipped)], dtype=torch.float64)
+    if world > 1:
+        dist.all_reduce(counts)
+    seconds = time.perf_counter() - start
+    loss_sum, images, failed = (float(v) for v in counts)
+    return {"epoch": epoch + 1, "loss": loss_sum / max(images, 1.0), "images": int(images),
+            "skipped": int(failed), "seconds": seconds,
+            "images_per_s": images / seconds if seconds > 0 else None}

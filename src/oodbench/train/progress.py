@@ -1,0 +1,23 @@
+"""A rich progress bar for training: images done, images/s, the running loss, time left."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from rich.progress import Progress, TextColumn
+
+from oodbench.extract.progress import image_columns
+
+
+@contextmanager
+def training_bar(
+    description: str, total: int, completed: int = 0, enabled: bool = True
+) -> Iterator[Callable[[int, float], None]]:
+    """Yields ``advance(n_images, running_loss)``; a no-op when ``enabled`` is False."""
+    if not enabled:
+        yield lambda n, loss: None
+        return
+    with Progress(*image_columns(TextColumn("loss {task.fields[loss]}"))) as bar:
+        task = bar.add_task(description, total=total, completed=completed, loss="-")
+        yield lambda n, loss: bar.update(task, advance=n, loss=f"{loss:.4f}")
