@@ -55,18 +55,46 @@ class MissingActivationError(OodbenchError, KeyError):
 
 
 class UnknownNameError(OodbenchError, KeyError):
-    """An unknown registry name (detector, model, benchmark, dataset); suggests the closest ones."""
+    """An unknown registry name (detector, model, benchmark, dataset); suggests the closest ones.
+
+    A short list of valid names (up to ``SHOW_ALL``) is printed whole; from a long one (timm's
+    ~1,300 models) only the ``SUGGEST`` names most similar to the unknown one, best first.
+    """
+
+    SHOW_ALL = 40
+    SUGGEST = 5
 
     def __init__(self, kind: str, name: str, valid: Iterable[str]):
         valid = sorted(valid)
-        close = difflib.get_close_matches(name, valid, n=3, cutoff=0.5)
-        hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-        shown = ", ".join(valid[:40]) + (" ..." if len(valid) > 40 else "")
-        super().__init__(f"unknown {kind} {name!r}.{hint} Valid names: {shown}")
+        if len(valid) <= self.SHOW_ALL:
+            close = difflib.get_close_matches(name, valid, n=3, cutoff=0.5)
+            hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+            message = f"unknown {kind} {name!r}.{hint} Valid names: {', '.join(valid)}"
+        else:
+            close = closest_names(name, valid, self.SUGGEST)
+            message = (f"unknown {kind} {name!r}. Did you mean {', '.join(repr(c) for c in close)}? "
+                       f"(the {len(close)} closest of {len(valid):,} valid names)")
+        super().__init__(message)
         self.kind, self.name, self.valid, self.close = kind, name, valid, close
 
     def __str__(self) -> str:
         return str(self.args[0])
+
+
+def closest_names(name: str, valid: Iterable[str], n: int) -> list[str]:
+    """The ``n`` names of ``valid`` most similar to ``name``, best first.
+
+    Names that start with ``name`` come first, then names that contain it, each group ordered by
+    difflib's similarity ratio (``2 * matches / total length``, case-insensitive), then by name.
+    """
+    query = name.lower()
+
+    def rank(candidate: str) -> tuple[bool, bool, float, str]:
+        low = candidate.lower()
+        ratio = difflib.SequenceMatcher(None, query, low).ratio()
+        return (not low.startswith(query), query not in low, -ratio, candidate)
+
+    return sorted(valid, key=rank)[:n]
 
 
 class DataError(OodbenchError):
@@ -83,6 +111,10 @@ class CorruptImageError(DataError):
 
 class CacheError(OodbenchError):
     """The activation cache is inconsistent (a shard is missing or does not match its checksum)."""
+
+
+class NotWritableError(OodbenchError, PermissionError):
+    """A folder oodbench must write to (results, report) is read-only, full or not a folder."""
 
 
 class MissingDependencyError(OodbenchError, ImportError):

@@ -48,3 +48,84 @@ def test_unknown_capture_is_a_friendly_error(folder: Path):
         main, ["extract", "timm:test_resnet", str(folder), "--random-init", "-c", "logit"]
     )
     assert result.exit_code == 2 and "unknown activation to capture 'logit'" in result.output
+
+
+def test_shard_size_and_repair_options(folder: Path):
+    import json
+
+    args = ["extract", "timm:test_resnet", str(folder), "--random-init", "-b", "2",
+            "--shard-size", "2", "--no-progress"]
+    runner = CliRunner()
+    with pytest.warns(SkippedImagesWarning):
+        first = runner.invoke(main, args, env={"COLUMNS": "200"})
+    assert first.exit_code == 0, first.output
+    (entry,) = list_cache()
+    manifest = json.loads((Path(entry["path"]) / "manifest.json").read_text())
+    assert manifest["shard_size"] == 2 and manifest["n_shards"] == 4
+    logits = np.load(Path(entry["path"]) / "logits.npy", mmap_mode="r+")
+    logits[0, 0] += 1.0  # the same size, another number
+    logits.flush()
+    del logits
+    damaged = runner.invoke(main, args, env={"COLUMNS": "200"})
+    assert damaged.exit_code == 2
+    assert "logits.npy does not match its checksum" in damaged.output
+    assert "--repair" in damaged.output
+    with pytest.warns(SkippedImagesWarning):
+        repaired = runner.invoke(main, [*args, "--repair"], env={"COLUMNS": "200"})
+    assert repaired.exit_code == 0, repaired.output
+    assert "written" in repaired.output and "deleting the damaged cache entry" in repaired.output
+
+
+def test_a_folder_of_images_with_a_labels_file_gets_those_labels(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("OODBENCH_CACHE", str(tmp_path / "cache"))
+    rng = np.random.default_rng(1)
+    (tmp_path / "set" / "images").mkdir(parents=True)
+    labels = {f"img_{i}.png": int(rng.integers(0, 1000)) for i in range(5)}
+    for name in labels:
+        Image.fromarray(rng.integers(0, 256, (16, 16, 3), dtype=np.uint8)).save(
+            tmp_path / "set" / "images" / name)
+    (tmp_path / "set" / "labels.txt").write_text("".join(f"{n} {c}\n" for n, c in labels.items()))
+    result = CliRunner().invoke(main, ["extract", "timm:test_resnet", str(tmp_path / "set"),
+                                       "--random-init", "--no-progress"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "top-1 accuracy" in result.output
+    (entry,) = list_cache()
+    assert entry["key"] in result.output and "…" not in result.output  # whole, when piped
+    stored = np.load(Path(entry["path"]) / "labels.npy")
+    ids = np.load(Path(entry["path"]) / "ids.npy")
+    assert dict(zip(ids.tolist(), stored.tolist())) == labels  # not every label 0
+
+
+@pytest.mark.heavy
+def test_real_imagenet_images_in_both_layouts_give_the_real_accuracy(
+    lite0_imagenet_val, tmp_path: Path, imagenet_val_1300: Path
+):
+    """EfficientNet-Lite0 on the real validation images: as images/ + labels.txt, and as an
+    ImageFolder of wnid folders (a subset); both give the model's real top-1 accuracy."""
+    from oodbench.data.imagenet import imagenet1k_wnids
+
+    _, source, acts = lite0_imagenet_val
+    accuracy = float(acts.correct.mean())
+    assert accuracy > 0.6
+    flat = CliRunner().invoke(main, ["extract", "efficientnet_lite0", str(imagenet_val_1300),
+                                     "--no-progress"], env={"COLUMNS": "200"})
+    assert flat.exit_code == 0, flat.output
+    assert "hit (no forward pass)" in flat.output  # the session's extraction holds more
+    assert f"{accuracy:.4f} ({len(acts)} labelled images)" in flat.output
+    # 40 images of 10 classes as wnid folders (links to the real files)
+    wnids = imagenet1k_wnids()
+    labels = np.asarray(source.labels)
+    chosen = [c for c in np.unique(labels) if (labels == c).sum() >= 2][:10]
+    root = tmp_path / "wnid-folders"
+    expected = []
+    for c in chosen:
+        (root / wnids[c]).mkdir(parents=True)
+        for i in np.flatnonzero(labels == c)[:4]:
+            (root / wnids[c] / Path(source.ids[i]).name).symlink_to(source.path(i))
+            expected.append(bool(acts.correct[list(acts.source_indices).index(i)]))
+    result = CliRunner().invoke(main, ["extract", "efficientnet_lite0", str(root), "--no-progress"],
+                                env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "10 classes of ImageFolder mapped onto the model's class indices" in result.output
+    assert f"{np.mean(expected):.4f} ({len(expected)} labelled images)" in result.output

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from click.testing import CliRunner
 
 from oodbench.cli.main import main
-from tests.run.tiny import write_tiny_experiment
+from tests._read_only import read_only, snapshot
+from tests.conftest import REPO
+from tests.run.tiny import add_nan_model, write_tiny_experiment
 
 
 def invoke(*args: str):
@@ -36,16 +40,22 @@ def test_run_then_rerun_then_report(tiny):
     dry = invoke("run", str(tiny), "--dry-run")
     assert dry.exit_code == 0, dry.output
     assert "10 to run, 0 already finished" in dry.output and "small_cnn · cood · msp()" in dry.output
+    assert "checks passed: data, 1 model(s), labels and C-OOD windows (nothing extracted)" in dry.output
     assert not (tiny.parent / "out" / "results.parquet").exists()
 
-    first = invoke("run", str(tiny), "--no-progress")
+    first = invoke("run", str(tiny), "--no-progress", "--shard-size", "4")
     assert first.exit_code == 0, first.output
-    assert "cells: 10 ok, 0 failed, 0 skipped" in first.output
+    assert first.output.count("cells: 10 ok, 0 failed; results:") == 1
+    manifests = list((tiny.parent / "cache" / "activations").glob("*/manifest.json"))
+    assert len(manifests) == 5  # one per source: ID fit and test, pool, two OOD sets
+    assert {json.loads(m.read_text())["shard_size"] for m in manifests} == {4}
     assert "FPR@95 (ID positive)" in first.output and "knn (k=3)" in first.output
     assert f"oodbench report {tiny.parent / 'out'}" in first.output
 
     again = invoke("run", str(tiny), "--no-progress")
+    assert again.exit_code == 0, again.output
     assert "0 to run, 10 already finished" in again.output
+    assert "cells: 10 already finished" in again.output and "10 ok" not in again.output
 
     report = invoke("report", str(tiny.parent / "out"), "--hist", "small_cnn:knn")
     assert report.exit_code == 0, report.output
@@ -81,3 +91,64 @@ def test_missing_experiment_and_results_paths(tmp_path):
     assert result.exit_code == 2 and "no results.parquet in" in result.output
     result = invoke("report", str(tmp_path), "--hist", "nocolon")
     assert result.exit_code == 2 and "--hist takes MODEL:DETECTOR" in result.output
+
+
+def test_exit_status_counts_failed_cells(tiny):
+    """0 when every cell is ok (or already finished), 1 with the count when any cell failed."""
+    add_nan_model(tiny)  # a second model whose 10 cells fail at run time (NaN logits)
+    result = invoke("run", str(tiny), "--no-progress")
+    assert result.exit_code == 1, result.output
+    assert "cells: 10 ok, 10 failed" in result.output
+    assert "10 of 20 cells failed" in result.output
+    again = invoke("run", str(tiny), "--no-progress")  # the failed cells run (and fail) again
+    assert again.exit_code == 1, again.output
+    assert "10 failed, 10 already finished" in again.output
+
+
+def test_exit_codes_are_documented():
+    for text in (invoke("run", "--help").output, (REPO / "README.md").read_text()):
+        flat = " ".join(text.split())
+        assert "exit status" in flat.lower()
+        for code in ("0", "1", "2"):
+            assert f"{code}:" in flat or f"{code} " in flat
+
+
+def test_a_read_only_results_folder(tiny, monkeypatch):
+    """A finished experiment re-runs and reports to another folder without writing; work that
+    needs the folder stops before any forward pass with one line that names the fix."""
+    first = invoke("run", str(tiny), "--no-progress")
+    assert first.exit_code == 0, first.output
+    out = tiny.parent / "out"
+    before = snapshot(out)
+    elsewhere = tiny.parent / "report-elsewhere"
+    with read_only(out, monkeypatch):
+        again = invoke("run", str(tiny), "--no-progress")
+        report = invoke("report", str(out))
+        report_elsewhere = invoke("report", str(out), "--out", str(elsewhere))
+        tiny.write_text(tiny.read_text().replace('name = "energy"', 'name = "maxlogit"'))
+        more = invoke("run", str(tiny), "--no-progress")
+    assert again.exit_code == 0, again.output
+    assert "cells: 10 already finished" in again.output
+    assert report.exit_code == 2, report.output
+    assert report.output.strip().startswith(f"error: cannot write the report in {out}")
+    assert "--out" in report.output and "Traceback" not in report.output
+    assert report_elsewhere.exit_code == 0, report_elsewhere.output
+    assert (elsewhere / "report.html").is_file()
+    assert more.exit_code == 2, more.output
+    assert more.output.splitlines()[-1].startswith(f"error: cannot write the results in {out}")
+    assert "output" in more.output.splitlines()[-1]
+    assert snapshot(out) == before  # nothing was written, nothing was touched
+
+
+def test_dry_run_finds_what_would_fail_later(tiny):
+    (tiny.parent / "data" / "empty" / "x").mkdir(parents=True)
+    text = tiny.read_text().replace('"data/noise"', '"data/empty"').replace("window = 1", "window = 5")
+    tiny.write_text(text)
+    dry = invoke("run", str(tiny), "--dry-run")
+    assert dry.exit_code == 2, dry.output
+    assert "2 problems; nothing was extracted" in dry.output
+    assert "benchmark 'sets': EmptyInputError" in dry.output
+    assert "benchmark 'cood': InvalidInputError: window=5 is larger than the 2 OOD classes" in dry.output
+    assert not (tiny.parent / "cache").exists()
+    run = invoke("run", str(tiny), "--no-progress")
+    assert run.exit_code == 2 and "2 problems; nothing was extracted" in run.output

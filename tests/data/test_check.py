@@ -249,3 +249,21 @@ def test_unknown_name_and_raise_if_problems(tmp_path: Path) -> None:
         check("imagenet", tmp_path)
     with pytest.raises(DataError, match="does not exist"):
         check(TINY_DTD, tmp_path / "nope").raise_if_problems()
+
+
+def test_imagenet_val_missing_and_corrupt_files_are_reported_together(tmp_path: Path) -> None:
+    """One pass: files the labels list but that are absent, and present files that do not
+    decode, are both reported (the check does not stop at the missing ones)."""
+    info = replace(catalog.get("imagenet-1k-val"), num_images=4, num_classes=3)
+    for k in (1, 2):
+        image(tmp_path / "val" / f"ILSVRC2012_val_{k:08d}.JPEG")
+    (tmp_path / "val" / "ILSVRC2012_val_00000003.JPEG").write_bytes(b"truncated")
+    (tmp_path / "val" / "labels.txt").write_text(
+        "".join(f"ILSVRC2012_val_{k:08d}.JPEG {k}\n" for k in (1, 2, 3, 4))
+    )
+    report = check(info, tmp_path / "val")
+    assert sorted(kinds(report)) == ["corrupt", "count", "missing-files"]
+    summary = report.summary()
+    assert "lists 1 images that are not in" in summary and "ILSVRC2012_val_00000004.JPEG" in summary
+    assert "1 of 3 decoded images are corrupt" in summary and "ILSVRC2012_val_00000003" in summary
+    assert report.counts["images"] == 3 and report.counts["images decoded"] == 3

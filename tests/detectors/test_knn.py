@@ -51,3 +51,19 @@ def test_errors(make_acts, id_test):
         create("knn", k=50).fit(make_acts(30, 10, 32))
     with pytest.raises(InvalidInputError, match="fit_fraction"):
         create("knn", fit_fraction=1.5).fit(make_acts(30, 10, 32))
+
+
+def test_a_k_that_is_large_for_the_bank_is_warned_about(make_acts):
+    import warnings
+
+    from oodbench.detectors._stats import LargeKWarning
+
+    bank = make_acts(650, 10, 16)
+    with pytest.warns(LargeKWarning, match=r"k=50 is 7\.7% of its 650-row bank.*gives k=1;"):
+        create("knn", k=50).fit(bank)
+    with pytest.warns(LargeKWarning, match="k=50 is"):
+        create("nnguide", k=50).fit(bank)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        create("knn", k=6).fit(bank)  # 0.9 % of the bank
+        create("knn", k=50).fit(make_acts(5000, 10, 16))  # 1 %

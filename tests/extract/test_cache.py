@@ -7,6 +7,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from oodbench.errors import CacheError, InvalidInputError, UnknownNameError
@@ -99,12 +100,59 @@ def test_a_truncated_final_array_is_a_cache_error_naming_the_fix():
     key, logits = acts.meta["cache_key"], Path(acts.meta["cache_path"]) / "logits.npy"
     del acts
     logits.write_bytes(logits.read_bytes()[:-8])
-    with pytest.raises(CacheError, match=f"logits.npy cannot be read.*oodbench cache rm {key}"):
+    with pytest.raises(CacheError, match=f"logits.npy cannot be read.*oodbench cache rm {key[:12]}"):
         extract(TinyNet(), RandomImages(4), progress=False)
     remove(key)
     model = TinyNet()
     assert not extract(model, RandomImages(4), progress=False).meta["cache_hit"]
     assert model.calls == 1
+
+
+def _flip_one_value(path: Path, row: int) -> None:
+    """Change one float of a .npy file in place: same size, same shape, other numbers."""
+    array = np.load(path, mmap_mode="r+")
+    array[row, 0] = array[row, 0] + 1.0
+    array.flush()
+    del array
+
+
+def test_a_same_size_corruption_is_caught_on_use_and_repaired_on_request(cache_root: Path):
+    source = RandomImages(8)
+    clean = extract(TinyNet(), source, batch_size=4, progress=False)
+    key, folder = clean.meta["cache_key"], Path(clean.meta["cache_path"])
+    expected = np.array(clean.logits)
+    size = (folder / "logits.npy").stat().st_size
+    del clean
+    _flip_one_value(folder / "logits.npy", row=5)
+    assert (folder / "logits.npy").stat().st_size == size
+    model = TinyNet()
+    with pytest.raises(CacheError) as err:
+        extract(model, source, batch_size=4, progress=False)
+    assert f"cache entry {key}" in str(err.value)
+    assert "logits.npy does not match its checksum" in str(err.value)
+    assert "repair=True (--repair" in str(err.value) and model.calls == 0
+    repaired = extract(model, source, batch_size=4, progress=False, repair=True)
+    assert model.calls == 2 and not repaired.meta["cache_hit"]
+    np.testing.assert_array_equal(repaired.logits, expected)
+    assert verify(key)[0]["ok"]
+
+
+def test_hits_hash_each_file_once_per_process(cache_root: Path, monkeypatch: pytest.MonkeyPatch):
+    from oodbench.extract import store
+
+    source = RandomImages(4)
+    extract(TinyNet(), source, progress=False)
+    hashed: list[str] = []
+    real = store.file_sha256
+    monkeypatch.setattr(store, "file_sha256", lambda path: hashed.append(path.name) or real(path))
+    store._VERIFIED.clear()  # as in a new process
+    for _ in range(3):
+        extract(TinyNet(), source, capture=("logits",), progress=False)
+    assert sorted(hashed) == ["ids.npy", "labels.npy", "logits.npy", "source_indices.npy"]
+    monkeypatch.setenv("OODBENCH_CACHE_VERIFY", "0")
+    store._VERIFIED.clear()
+    extract(TinyNet(), source, progress=False)
+    assert len(hashed) == 4
 
 
 def test_an_unwritable_cache_is_a_cache_error_naming_the_fix(tmp_path: Path, monkeypatch):
@@ -129,3 +177,15 @@ def test_a_second_writer_waits_for_the_first_and_gets_a_hit(cache_root: Path):
     acts = extract(second, source, batch_size=2, progress=False)  # blocks on the entry's lock
     worker.join()
     assert first.calls == 3 and second.calls == 0 and acts.meta["cache_hit"]
+
+
+def test_a_fresh_extraction_does_not_hash_its_arrays_twice(cache_root: Path,
+                                                           monkeypatch: pytest.MonkeyPatch):
+    from oodbench.extract import store
+
+    hashed: list[str] = []
+    real = store.file_sha256
+    monkeypatch.setattr(store, "file_sha256", lambda path: hashed.append(path.name) or real(path))
+    extract(TinyNet(), RandomImages(4), progress=False)
+    assert "logits.npy" in hashed  # hashed when the final array was written ...
+    assert sorted(hashed) == sorted(set(hashed))  # ... and not read back to be hashed again

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -50,18 +51,10 @@ def _manifest(root: Path) -> dict | None:
         return None
 
 
-def _start_and_kill(root: Path, min_shards: int, extra_wait: float) -> dict:
-    """Run the child until ``min_shards`` shards are complete, wait ``extra_wait``, SIGKILL it."""
-    env = {**os.environ, "OODBENCH_CACHE": str(root), "PYTHONWARNINGS": "ignore"}
-    child = subprocess.Popen([sys.executable, "-c", _CHILD, "0.08"], env=env)
+def _kill_when(child: subprocess.Popen, root: Path, ready: Callable[[], object]) -> dict:
+    """SIGKILL ``child`` once ``ready()`` returns; the manifest it left (incomplete)."""
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and child.poll() is None:
-            manifest = _manifest(root)
-            if manifest and len(manifest["shards"]) >= min_shards:
-                break
-            time.sleep(0.005)
-        time.sleep(extra_wait)
+        ready()
         assert child.poll() is None, "the child finished before it could be killed; slow it down"
         child.send_signal(signal.SIGKILL)
     finally:
@@ -69,6 +62,23 @@ def _start_and_kill(root: Path, min_shards: int, extra_wait: float) -> dict:
     manifest = _manifest(root)
     assert manifest is not None and not manifest["complete"]
     return manifest
+
+
+def _start_and_kill(root: Path, min_shards: int, extra_wait: float) -> dict:
+    """Run the child until ``min_shards`` shards are complete, wait ``extra_wait``, SIGKILL it."""
+    env = {**os.environ, "OODBENCH_CACHE": str(root), "PYTHONWARNINGS": "ignore"}
+    child = subprocess.Popen([sys.executable, "-c", _CHILD, "0.08"], env=env)
+
+    def shards_done() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and child.poll() is None:
+            manifest = _manifest(root)
+            if manifest and len(manifest["shards"]) >= min_shards:
+                break
+            time.sleep(0.005)
+        time.sleep(extra_wait)
+
+    return _kill_when(child, root, shards_done)
 
 
 @pytest.mark.heavy
@@ -166,3 +176,58 @@ def test_damaged_or_half_written_shards_are_recomputed(cache_root: Path):
     assert model.calls == 4  # shards 1 and 2 (2 batches each); shard 0 was intact
     clean = extract(TinyNet(), source, batch_size=2, shard_size=4, cache=False, progress=False)
     np.testing.assert_array_equal(resumed.logits, clean.logits)
+
+
+_EARLY_CHILD = f"""
+import sys
+sys.path.insert(0, {str(REPO)!r})
+import torch
+torch.set_num_threads(1)
+try:  # shards of about 0.3 s of work instead of 10 s, to keep the test short
+    from oodbench.extract import sharding
+    sharding.SHARD_SECONDS = 0.3
+except ImportError:  # a version without measured shards
+    pass
+from oodbench.extract import extract
+from tests.extract._toy import RandomImages, TinyNet
+model, source = TinyNet(delay=0.1), RandomImages({N})
+print("start", flush=True)
+extract(model, source, capture={ALL}, batch_size=2, progress=False)
+"""
+
+
+@pytest.mark.heavy
+def test_a_kill_early_in_the_first_extraction_keeps_its_first_shards(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Default shard sizes: killed after about 1 s of work (three shard targets; the old fixed
+    16-batch shards took 1.6 s), the run keeps shards and resumes bit-identical."""
+    import torch
+
+    root = tmp_path / "cache"
+    env = {**os.environ, "OODBENCH_CACHE": str(root), "PYTHONWARNINGS": "ignore"}
+    child = subprocess.Popen([sys.executable, "-c", _EARLY_CHILD], env=env,
+                             stdout=subprocess.PIPE, text=True)
+
+    def one_second_into_the_pass() -> None:
+        assert child.stdout is not None and child.stdout.readline().strip() == "start"
+        time.sleep(1.0)
+
+    manifest = _kill_when(child, root, one_second_into_the_pass)
+    kept = len(manifest["shards"])
+    assert kept >= 1, "a kill 1 s into the pass lost every image"
+    size = manifest["shard_size"]
+    assert size % 2 == 0 and size < 32  # whole batches, well below the old 16 batches
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        monkeypatch.setenv("OODBENCH_CACHE", str(root))
+        model = TinyNet()
+        resumed = extract(model, RandomImages(N), capture=ALL, batch_size=2, progress=False)
+        clean = extract(TinyNet(), RandomImages(N), capture=ALL, batch_size=2, cache=False,
+                        progress=False)
+    finally:
+        torch.set_num_threads(threads)
+    assert model.calls == (N - sum(r["rows"] for r in manifest["shards"].values())) // 2
+    for name in FIELDS:
+        assert np.array_equal(getattr(resumed, name), getattr(clean, name)), name

@@ -78,3 +78,31 @@ def test_array_source():
     np.testing.assert_array_equal(acts.labels, [0, 1, 2, -1, 0, 1, 2])
     assert list(acts.ids) == [f"arr:{i}" for i in range(7)]
     assert not acts.correct[3]  # label -1 is never correct
+
+
+class _WnidNet(TinyNet):
+    """TinyNet with 5 outputs whose classes are the first five ImageNet-1k wnids."""
+
+    def __init__(self):
+        super().__init__(num_classes=5)
+        from oodbench.data.imagenet import imagenet1k_wnids, lemmas
+
+        self.class_wnids = imagenet1k_wnids()[:5]
+        self.class_names = [lemmas(w) for w in self.class_wnids]
+
+
+def test_class_folders_named_by_the_model_classes_get_its_class_indices(tmp_path: Path):
+    from oodbench.data.imagenet import imagenet1k_wnids
+
+    wnids = imagenet1k_wnids()
+    for i, folder in enumerate([wnids[4], wnids[1], "tench"]):
+        (tmp_path / folder).mkdir()
+        for j in range(2):
+            _image(10 * i + j).save(tmp_path / folder / f"{j}.png")
+    source = ImageFolder(tmp_path)  # sorted: n01443537 (goldfish), n01494475 (hammerhead), tench
+    assert list(source.labels) == [0, 0, 1, 1, 2, 2]
+    acts = extract(_WnidNet(), source, progress=False)
+    assert list(acts.labels) == [1, 1, 4, 4, 0, 0]  # the model's indices of those classes
+    assert acts.meta["label_mapping"] == {"n01443537": 1, "n01494475": 4, "tench": 0}
+    assert acts.source.class_names == wnids[:5]
+    np.testing.assert_array_equal(acts.correct, acts.logits.argmax(1) == acts.labels)

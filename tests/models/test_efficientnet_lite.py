@@ -66,6 +66,9 @@ def test_loader_returns_eval_mode() -> None:
 def test_preprocessing_and_metadata(lite0: TimmClassifier) -> None:
     assert lite0.spec == "efficientnet_lite0" and lite0.num_classes == 1000
     assert lite0.class_names[281].startswith("tabby") and lite0.class_names[967] == "espresso"
+    from oodbench.data.imagenet import imagenet1k_wnids
+
+    assert list(lite0.class_wnids) == imagenet1k_wnids()  # wnid folders map onto these
     t = repr(lite0.transform)
     assert "Resize(size=256, interpolation=bicubic" in t and "CenterCrop(size=(224, 224))" in t
     x = lite0.transform(Image.fromarray(np.full((300, 400, 3), 255, np.uint8)))
@@ -97,7 +100,7 @@ def test_local_weights_in_either_layout(lite0: TimmClassifier, tmp_path: Path) -
     again = load("efficientnet_lite0", weights=tmp_path / "timm_layout.pth")
     same = load("efficientnet_lite0", weights=weights_file("efficientnet_lite0"))
     assert again.weights_digest() == same.weights_digest() == lite0.weights_digest()
-    assert again.class_names is None  # unknown label space for a user checkpoint
+    assert again.class_names is None and again.class_wnids is None  # a user checkpoint
 
 
 def test_pretrained_weights_fix_the_class_count() -> None:

@@ -69,7 +69,9 @@ def test_offline_pretrained_weights_give_a_clear_error(
 
 
 def test_unknown_name_and_headless_model() -> None:
-    with pytest.raises(UnknownNameError, match="resnet50"):
+    with pytest.raises(UnknownNameError, match="resnet50") as err:
         load("timm:resnet5O", pretrained=False)
+    assert err.value.close[0] == "resnet50" and len(err.value.close) == 5
+    assert str(err.value).count("'") == 2 * (1 + 5)  # the unknown name and five suggestions
     with pytest.raises(InvalidInputError, match="no classifier head"):
         load("timm:resnet18", pretrained=False, num_classes=0)

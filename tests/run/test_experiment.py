@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from oodbench.errors import MissingDataError
+from oodbench.errors import InvalidInputError, MissingDataError
 from oodbench.run.experiment import (
     CoodSpec,
     CustomSpec,
@@ -177,6 +177,54 @@ def test_protocols_at_the_experiment_and_detector_level():
         parse_experiment(minimal(experiment={"name": "t", "protocol": "opendood"}))
     with pytest.raises(ExperimentError, match="no 'cood' preset"):
         parse_experiment(minimal(detectors=[{"name": "knn", "protocol": "cood"}]))
+
+
+def _classes(root: Path, names: list[str]) -> Path:
+    import numpy as np
+    from PIL import Image
+
+    for i, name in enumerate(names):
+        (root / name).mkdir(parents=True)
+        Image.fromarray(np.full((4, 4, 3), 40 * i, dtype=np.uint8)).save(root / name / "0.png")
+    return root
+
+
+def test_class_names_and_label_maps_give_the_labels(tmp_path):
+    _classes(tmp_path / "val", ["zebra_pics", "apple_pics"])
+    (tmp_path / "order.txt").write_text("n0\napple_pics\nzebra_pics\n")
+    cases = {
+        "by_file": ({"folder": "val", "class_names": "order.txt"}, [2, 1]),
+        "by_array": ({"folder": "val", "class_names": ["zebra_pics", "apple_pics"]}, [0, 1]),
+        "by_map": ({"folder": "val", "label_map": {"zebra_pics": 340, "apple_pics": 948}},
+                   [340, 948]),
+        "folder_positions": ({"folder": "val"}, [1, 0]),  # sorted: apple_pics, zebra_pics
+    }
+    for name, (spec, labels) in cases.items():
+        exp = parse_experiment(minimal(id={"test": spec}), base_dir=tmp_path)
+        source = exp.id_test.build()
+        by_id = dict(zip(source.ids, source.labels.tolist()))
+        assert [by_id["zebra_pics/0.png"], by_id["apple_pics/0.png"]] == labels, name
+    described = parse_experiment(minimal(id={"test": cases["by_map"][0]}), base_dir=tmp_path)
+    assert described.id_test.describe()["label_map"] == {"zebra_pics": 340, "apple_pics": 948}
+    partial = parse_experiment(minimal(id={"test": {"folder": "val", "label_map": {"zebra_pics": 3}}}),
+                               base_dir=tmp_path)
+    with pytest.raises(InvalidInputError, match=r"no model class index for the classes \['apple_pics'\]"):
+        partial.id_test.build()
+    with pytest.raises(MissingDataError, match="class_names file .*missing.txt does not exist"):
+        parse_experiment(minimal(id={"test": {"folder": "val", "class_names": "missing.txt"}}),
+                         base_dir=tmp_path)
+
+
+def test_a_folder_with_images_and_a_labels_file_is_read_with_its_labels(tmp_path):
+    import numpy as np
+    from PIL import Image
+
+    (tmp_path / "set" / "images").mkdir(parents=True)
+    for i in range(3):
+        Image.fromarray(np.zeros((4, 4, 3), dtype=np.uint8)).save(tmp_path / "set" / "images" / f"{i}.png")
+    (tmp_path / "set" / "labels.txt").write_text("0.png 5\n1.png 7\n2.png 9\n")
+    exp = parse_experiment(minimal(id={"test": {"folder": "set"}}), base_dir=tmp_path)
+    assert exp.id_test.build().labels.tolist() == [5, 7, 9]
 
 
 def test_interval_options_of_every_benchmark_type(tmp_path):

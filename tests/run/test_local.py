@@ -16,6 +16,7 @@ from oodbench.detectors import base as detector_base
 from oodbench.detectors.base import Detector
 from oodbench.models.small_cnn import SmallCNN
 from oodbench.results.table import COLUMNS, ResultsTable
+from oodbench.run.checks import ExperimentCheckError
 from oodbench.run.experiment import parse_experiment
 from tests.run.tiny import n_images, write_tiny_experiment
 
@@ -92,6 +93,12 @@ def test_tiny_experiment_end_to_end(tiny, forward_images):
     assert list(levels) == ["level_0", "level_1"] and all(v.size == 2 for v in levels.values())
     assert (out / "experiment.toml").read_text() == tiny.read_text()
     assert (out / "experiment.json").exists()
+    # the long table pivots to one row per (model, detector configuration, benchmark, group)
+    wide = oodbench.results.wide(df)
+    assert len(wide) == 5 * (2 + 2)  # 5 detector configurations x (2 levels + 2 OOD sets)
+    row = wide[(wide["detector"] == "msp") & (wide["group"] == "noise")]
+    assert row["auroc"].item() == df[(df["cell"] == msp) & (df["group"] == "noise")
+                                     & (df["metric"] == "auroc")]["value"].item()
 
 
 def test_a_rerun_skips_finished_cells(tiny, forward_images):
@@ -157,22 +164,47 @@ def test_detectors_that_do_not_apply_are_skipped_with_the_reason(tiny):
     assert df.loc[df["detector"] == "msp", "status"].eq("ok").all()
 
 
-def test_a_model_that_cannot_load_fails_its_cells(tiny):
-    data = tiny_data(tiny, ["msp"])
-    data["models"][0]["options"] = {"num_classes": 1}
-    df = oodbench.run_experiment(parse_experiment(data, base_dir=tiny.parent), progress=False)
-    assert df["status"].eq("failed").all() and len(df) == 2
-    assert "SmallCNN needs at least 2 classes" in df["error"].iloc[0]
+def test_problems_are_found_before_the_first_forward_pass(tiny, forward_images):
+    """An unloadable model, an empty OOD folder and a default C-OOD window larger than the pool
+    are reported together, before any extraction, instead of as failed cells afterwards."""
+    data = tiny_data(tiny, ["msp", {"name": "knn", "hyperparams": {"k": 1}}])
+    data["models"].append({"name": "broken", "factory": "oodbench.models.small_cnn:SmallCNN",
+                           "options": {"num_classes": 1}})  # SmallCNN needs >= 2 classes
+    del data["benchmarks"][0]["window"]  # default: 3 ID classes per level, the pool has 2
+    (tiny.parent / "data" / "empty" / "class_a").mkdir(parents=True)
+    data["benchmarks"][1]["groups"]["noise"]["folder"] = "data/empty"
+    exp = parse_experiment(data, base_dir=tiny.parent)
+    with pytest.raises(ExperimentCheckError) as err:
+        oodbench.run_experiment(exp, progress=False)
+    message = str(err.value)
+    assert "3 problems; nothing was extracted" in message
+    assert "benchmark 'sets': EmptyInputError: ImageFolder" in message and "data/empty" in message
+    assert "model 'broken': InvalidInputError: SmallCNN needs at least 2 classes" in message
+    assert ("model 'small_cnn' on benchmark 'cood': InvalidInputError: the default window is the "
+            "number of ID classes, 3: window=3 is larger than the 2 OOD classes") in message
+    assert forward_images == []  # no forward pass
+    assert not (tiny.parent / "cache").exists() and not (tiny.parent / "out" / "results.parquet").exists()
 
 
-def test_a_missing_dataset_fails_its_benchmark_only(tiny):
+def test_labels_beyond_the_model_classes_are_found_up_front(tiny, forward_images):
     data = tiny_data(tiny, ["msp"])
-    data["benchmarks"][1]["groups"]["noise"]["folder"] = "data/gone"
-    exp = parse_experiment(data, base_dir=tiny.parent, check_paths=False)
-    df = oodbench.run_experiment(exp, progress=False)
-    status = df.drop_duplicates("cell").set_index("benchmark")["status"]
-    assert status.to_dict() == {"cood": "ok", "sets": "failed"}
-    assert "data/gone does not exist; expected an image folder" in df.loc[df["status"] == "failed", "error"].item()
+    data["id"]["test"] = {"folder": "data/id_test", "label_map": {"a": 0, "b": 1, "c": 7}}
+    with pytest.raises(ExperimentCheckError, match=r"model 'small_cnn' on \[id\].test: "
+                       r"ClassCountMismatchError: source 'id_test' has labels up to 7"):
+        oodbench.run_experiment(parse_experiment(data, base_dir=tiny.parent), progress=False)
+    assert forward_images == []
+
+
+def test_the_checks_look_only_at_the_cells_left_to_run(tiny):
+    data = tiny_data(tiny, ["msp"])
+    exp = parse_experiment(data, base_dir=tiny.parent)
+    oodbench.run_experiment(exp, progress=False)
+    import shutil
+
+    shutil.rmtree(tiny.parent / "data" / "noise")  # finished cells need no data
+    again = oodbench.run_experiment(parse_experiment(data, base_dir=tiny.parent, check_paths=False),
+                                    progress=False)
+    assert again["status"].eq("ok").all()
 
 
 def write_openood_cifar10(root: Path) -> None:
@@ -244,6 +276,60 @@ def test_presets_and_the_id_val_role_reach_the_rows(tiny):
     react_cell = ok.loc[ok["detector"] == "react", "cell"].iloc[0]
     id_scores, _ = ResultsTable(tiny.parent / "out-val").load_scores(react_cell)
     np.testing.assert_allclose(id_scores, det.score(id_test), rtol=1e-12)
+
+
+def test_a_label_map_sets_the_id_labels_of_the_accuracy(tiny):
+    """ID accuracy is computed against the labels the experiment gives (here a label map), not
+    the folders' sorted positions."""
+    from PIL import Image
+
+    data = tiny_data(tiny, ["msp"])
+    data["benchmarks"] = data["benchmarks"][1:]  # the named OOD sets
+    mapping = {"a": 1, "b": 1, "c": 2}  # two folders may be one model class
+    data["id"]["test"] = {"folder": "data/id_test", "label_map": mapping}
+    df = oodbench.run_experiment(parse_experiment(data, base_dir=tiny.parent), progress=False)
+    accuracy = df[df["metric"] == "id_accuracy"]["value"].unique()
+    model = SmallCNN(3, seed=0).eval()
+    files = sorted((tiny.parent / "data" / "id_test").rglob("*.png"))
+    x = torch.stack([model.transform(Image.open(f).convert("RGB")) for f in files])
+    with torch.no_grad():
+        predicted = model(x).argmax(1).numpy()
+    labels = np.array([mapping[f.parent.name] for f in files])
+    assert accuracy.tolist() == [pytest.approx(float((predicted == labels).mean()))]
+    assert (predicted == labels).mean() != (predicted == np.array(["abc".index(f.parent.name)
+                                                                     for f in files])).mean()
+
+
+def test_unreadable_images_are_kept_with_the_results_and_named_in_the_report(tiny):
+    from oodbench.extract import SkippedImagesWarning
+    from oodbench.results.report import write_report
+
+    (tiny.parent / "data" / "noise" / "noise" / "zz_broken.png").write_bytes(b"not a png")
+    data = tiny_data(tiny, ["msp", "energy"])
+    with pytest.warns(SkippedImagesWarning, match="zz_broken.png"):
+        df = oodbench.run_experiment(parse_experiment(data, base_dir=tiny.parent), progress=False)
+    assert df["status"].eq("ok").all()
+    out = tiny.parent / "out"
+    (entry,) = ResultsTable(out).skipped_images().values()
+    assert entry["source"] == "noise" and entry["n_source"] == n_images("noise") + 1
+    assert [r["id"] for r in entry["skipped"]] == ["noise/zz_broken.png"]
+    files = write_report(out)
+    html, markdown = files.html.read_text(), files.markdown.read_text()
+    assert "Unreadable images (skipped; absent from every number above)" in html
+    assert "noise/zz_broken.png" in html and "unreadable images skipped" in html
+    assert f"- noise: 1 of {n_images('noise') + 1} images skipped: noise/zz_broken.png (" in markdown
+
+
+def test_the_checked_first_model_is_not_loaded_twice(tiny, monkeypatch):
+    from oodbench.run.experiment import ModelSpec
+
+    loads = []
+    real = ModelSpec.load
+    monkeypatch.setattr(ModelSpec, "load", lambda self: loads.append(self.name) or real(self))
+    data = tiny_data(tiny, ["msp"])
+    data["models"].append({**data["models"][0], "name": "second"})
+    oodbench.run_experiment(parse_experiment(data, base_dir=tiny.parent), progress=False)
+    assert loads == ["small_cnn", "second", "second"]  # checks load both; the run only the second
 
 
 def test_rows_carry_intervals_and_bootstrap_from_the_file(tiny):

@@ -27,7 +27,7 @@ def test_grid_size_and_grouping_by_model():
     assert len(set(keys)) == 12
     # knn reads features: every extraction of the model captures them once for all detectors
     assert plan.models[0].capture == ("features", "logits")
-    assert make_plan(experiment(["msp"])).models[0].capture == ("logits",)
+    assert make_plan(experiment(["msp"])).models[0].capture == ("features", "logits")
 
 
 def test_hyperparams_are_complete_and_canonical():

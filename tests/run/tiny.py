@@ -50,3 +50,24 @@ def n_images(split: str) -> int:
     """How many images ``write_tiny_experiment`` writes under ``data/<split>``."""
     classes = {"id_train": 3, "id_test": 3, "pool": 2, "noise": 1, "stripes": 1}[split]
     return classes * SIZES[split]
+
+
+def nan_cnn(**options):
+    """A SmallCNN whose head gives NaN logits: every extraction fails at run time (a cell
+    failure that no up-front check can see)."""
+    import torch
+
+    from oodbench.models.small_cnn import SmallCNN
+
+    model = SmallCNN(**options)
+    with torch.no_grad():
+        model.fc.bias.fill_(float("nan"))
+    model.spec = "test:nan_cnn"
+    return model
+
+
+def add_nan_model(path: Path) -> None:
+    """Append a second model to the experiment at ``path`` whose cells all fail at run time."""
+    with open(path, "a", encoding="utf-8") as f:
+        f.write('\n[[models]]\nname = "nan_cnn"\nfactory = "tests.run.tiny:nan_cnn"\n'
+                "options = { num_classes = 3, seed = 0 }\n")

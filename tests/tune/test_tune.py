@@ -161,8 +161,10 @@ def test_openood_grid_fits_on_id_val_in_openoods_order(data):
     # OpenOOD fits ReAct's threshold on ID-val (react_postprocessor.py setup: id_loader_dict['val'])
     assert result.detector.threshold_ == pytest.approx(np.percentile(id_val.features.astype(np.float64), best))
     assert result.detector.protocol in ("openood", "openood (modified: percentile)")
-    assert json.loads(result.detector.tuning) == {
-        "chosen": {"percentile": best}, "criterion": "auroc", "grid": "openood", "ood_val": True}
+    record = json.loads(result.detector.tuning)
+    assert record == json.loads(result.tuning_record())
+    assert (record["grid"], record["protocol"], record["best_params"]) == ("openood", "ood_val",
+                                                                          {"percentile": best})
     # two swept keys: OpenOOD's recursive_generator varies the first key fastest
     vra = oodbench.tune("vra", "openood", id_val, ood_val, fit=train)
     assert vra.table[["upper_percentile", "lower_percentile"]].values[:5].tolist() == [

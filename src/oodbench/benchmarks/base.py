@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from oodbench.data.labels import warn_if_chance_accuracy
 from oodbench.detectors.base import Detector
 from oodbench.errors import InvalidInputError
 from oodbench.extract.activations import Activations
@@ -38,7 +39,9 @@ class Benchmark(ABC):
     """An ID test set against one or more OOD groups.
 
     After ``run``, ``scores_[(detector name, hyperparams JSON)]`` holds the scores behind its
-    rows: ``(id_scores, {group: ood_scores})`` (for score histograms and re-analysis).
+    rows: ``(id_scores, {group: ood_scores})`` (for score histograms and re-analysis), and
+    ``skipped_images_`` the unreadable images its extractions skipped (see
+    :func:`skipped_images`).
     """
 
     name: str = "benchmark"
@@ -51,6 +54,16 @@ class Benchmark(ABC):
     def interval_options(self) -> dict[str, Any]:
         """The interval keywords ``run`` passes to ``oodbench.metrics.evaluate``."""
         return {"ci": self.ci, "n_bootstrap": self.n_bootstrap, "seed": getattr(self, "seed", 0)}
+
+    @property
+    def skipped_images_(self) -> dict[str, dict[str, Any]]:
+        if not hasattr(self, "_skipped_images"):
+            self._skipped_images: dict[str, dict[str, Any]] = {}
+        return self._skipped_images
+
+    def note_skipped(self, *acts: Activations) -> None:
+        """Record the images that the extractions behind ``acts`` skipped."""
+        self.skipped_images_.update(skipped_images(*acts))
 
     @property
     def scores_(self) -> dict[tuple[str, str], GroupScores]:
@@ -91,9 +104,15 @@ def detector_list(detectors: Sequence[Detector] | Detector, who: str) -> Sequenc
 
 def id_correctness(id_acts: Activations) -> np.ndarray | None:
     """Per-row correctness of the ID predictions for ``evaluate(..., id_correct=)``; ``None``
-    when no ID row has a class label (every label is -1)."""
+    when no ID row has a class label (every label is -1). Warns (``LabelMappingWarning``) when
+    the accuracy is at chance level, the sign of labels that are not the model's classes."""
     labels = np.asarray(id_acts.labels, dtype=np.int64)
-    return None if (labels < 0).all() else id_acts.correct
+    if (labels < 0).all():
+        return None
+    correct = id_acts.correct
+    where = f"model {id_acts.meta.get('model', '?')!r} on {id_acts.meta.get('source', 'the ID set')!r}"
+    warn_if_chance_accuracy(float(correct[labels >= 0].mean()), labels, where=where)
+    return correct
 
 
 def ensure_fitted(
@@ -127,14 +146,26 @@ def needs_role(detectors: Sequence[Detector], role: str) -> bool:
 
 
 def capture_for(detectors: Sequence[Detector]) -> tuple[str, ...]:
-    """What ``extract`` must capture for ``detectors``: logits, plus features / feature maps
-    when a detector reads them (a detector that needs the linear head reads features)."""
-    needs = {"logits"}
+    """What ``extract`` captures for ``detectors``: logits and features always (features cost
+    nothing next to the forward pass, and one cache entry then serves every later detector of
+    the same model and source), plus feature maps when a detector reads them."""
+    needs = {"logits", "features"}
     for det in detectors:
-        needs |= set(det.requires) & {"features", "feature_map"}
-        if "head" in det.requires:
-            needs.add("features")
+        needs |= set(det.requires) & {"feature_map"}
     return tuple(sorted(needs))
+
+
+def skipped_images(*acts: Activations) -> dict[str, dict[str, Any]]:
+    """The unreadable images behind ``acts``: source fingerprint -> ``{"source": name,
+    "n_source": images in the source, "skipped": [{"index", "id", "reason", ...}]}`` for each
+    extraction that skipped any (from ``meta["skipped"]``)."""
+    out = {}
+    for a in acts:
+        if a.meta.get("skipped"):
+            key = str(a.meta.get("source_fingerprint") or a.meta.get("source"))
+            out[key] = {"source": a.meta.get("source"), "n_source": a.meta.get("n_source"),
+                        "skipped": list(a.meta["skipped"])}
+    return out
 
 
 def hyperparams_json(det: Detector) -> str:

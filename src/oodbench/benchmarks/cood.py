@@ -31,16 +31,16 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from PIL import Image
 
 from oodbench.benchmarks.base import (
     Benchmark,
+    capture_for,
     detector_list,
     ensure_fitted,
     hyperparams_json,
     id_correctness,
 )
-from oodbench.data.source import Source
+from oodbench.data.source import RelabeledSource, Source
 from oodbench.detectors.base import Detector
 from oodbench.errors import (
     ClassCountMismatchError,
@@ -266,7 +266,7 @@ def split_per_class(
 
 
 # -- the benchmark -------------------------------------------------------------------------------
-class _OodView(Source):
+class _OodView(RelabeledSource):
     """A pool source seen as OOD by the model: same images, every label -1.
 
     Pool labels are pool class ids (e.g. ImageNet-21k indices), not the model's classes, so the
@@ -274,23 +274,9 @@ class _OodView(Source):
     """
 
     def __init__(self, parent: Source):
-        self.parent, self.name, self.class_names = parent, parent.name, None
+        super().__init__(parent, np.full(len(parent), -1, dtype=np.int64))
 
-    def __len__(self) -> int:
-        return len(self.parent)
-
-    def load(self, index: int) -> Image.Image:
-        return self.parent.load(index)
-
-    @property
-    def labels(self) -> np.ndarray:
-        return np.full(len(self.parent), -1, dtype=np.int64)
-
-    @property
-    def ids(self) -> list[str]:
-        return self.parent.ids
-
-    def fingerprint(self) -> str:
+    def fingerprint(self) -> str:  # unchanged since before RelabeledSource: cache keys stay
         return hashlib.sha256(f"ood-view:{self.parent.fingerprint()}".encode()).hexdigest()
 
 
@@ -411,6 +397,28 @@ class CoodBenchmark(Benchmark):
         self._levels_by_config: dict[tuple[str, str], list[np.ndarray]] = {}
 
     # -- public --------------------------------------------------------------------------------
+    def check_model(self, num_classes: int) -> None:
+        """Raise before any forward pass when a model with ``num_classes`` outputs cannot run
+        this benchmark: ``id_classes`` beyond its classes, or a default window (the number of
+        ID classes) that the pool's classes cannot fill."""
+        if self.id_classes is not None and (
+            self.id_classes.min() < 0 or self.id_classes.max() >= num_classes
+        ):
+            raise ClassCountMismatchError(
+                f"id_classes refer to classes up to {int(self.id_classes.max())} but the model "
+                f"predicts {num_classes} classes"
+            )
+        if self.window is not None:
+            return  # checked when the benchmark was built
+        window = num_classes if self.id_classes is None else int(self.id_classes.size)
+        try:
+            _validate_levels(self.pool_classes_.size, window, self.n_levels, self.selection)
+        except InvalidInputError as err:
+            raise InvalidInputError(
+                f"the default window is the number of ID classes, {window}: {err}. Set window "
+                "(classes per severity level) explicitly, or use a pool with more classes"
+            ) from None
+
     def run(
         self,
         model: Any,
@@ -435,6 +443,7 @@ class CoodBenchmark(Benchmark):
             id_val = self._id_class_rows(id_val, "id_val")
         id_acts, pool_acts = self._activations(model, detectors, extract_options)
         self.id_activations_, self.pool_activations_ = id_acts, pool_acts
+        self.note_skipped(id_acts, pool_acts)
         id_correct = id_correctness(id_acts)
         window = self.window if self.window is not None else id_acts.num_classes
 
@@ -600,12 +609,7 @@ class CoodBenchmark(Benchmark):
         self, model: Any, detectors: Sequence[Detector], extract_options: dict[str, Any]
     ) -> tuple[Activations, Activations]:
         """The ID and pool activations (extracted once through the cache when given Sources)."""
-        needs: set[str] = {"logits"}
-        for det in detectors:
-            needs |= set(det.requires) & {"features", "feature_map"}
-            if "head" in det.requires:
-                needs.add("features")
-        options = {"capture": tuple(sorted(needs)), **extract_options}
+        options = {"capture": capture_for(detectors), **extract_options}
 
         def get(data: Source | Activations) -> Activations:
             if isinstance(data, Activations):

@@ -186,6 +186,7 @@ class OodSetsBenchmark(Benchmark):
         ood_acts = {
             g: self._activations(s, f"OOD set {g!r}", model, options) for g, s in self.ood.items()
         }
+        self.note_skipped(id_acts, *ood_acts.values())
         labels = np.asarray(id_acts.labels, dtype=np.int64)
         if labels.max() >= id_acts.num_classes:
             raise ClassCountMismatchError(

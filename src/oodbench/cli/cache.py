@@ -23,32 +23,52 @@ def cache_cmd() -> None:
     """List, remove and verify cached forward passes (under $OODBENCH_CACHE/activations)."""
 
 
+_LS_COLUMNS = ("key", "model", "source", "rows", "skipped", "capture", "precision", "size", "state")
+
+
 @cache_cmd.command("ls")
 def ls_cmd() -> None:
-    """One row per cached extraction."""
+    """One row per cached extraction.
+
+    On a terminal: a table with keys cut to 12 characters (any unique prefix works with `rm`
+    and `verify`). Piped or redirected: tab-separated lines with whole keys, for scripts.
+    """
     from oodbench.config import cache_dir
     from oodbench.extract import list_cache
 
     entries = list_cache()
-    table = Table(title=f"activation cache: {cache_dir() / 'activations'}")
-    for col in ("key", "model", "source", "rows", "skipped", "capture", "precision", "size", "state"):
-        table.add_column(col, justify="right" if col in ("rows", "skipped", "size") else "left")
-    for e in entries:
-        state = "complete" if e["complete"] else f"partial {e['shards_done']}/{e['n_shards']} shards"
-        table.add_row(
-            e["key"][:12],
-            str(e["model"]),
-            str(e["source"]),
-            f"{e['n']}/{e['n_source']}",
-            str(e["skipped"]),
-            ",".join(e["capture"]),
-            str(e["precision"]),
-            human_bytes(e["size_bytes"]),
-            e.get("error", state),
-        )
-    Console().print(table)
+    out = Console()
+    rows = [_ls_row(e, short=out.is_terminal) for e in entries]
+    if out.is_terminal:
+        table = Table(title=f"activation cache: {cache_dir() / 'activations'}")
+        for col in _LS_COLUMNS:
+            table.add_column(col, justify="right" if col in ("rows", "skipped", "size") else "left")
+        for row in rows:
+            table.add_row(*row)
+        out.print(table)
+    else:
+        click.echo("\t".join(_LS_COLUMNS))
+        for row in rows:
+            click.echo("\t".join(row))
     total = sum(e["size_bytes"] for e in entries)
-    click.echo(f"{len(entries)} entries, {human_bytes(total)}")
+    click.echo(f"{len(entries)} entries, {human_bytes(total)}", err=not out.is_terminal)
+
+
+def _ls_row(e: dict, *, short: bool) -> list[str]:
+    state = "complete" if e["complete"] else f"partial {e['shards_done']}/{e['n_shards']} shards"
+    if e.get("subset_of"):
+        state += f" (its arrays are also in {e['subset_of'][:12] if short else e['subset_of']})"
+    return [
+        e["key"][:12] if short else e["key"],
+        str(e["model"]),
+        str(e["source"]),
+        f"{e['n']}/{e['n_source']}",
+        str(e["skipped"]),
+        ",".join(e["capture"]),
+        str(e["precision"]),
+        human_bytes(e["size_bytes"]),
+        e.get("error", state),
+    ]
 
 
 @cache_cmd.command("rm")

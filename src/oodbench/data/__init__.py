@@ -4,12 +4,13 @@
 ``ImageNetVal`` (the ILSVRC2012 validation layouts), ``ArraySource`` (in-memory arrays) and
 ``DigitsSource`` (scikit-learn's bundled digits) all
 implement :class:`Source`; ``load(i)`` returns an RGB PIL image or raises
-:class:`oodbench.errors.CorruptImageError`.
+:class:`oodbench.errors.CorruptImageError`. ``open_folder(path)`` picks the right one for a
+folder (ImageNet validation images, images + ``labels.txt``, or class folders).
 """
 
 from oodbench.data.arrays import ArraySource
 from oodbench.data.digits import DigitsSource
-from oodbench.data.folder import ImageFolder
+from oodbench.data.folder import ImageFolder, open_folder
 from oodbench.data.image_list import ImageList
 from oodbench.data.imagenet_val import ImageNetVal
 from oodbench.data.source import Source, SubsetSource
@@ -22,4 +23,5 @@ __all__ = [
     "ImageNetVal",
     "Source",
     "SubsetSource",
+    "open_folder",
 ]

@@ -323,15 +323,18 @@ def _check_class_folders(info: DatasetInfo, root: Path, report: CheckReport, sam
 
 
 def _check_imagenet_val(info: DatasetInfo, root: Path, report: CheckReport, sample: int | None, seed: int) -> None:
-    from oodbench.data.imagenet_val import discover
+    from oodbench.data.imagenet_val import discover, missing_files_error
 
     try:
-        layout = discover(root)
+        layout = discover(root, strict=False)
     except DataError as err:
         kind = getattr(err, "kind", "labels")  # imagenet_val tags layout errors with a kind
         report.add(kind, str(err), info.where_to_get() if kind == "missing" else "")
         return
     report.notes.append(f"labels from {layout.label_source}")
+    if layout.missing:
+        missing = missing_files_error(layout.label_source, layout.image_root, layout.missing)
+        report.add("missing-files", str(missing), _incomplete(info))
     if layout.unlabelled:
         report.add(
             "labels",

@@ -99,3 +99,33 @@ class ImageFolder(FileSource):
     def fingerprint(self, mode: str = "stat") -> str:
         """sha256 of the ordered (relative path, label, size + mtime_ns | bytes) records."""
         return self._files_fingerprint("ImageFolder", mode)
+
+
+def open_folder(root: str | os.PathLike[str], *, name: str | None = None) -> FileSource:
+    """A folder of images as a :class:`Source`, whatever its common layout.
+
+    1. ImageNet validation images (``ILSVRC2012_val_<8 digits>.JPEG`` in ``root``,
+       ``root/images`` or ``root/val``) with their labels next to them: :class:`ImageNetVal`
+       (it says what is missing when no labels file, devkit or Kaggle CSV is found).
+    2. Other images in ``root/images`` (or ``root``) listed with their labels in
+       ``root/labels.txt`` (``<file> <label>`` lines): :class:`ImageList`.
+    3. Class sub-folders ``root/<class>/<image>``: :class:`ImageFolder` (its folder names are
+       mapped onto a model's classes by ``extract``, see :mod:`oodbench.data.labels`).
+
+    So a folder of flat images with a labels file is never read as a single class "images".
+    """
+    from oodbench.data.image_list import ImageList
+    from oodbench.data.imagenet_val import IMAGE_SUBDIRS, LABEL_FILES, VAL_FILE, ImageNetVal
+
+    folder = Path(root).expanduser()
+    if not folder.is_dir():
+        return ImageFolder(folder, name=name)  # raises the missing-folder error
+    flat = {sub: sorted(e.name for e in os.scandir(folder / sub) if e.is_file())
+            for sub in IMAGE_SUBDIRS if (folder / sub).is_dir()}
+    if any(VAL_FILE.match(f) for files in flat.values() for f in files[:50]):
+        return ImageNetVal(folder, name=name or "imagenet-val")
+    label_file = next((folder / f for f in LABEL_FILES if (folder / f).is_file()), None)
+    if label_file is not None:
+        images = folder / "images" if (folder / "images").is_dir() else folder
+        return ImageList(label_file, images, name=name or folder.name)
+    return ImageFolder(folder, name=name)

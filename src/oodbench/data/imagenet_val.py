@@ -72,6 +72,7 @@ class ValLayout:
     labels: np.ndarray
     label_source: str
     unlabelled: int = 0  # image files present that the label source does not mention
+    missing: tuple[str, ...] = ()  # files a labels file lists that are absent (strict=False)
 
 
 def _tagged(err: DataError, kind: str) -> DataError:
@@ -281,18 +282,26 @@ def _from_class_folders(root: Path) -> ValLayout:
     return ValLayout(root, relpaths, np.asarray(labels, dtype=np.int64), "class folders")
 
 
-def _with_labels(image_root: Path, files: list[str], mapping: dict[str, int], how: str) -> ValLayout:
+def missing_files_error(how: str, image_root: Path, missing: Sequence[str]) -> DataError:
+    """The error (tagged ``missing-files``) for files a labels file lists that are absent."""
+    return _tagged(MissingDataError(
+        f"{how} lists {len(missing)} images that are not in {image_root} "
+        f"(first: {list(missing[:5])}); copy them there, or use a labels file that lists "
+        "only the images you have"
+    ), "missing-files")
+
+
+def _with_labels(
+    image_root: Path, files: list[str], mapping: dict[str, int], how: str, strict: bool = True
+) -> ValLayout:
     present = set(files)
     listed = sorted(mapping)
+    missing: list[str] = []
     if how.startswith("labels file"):
         missing = [name for name in listed if name not in present]
-        if missing:
-            raise _tagged(MissingDataError(
-                f"{how} lists {len(missing)} images that are not in {image_root} "
-                f"(first: {missing[:5]}); copy them there, or use a labels file that lists "
-                "only the images you have"
-            ), "missing-files")
-        relpaths = listed
+        if missing and strict:
+            raise missing_files_error(how, image_root, missing)
+        relpaths = [name for name in listed if name in present]
     else:  # devkit / Kaggle cover all 50,000 images: use those present
         relpaths = [name for name in files if name in mapping]
         if not relpaths:
@@ -301,7 +310,8 @@ def _with_labels(image_root: Path, files: list[str], mapping: dict[str, int], ho
                 "(expected ILSVRC2012_val_<8 digits>.JPEG)"
             )
     labels = np.asarray([mapping[name] for name in relpaths], dtype=np.int64)
-    return ValLayout(image_root, relpaths, labels, how, unlabelled=len(present) - len(relpaths))
+    return ValLayout(image_root, relpaths, labels, how, unlabelled=len(present) - len(relpaths),
+                     missing=tuple(missing))
 
 
 def discover(
@@ -309,11 +319,14 @@ def discover(
     *,
     labels: str | os.PathLike[str] | None = None,
     devkit: str | os.PathLike[str] | None = None,
+    strict: bool = True,
 ) -> ValLayout:
     """Find the images and their labels under ``root`` (see the module docstring for the order).
 
     Raises :class:`MissingDataError` / :class:`DataError` that say what is wrong and how to fix
     it: the tar not extracted, a flat folder without labels, labels for missing images, ...
+    With ``strict=False`` images a labels file lists but that are absent do not raise: they are
+    left out and named in ``ValLayout.missing`` (for ``oodbench data check``).
     """
     root = Path(root).expanduser()
     if not root.exists():
@@ -335,7 +348,8 @@ def discover(
             raise MissingDataError(f"labels file {path} does not exist")
         if not files:
             raise MissingDataError(f"{root} holds no images (looked in {', '.join(IMAGE_SUBDIRS[1:])} too)")
-        return _checked(_with_labels(image_root, files, read_label_file(path), f"labels file {path}"))
+        return _checked(_with_labels(image_root, files, read_label_file(path), f"labels file {path}",
+                                     strict))
     if _wnid_dirs(root) and not files:
         return _from_class_folders(root)
     if not files:
@@ -354,7 +368,8 @@ def discover(
         words = label_file.parent / "synset_words.txt"
         if words.is_file():
             check_synset_words(words)
-        return _checked(_with_labels(image_root, files, read_label_file(label_file), f"labels file {label_file}"))
+        return _checked(_with_labels(image_root, files, read_label_file(label_file),
+                                     f"labels file {label_file}", strict))
     for folder in near:
         if (folder / KAGGLE_SOLUTION).is_file():
             path = folder / KAGGLE_SOLUTION

@@ -95,3 +95,60 @@ class SubsetSource(Source):
         h = hashlib.sha256(self.parent.fingerprint().encode())
         h.update(self.indices.astype("<i8").tobytes())
         return h.hexdigest()
+
+
+class SourceView(Source):
+    """Another view of ``parent``'s images: the same images and ids, in the same order.
+
+    Subclasses give ``labels`` and ``fingerprint`` (which must differ from the parent's when the
+    labels do) and may set ``class_names``. A file source's ``path(index)`` is kept (skipped-image
+    records name the file).
+    """
+
+    def __init__(self, parent: Source):
+        self.parent = parent
+        self.name = parent.name
+        path = getattr(parent, "path", None)
+        if callable(path):
+            self.path = path
+
+    def __len__(self) -> int:
+        return len(self.parent)
+
+    def load(self, index: int) -> Image.Image:
+        return self.parent.load(index)
+
+    @property
+    def ids(self) -> list[str]:
+        return self.parent.ids
+
+
+class RelabeledSource(SourceView):
+    """The images of ``parent`` with other labels, one per image (e.g. re-indexed to a subset of
+    classes, or mapped onto a model's class indices); fingerprint = parent's + the new labels.
+
+    ``class_names`` name the new label indices (``None`` when unknown).
+    """
+
+    def __init__(self, parent: Source, labels: np.ndarray, class_names: Sequence[str] | None = None):
+        labels = np.asarray(labels, dtype=np.int64)
+        if labels.shape != (len(parent),):
+            from oodbench.errors import InvalidInputError
+
+            raise InvalidInputError(
+                f"RelabeledSource of {parent.name!r}: {labels.shape[0] if labels.ndim else 0} "
+                f"labels for {len(parent)} images; give one label per image"
+            )
+        super().__init__(parent)
+        labels.setflags(write=False)
+        self._labels = labels
+        self.class_names = None if class_names is None else list(class_names)
+
+    @property
+    def labels(self) -> np.ndarray:
+        return self._labels
+
+    def fingerprint(self) -> str:
+        h = hashlib.sha256(self.parent.fingerprint().encode())
+        h.update(self._labels.astype("<i8").tobytes())
+        return h.hexdigest()

@@ -9,6 +9,7 @@ statistics accumulate in float64.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator
 
 import faiss
@@ -67,14 +68,43 @@ def check_k(who: str, k: int) -> None:
         raise InvalidInputError(f"{who}: k must be >= 1; got {k}")
 
 
+#: k as a share of the bank in the KNN paper (Sun et al., ICML 2022): k=50 of CIFAR-10's 50,000
+#: training images and k=1000 of ImageNet's 1.28M (0.1 % and 0.08 %); NNGuide (Park et al., ICCV
+#: 2023) keeps that share (k=10 of a 1 % ImageNet bank)
+PAPER_K_SHARE = 0.001
+#: a k above this share of the bank (ten times the papers') draws a warning
+LARGE_K_SHARE = 0.01
+
+
+class LargeKWarning(UserWarning):
+    """k is a large share of a nearest-neighbour bank: the k-th neighbour is far for ID samples
+    too, and the detector loses much of its power."""
+
+
 def bank_rows(n: int, k: int, fit_fraction: float, seed: int, who: str) -> np.ndarray:
     """The fit rows of a nearest-neighbour bank (KNN, NNGuide): ``subsample(n, fit_fraction,
-    seed)``, checked to hold at least ``k`` rows."""
+    seed)``, checked to hold at least ``k`` rows; a :class:`LargeKWarning` when ``k`` is more
+    than ``LARGE_K_SHARE`` of them.
+
+    k is not scaled with the bank on the user's behalf: a result must say which k made it, and
+    the papers report k. The warning gives the k of the papers' share for this bank instead.
+    """
     rows = subsample(n, fit_fraction, seed, who)
     if len(rows) < k:
         raise InvalidInputError(
             f"{who}: k={k} but the bank holds only {len(rows)} "
             f"training features (fit_fraction={fit_fraction}); lower k or fit on more data"
+        )
+    if k > LARGE_K_SHARE * len(rows):
+        suggested = max(1, round(PAPER_K_SHARE * len(rows)))
+        warnings.warn(
+            f"{who}: k={k} is {k / len(rows):.1%} of its {len(rows):,}-row bank. The KNN paper "
+            f"(Sun et al., ICML 2022) uses k of about {PAPER_K_SHARE:.1%} of the bank (k=50 of "
+            "CIFAR-10's 50,000 training images, k=1000 of ImageNet's 1.28M); with a large share "
+            "the k-th neighbour is far for ID samples too and AUROC falls towards 0.5. For this "
+            f"bank the papers' share gives k={suggested}; or fit on more training images",
+            LargeKWarning,
+            stacklevel=4,
         )
     return rows
 

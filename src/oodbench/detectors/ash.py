@@ -67,8 +67,12 @@ class _ASH(Detector):
         super().__post_init__()
         check_percentile(self.percentile, f"{self.name} percentile", below_100=True)
 
+    def shape(self, features: torch.Tensor) -> torch.Tensor:
+        """The ASH variant applied to (B, D) float64 features."""
+        return ash(features, self.percentile, self.variant)
+
     def _score(self, acts: Activations) -> np.ndarray:
-        return shaped_energy(acts, lambda f: ash(f, self.percentile, self.variant), self.name)
+        return shaped_energy(acts, self.shape, self.name)
 
 
 @register

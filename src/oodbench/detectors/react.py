@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import torch
 
 from oodbench.detectors._shaping import (
     check_percentile,
@@ -54,5 +55,9 @@ class ReAct(Detector):
         assert train is not None
         self.threshold_ = percentile(required(train, "features"), self.percentile)
 
+    def shape(self, features: torch.Tensor) -> torch.Tensor:
+        """min(f, c) for (B, D) float64 features, with the fitted threshold c."""
+        return features.clamp(max=self.threshold_)
+
     def _score(self, acts: Activations) -> np.ndarray:
-        return shaped_energy(acts, lambda f: f.clamp(max=self.threshold_), self.name)
+        return shaped_energy(acts, self.shape, self.name)

@@ -60,6 +60,30 @@ def vra(
     return torch.where(z < alpha, low, torch.where(z > beta, beta, z + gamma))
 
 
+def check_thresholds(who: str, lower_percentile: float, upper_percentile: float) -> None:
+    """Raise unless both are percentiles in [0, 100] and ``lower <= upper`` (VRA, PLF)."""
+    check_percentile(lower_percentile, f"{who} lower_percentile")
+    check_percentile(upper_percentile, f"{who} upper_percentile")
+    if lower_percentile > upper_percentile:
+        raise InvalidInputError(
+            f"{who} needs lower_percentile <= upper_percentile; got {lower_percentile} "
+            f"and {upper_percentile}"
+        )
+
+
+def fit_thresholds(
+    train: Activations, lower_percentile: float, upper_percentile: float, per_unit: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The (lower, upper) percentiles of the training features as float64 tensors: per unit,
+    shape (D,), or over all entries, scalars (VRA's alpha / beta, PLF's t1 / t2)."""
+    features = required(train, "features")
+    if per_unit:
+        return (as_tensor(percentile_per_unit(features, lower_percentile)),
+                as_tensor(percentile_per_unit(features, upper_percentile)))
+    return (torch.tensor(percentile(features, lower_percentile), dtype=torch.float64),
+            torch.tensor(percentile(features, upper_percentile), dtype=torch.float64))
+
+
 @register
 @dataclass
 class VRA(Detector):
@@ -78,27 +102,17 @@ class VRA(Detector):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_percentile(self.lower_percentile, "VRA lower_percentile")
-        check_percentile(self.upper_percentile, "VRA upper_percentile")
-        if self.lower_percentile > self.upper_percentile:
-            raise InvalidInputError(
-                f"VRA needs lower_percentile <= upper_percentile; got {self.lower_percentile} "
-                f"and {self.upper_percentile}"
-            )
+        check_thresholds("VRA", self.lower_percentile, self.upper_percentile)
 
     def _fit(self, train: Activations | None, model: Any) -> None:
         assert train is not None
-        features = required(train, "features")
-        if self.per_unit:
-            self.alpha_ = as_tensor(percentile_per_unit(features, self.lower_percentile))
-            self.beta_ = as_tensor(percentile_per_unit(features, self.upper_percentile))
-        else:
-            lower = percentile(features, self.lower_percentile)
-            upper = percentile(features, self.upper_percentile)
-            self.alpha_ = torch.tensor(lower, dtype=torch.float64)
-            self.beta_ = torch.tensor(upper, dtype=torch.float64)
+        self.alpha_, self.beta_ = fit_thresholds(
+            train, self.lower_percentile, self.upper_percentile, self.per_unit
+        )
+
+    def shape(self, features: torch.Tensor) -> torch.Tensor:
+        """VRA applied to (B, D) float64 features, with the fitted thresholds."""
+        return vra(features, self.alpha_, self.beta_, self.gamma, self.clip_low)
 
     def _score(self, acts: Activations) -> np.ndarray:
-        return shaped_energy(
-            acts, lambda f: vra(f, self.alpha_, self.beta_, self.gamma, self.clip_low), self.name
-        )
+        return shaped_energy(acts, self.shape, self.name)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import shutil
 from typing import Any
 
 from oodbench.errors import CacheError, InvalidInputError, OodbenchError, UnknownNameError
+from oodbench.extract.key import cache_key, identity_of, reusable_identities
 from oodbench.extract.store import ActivationStore, activations_root
 
 
@@ -22,9 +22,12 @@ def list_cache() -> list[dict[str, Any]]:
     Keys: ``key``, ``model`` (spec), ``source`` (name), ``n`` (rows extracted; for an
     incomplete entry the rows of its complete shards), ``n_source``, ``skipped``, ``capture``,
     ``precision``, ``size_bytes``, ``complete``, ``shards_done``/``n_shards``, ``created``,
-    ``path``, and ``error`` for an entry whose manifest cannot be read.
+    ``path``, ``subset_of`` (the key of a complete entry of the same pass that captured more,
+    so ``extract`` uses that one and this entry can be removed; ``None`` otherwise), and
+    ``error`` for an entry whose manifest cannot be read.
     """
     entries = []
+    identities: dict[str, dict[str, Any]] = {}
     for store in _stores():
         row: dict[str, Any] = {"key": store.key, "path": str(store.path)}
         row["size_bytes"] = store.size_bytes()
@@ -49,7 +52,13 @@ def list_cache() -> list[dict[str, Any]]:
             n_shards=manifest.get("n_shards"),
             created=manifest.get("created"),
         )
+        if complete:
+            identities[store.key] = identity_of(manifest)
         entries.append(row)
+    for row in entries:
+        ident = identities.get(row["key"])
+        larger = [cache_key(i) for i in reusable_identities(ident)[1:]] if ident else []
+        row["subset_of"] = next((k for k in larger if k in identities), None)
     return entries
 
 
@@ -78,7 +87,7 @@ def resolve_key(key_or_prefix: str) -> str:
 def remove(key_or_prefix: str) -> str:
     """Delete the cache entry whose key is or starts with ``key_or_prefix``; returns its key."""
     key = resolve_key(key_or_prefix)
-    shutil.rmtree(ActivationStore.for_key(key).path)
+    ActivationStore.for_key(key).remove()
     return key
 
 

@@ -2,10 +2,11 @@
 
 Everything a post-hoc detector needs (logits, penultimate features, optionally the last feature
 map, the linear head) comes from this one pass; a second call with the same model, weights,
-source, preprocessing, capture and precision is a cache hit that runs no forward pass at all.
+source, preprocessing and precision that asks for the same or less (``capture``) is a cache hit
+that runs no forward pass at all.
 
-The pass runs shard by shard (a shard is a fixed range of source positions; see
-``store.py``). Each complete shard is written to disk before the next one counts, so an
+The pass runs shard by shard (a shard is a fixed range of source positions, sized from the
+first batch: see ``sharding.py``; stored by ``store.py``). Each complete shard is written to disk before the next one counts, so an
 interrupted run (Ctrl-C, a crash, SIGKILL) loses at most the shard in progress, and the
 resumed run gives arrays bit-identical to an uninterrupted one: the batches are the same
 (they never cross a shard boundary), and so are the numbers for a given process configuration.
@@ -22,22 +23,26 @@ import math
 import sys
 import time
 from collections.abc import Iterable
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
 import torch
 
-from oodbench.data.source import Source
+from oodbench.data.labels import align_labels
+from oodbench.data.source import RelabeledSource, Source
 from oodbench.errors import (
+    CacheError,
     ClassCountMismatchError,
     EmptyInputError,
     InvalidInputError,
     UnknownNameError,
 )
+from oodbench.extract import sharding
 from oodbench.extract.activations import Activations
 from oodbench.extract.forward import ForwardPass, stack_outputs
-from oodbench.extract.key import cache_key, identity
+from oodbench.extract.key import cache_key, identity, reusable_identities
 from oodbench.extract.loader import check_batch_size, warn_skipped
 from oodbench.extract.runtime import (
     precision_name,
@@ -45,14 +50,18 @@ from oodbench.extract.runtime import (
     resolve_device,
     resolve_num_workers,
 )
-from oodbench.extract.store import FORMAT_VERSION, ActivationStore
+from oodbench.extract.sharding import (
+    UNMEASURED_BATCHES,
+    check_shard_size,
+    measured_shard_size,
+    shard_bounds,
+)
+from oodbench.extract.store import FORMAT_VERSION, SOURCE_ARRAYS, ActivationStore
 from oodbench.models.classifier import CAPTURABLE, Classifier
 
 FEATURE_MAP_DTYPES = {"float32": torch.float32, "float16": torch.float16}
-#: a shard holds at least this many batches (unless the source is smaller) ...
-_MIN_BATCHES_PER_SHARD = 16
-#: ... and a source is split into at most about this many shards
-_MAX_SHARDS = 256
+#: the output of one or more batches: per-row arrays and the skipped-image records
+Chunk = tuple[dict[str, np.ndarray], list[dict[str, Any]]]
 
 
 def extract(
@@ -68,6 +77,7 @@ def extract(
     progress: bool = True,
     shard_size: int | None = None,
     feature_map_dtype: str = "float32",
+    repair: bool = False,
 ) -> Activations:
     """Run ``model`` once over ``source`` and return what it computed, memory-mapped from the cache.
 
@@ -84,19 +94,27 @@ def extract(
         num_workers: DataLoader workers; ``"auto"`` = 0 on CPU, up to 16 on CUDA
             (see :mod:`oodbench.extract.runtime`).
         cache: keep the pass under ``cache_dir()/activations/<key>/`` and reuse it; with
-            ``False`` nothing is written and the arrays are returned in memory.
+            ``False`` nothing is written and the arrays are returned in memory. A complete
+            entry of the same model, weights, source, transform and precision that captured
+            more than ``capture`` (e.g. feature maps too) is reused: no forward pass. Each
+            array's checksum is verified the first time a process opens it.
         progress: show a progress bar (images/s and ETA).
-        shard_size: images per shard, the unit of crash recovery (default: 16 batches, or
-            more when a source without feature maps would need over 256 shards). A resumed
-            run keeps the shard size of the run it resumes.
+        shard_size: images per shard, the unit of crash recovery. ``None`` (default) measures
+            the first batch and sizes shards to about 10 s of work and at most 256 MiB of
+            arrays, in whole batches (see :mod:`oodbench.extract.sharding`). A resumed run
+            keeps the shard size of the run it resumes.
         feature_map_dtype: ``"float32"`` or ``"float16"`` for the stored feature map (float16
             halves the disk space; values beyond +-65504 raise ``NonFiniteError``).
             Logits and features are always float32.
+        repair: when a cache entry that would be used is damaged (an array does not match its
+            checksum), delete it and extract again instead of raising ``CacheError``.
 
     Returns:
         :class:`Activations` with logits (N, C), features (N, D), feature_map, labels, ids
         (relative paths or ``"<source>:<i>"``), ``source_indices`` (rows of unreadable images
         are absent), the head's weight and bias when the model has a linear head, and ``meta``:
+        ``label_mapping`` (source class -> model class, when the source's class names were
+        mapped onto the model's: see :mod:`oodbench.data.labels`),
         model spec, weights digest, source name and fingerprint, transform, capture, precision,
         cache key and path, ``cache_hit``, ``skipped`` (``{"index", "id", "reason"}`` per
         unreadable image) and ``timings``. ``predictions`` is derived (argmax of the logits).
@@ -118,20 +136,21 @@ def extract(
             f"source {source.name!r} ({type(source).__name__}) holds no images; point it at a "
             "folder or list that contains images"
         )
-    labels = _checked_labels(model, source)
+    source, labels = model_labels(model, source)
     check_batch_size(batch_size)
     dev = resolve_device(device)
     amp_dtype = resolve_amp(amp, dev)
     resolve_num_workers(num_workers, dev, 0)  # checks the value
+    shard_size = check_shard_size(shard_size)
     ident = identity(model, source, capture, precision_name(amp_dtype), feature_map_dtype)
     key = cache_key(ident)
     run = ForwardPass(model, source, capture, batch_size, dev, amp_dtype, num_workers,
                 FEATURE_MAP_DTYPES[feature_map_dtype], progress)
-    size = _resolve_shard_size(shard_size, n, batch_size, "feature_map" in capture)
     if cache:
-        arrays, manifest, hit = _extract_cached(run, ident, key, size, labels)
-        cache_path: str | None = str(ActivationStore.for_key(key).path)
+        arrays, manifest, store, hit = _extract_cached(run, ident, key, shard_size, labels, repair)
+        key, cache_path = store.key, str(store.path)
     else:
+        size = shard_size or UNMEASURED_BATCHES * batch_size
         arrays, manifest = _extract_in_memory(run, ident, key, size, labels)
         hit, cache_path = False, None
     skipped = [s for k in sorted(manifest["shards"], key=int) for s in manifest["shards"][k]["skipped"]]
@@ -156,6 +175,7 @@ def extract(
         "cache_hit": hit,
         "skipped": skipped,
         "timings": timings,
+        "label_mapping": _label_mapping(source),
     }
     warn_skipped(source, skipped)
     return Activations(
@@ -177,38 +197,94 @@ def extract(
 
 
 def _extract_cached(
-    run: ForwardPass, ident: dict[str, Any], key: str, shard_size: int, labels: np.ndarray
-) -> tuple[dict[str, np.ndarray], dict[str, Any], bool]:
+    run: ForwardPass,
+    ident: dict[str, Any],
+    key: str,
+    shard_size: int | None,
+    labels: np.ndarray,
+    repair: bool,
+) -> tuple[dict[str, np.ndarray], dict[str, Any], ActivationStore, bool]:
+    """``(arrays, manifest, store, cache_hit)``: a reusable complete entry, else a (resumed) pass."""
+    wanted = (*run.capture, "source_indices", *SOURCE_ARRAYS)
+    found = _reuse(ident, wanted, repair)
+    if found is not None:
+        return (*found, True)
     store = ActivationStore.for_key(key)
-    manifest = store.complete_manifest()
-    if manifest is not None:
-        return store.load_arrays(manifest), manifest, True
     with store.lock() as waited:
-        if waited and (manifest := store.complete_manifest()) is not None:
-            return store.load_arrays(manifest), manifest, True  # another process finished it
-        manifest = _resume_or_start(store, run.source, ident, key, shard_size)
-        todo = [s for s in _shard_bounds(len(run.source), manifest["shard_size"])
-                if str(s[0]) not in manifest["shards"]]
-        done = len(run.source) - sum(hi - lo for _, lo, hi in todo)
-        try:
-            for index, arrays, skipped in run.shards(todo, done):
-                tic = time.perf_counter()
-                store.write_shard(manifest, index, arrays, skipped)
-                run.timings["write_s"] += time.perf_counter() - tic
-        except KeyboardInterrupt:
-            print(
-                f"interrupted: {len(manifest['shards'])} of {manifest['n_shards']} shards are kept "
-                f"in {store.path}; run the same extraction again to resume",
-                file=sys.stderr,
-            )
-            raise
+        if waited and (found := _reuse(ident, wanted, repair)) is not None:
+            return (*found, True)  # another process finished it while we waited
+        manifest, head = _resume_or_start(run, store, ident, key, shard_size)
+        _write_shards(run, store, manifest, head)
         _require_rows(run.source, manifest)
         manifest["timings"] = dict(run.timings)
         manifest["finished"] = _now()
         tic = time.perf_counter()
         store.finalize(manifest, lambda rows: _source_arrays(run.source, labels, rows))
         run.timings["write_s"] += time.perf_counter() - tic
-    return store.load_arrays(manifest), manifest, False
+    return store.load_arrays(manifest, wanted), manifest, store, False
+
+
+def _reuse(
+    ident: dict[str, Any], wanted: tuple[str, ...], repair: bool
+) -> tuple[dict[str, np.ndarray], dict[str, Any], ActivationStore] | None:
+    """The arrays of the first complete entry that holds everything ``ident`` asks for.
+
+    A damaged entry raises ``CacheError`` naming it, or with ``repair`` is deleted (and the
+    search goes on, ending in a new pass when nothing else fits).
+    """
+    for candidate in reusable_identities(ident):
+        store = ActivationStore.for_key(cache_key(candidate))
+        manifest = store.complete_manifest()
+        if manifest is None:
+            continue
+        try:
+            return store.load_arrays(manifest, wanted), manifest, store
+        except CacheError:
+            if not repair:
+                raise
+            print(f"repair: deleting the damaged cache entry {store.path}", file=sys.stderr)
+            store.remove()
+    return None
+
+
+def _write_shards(
+    run: ForwardPass, store: ActivationStore, manifest: dict[str, Any], head: Chunk | None
+) -> None:
+    """Compute and write every shard the manifest does not hold yet.
+
+    ``head`` is the output of the first batch of shard 0 when it was already run to measure the
+    shard size; the pass continues after it, and shard 0 is written with it in front.
+    """
+    n = len(run.source)
+    todo = [s for s in shard_bounds(n, manifest["shard_size"]) if str(s[0]) not in manifest["shards"]]
+    if head is not None:
+        head_rows = min(run.batch_size, n)
+        if todo[0][2] == head_rows:  # shard 0 is that one batch
+            store.write_shard(manifest, 0, *head)
+            todo, head = todo[1:], None
+        else:
+            todo[0] = (0, head_rows, todo[0][2])
+    done = n - sum(hi - lo for _, lo, hi in todo)
+    try:
+        for index, arrays, skipped in run.shards(todo, done):
+            if index == 0 and head is not None:
+                arrays, skipped = _join(head, (arrays, skipped))
+            tic = time.perf_counter()
+            store.write_shard(manifest, index, arrays, skipped)
+            run.timings["write_s"] += time.perf_counter() - tic
+    except KeyboardInterrupt:
+        print(
+            f"interrupted: {len(manifest['shards'])} of {manifest['n_shards']} shards are kept "
+            f"in {store.path}; run the same extraction again to resume",
+            file=sys.stderr,
+        )
+        raise
+
+
+def _join(first: Chunk, second: Chunk) -> Chunk:
+    """Two consecutive chunks as one (either may have no readable image)."""
+    parts = [arrays for arrays, _ in (first, second) if len(arrays["source_indices"])]
+    return stack_outputs(parts), [*first[1], *second[1]]
 
 
 def _extract_in_memory(
@@ -216,7 +292,7 @@ def _extract_in_memory(
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     manifest = _new_manifest(run.source, ident, key, shard_size)
     parts = []
-    for index, arrays, skipped in run.shards(_shard_bounds(len(run.source), shard_size), 0):
+    for index, arrays, skipped in run.shards(shard_bounds(len(run.source), shard_size), 0):
         manifest["shards"][str(index)] = {"rows": len(arrays["source_indices"]), "skipped": skipped}
         if len(arrays["source_indices"]):
             parts.append(arrays)
@@ -226,17 +302,42 @@ def _extract_in_memory(
 
 
 def _resume_or_start(
-    store: ActivationStore, source: Source, ident: dict[str, Any], key: str, shard_size: int
-) -> dict[str, Any]:
-    """The manifest of an interrupted run of the same key (keeping only intact shards), or a new one."""
+    run: ForwardPass,
+    store: ActivationStore,
+    ident: dict[str, Any],
+    key: str,
+    shard_size: int | None,
+) -> tuple[dict[str, Any], Chunk | None]:
+    """The manifest of an interrupted run of the same key (keeping only intact shards), or a
+    new one; for a new one without a given ``shard_size``, also the measured first batch."""
     old = store.read_manifest()
+    head = None
     if old and old.get("key") == key and old.get("format") == FORMAT_VERSION and not old.get("complete"):
         old["shards"] = store.valid_shards(old)
         manifest = old
+    elif shard_size is not None:
+        manifest = _new_manifest(run.source, ident, key, shard_size)
     else:
-        manifest = _new_manifest(source, ident, key, shard_size)
+        shard_size, head, sizing = _measure_shard_size(run)
+        manifest = {**_new_manifest(run.source, ident, key, shard_size), "shard_sizing": sizing}
     store.write_manifest(manifest)
-    return manifest
+    return manifest, head
+
+
+def _measure_shard_size(run: ForwardPass) -> tuple[int, Chunk, dict[str, Any]]:
+    """Run and time the first batch; the shard size it implies, its output, and the record."""
+    n = len(run.source)
+    images = min(run.batch_size, n)
+    tic = time.perf_counter()
+    ((_, arrays, skipped),) = replace(run, progress=False).shards([(0, 0, images)], 0)
+    seconds = time.perf_counter() - tic
+    rows = len(arrays["source_indices"])
+    bytes_per_row = sum(a.nbytes for a in arrays.values()) / rows if rows else 0.0
+    size = measured_shard_size(n, run.batch_size, seconds / images, bytes_per_row)
+    sizing = {"first_batch_images": images, "first_batch_s": seconds,
+              "bytes_per_row": bytes_per_row, "target_s": sharding.SHARD_SECONDS,
+              "target_bytes": sharding.SHARD_BYTES}
+    return size, (arrays, skipped), sizing
 
 
 def _new_manifest(source: Source, ident: dict[str, Any], key: str, shard_size: int) -> dict[str, Any]:
@@ -279,6 +380,16 @@ def _normalize_capture(capture: Iterable[str]) -> tuple[str, ...]:
     return tuple(n for n in CAPTURABLE if n in names | {"logits"})
 
 
+def model_labels(model: Classifier, source: Source) -> tuple[Source, np.ndarray]:
+    """The source as ``extract`` reads it (its class names mapped onto the model's classes, see
+    :mod:`oodbench.data.labels`) and its labels, checked to index the model's classes.
+
+    Raises ``InvalidInputError`` / ``ClassCountMismatchError`` naming the fix; no forward pass.
+    """
+    source = align_labels(source, model.class_wnids, model.class_names, model=repr(model.spec))
+    return source, _checked_labels(model, source)
+
+
 def _checked_labels(model: Classifier, source: Source) -> np.ndarray:
     labels = np.asarray(source.labels)
     if labels.shape != (len(source),) or not np.issubdtype(labels.dtype, np.integer):
@@ -302,21 +413,14 @@ def _checked_labels(model: Classifier, source: Source) -> np.ndarray:
     return labels
 
 
-def _resolve_shard_size(shard_size: int | None, n: int, batch_size: int, big_rows: bool) -> int:
-    """The default: 16 batches; without feature maps (small rows) also at most ~256 shards.
-    A shard is held in memory until written, so with feature maps shards stay at 16 batches."""
-    if shard_size is None:
-        batches = _MIN_BATCHES_PER_SHARD
-        if not big_rows:
-            batches = max(batches, math.ceil(n / (_MAX_SHARDS * batch_size)))
-        return batches * batch_size
-    if isinstance(shard_size, bool) or not isinstance(shard_size, int) or shard_size < 1:
-        raise InvalidInputError(f"shard_size must be a positive integer; got {shard_size!r}")
-    return shard_size
-
-
-def _shard_bounds(n: int, shard_size: int) -> list[tuple[int, int, int]]:
-    return [(k, lo, min(lo + shard_size, n)) for k, lo in enumerate(range(0, n, shard_size))]
+def _label_mapping(source: Source) -> dict[str, int] | None:
+    """Source class name -> model class index when ``extract`` relabelled the source."""
+    if not isinstance(source, RelabeledSource) or source.parent.class_names is None:
+        return None
+    old = np.asarray(source.parent.labels, dtype=np.int64)
+    classes, first = np.unique(old, return_index=True)
+    names = source.parent.class_names
+    return {str(names[c]): int(source.labels[i]) for c, i in zip(classes, first) if c >= 0}
 
 
 def _linear_head(model: Classifier) -> tuple[np.ndarray | None, np.ndarray | None]:

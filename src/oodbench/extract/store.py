@@ -14,11 +14,17 @@ images of that range that could be read. Every file is written to a temporary na
 record of which shards are complete, so a run killed at any point resumes from the last
 complete shard. When every shard is done the shards are concatenated into the final arrays,
 the manifest is marked complete with their checksums, and the shard folders are deleted.
+
+Reading a complete entry verifies each array file against its sha256 the first time a process
+opens it (and again whenever the file's size or modification time changes), so a damaged or
+edited file is caught on use, not only by ``oodbench cache verify``; set
+``OODBENCH_CACHE_VERIFY=0`` to skip the check (e.g. huge feature maps on slow storage).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -41,6 +47,13 @@ MANIFEST = "manifest.json"
 SHARD_ARRAYS = ("logits", "features", "feature_map", "source_indices")
 #: per-row arrays taken from the source when the entry is finalised
 SOURCE_ARRAYS = ("labels", "ids")
+#: files whose checksum this process has verified: path -> (inode, size, mtime_ns) then
+_VERIFIED: dict[str, tuple[int, int, int]] = {}
+
+
+def verify_on_read() -> bool:
+    """Whether complete entries are checked against their checksums when first read."""
+    return os.environ.get("OODBENCH_CACHE_VERIFY", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 def activations_root() -> Path:
@@ -193,6 +206,8 @@ class ActivationStore:
                 final[name] = _array_record(path, save_npy(path, array), array)
         manifest.update(complete=True, rows=rows, arrays=final)
         self.write_manifest(manifest)
+        for record in final.values():  # hashed as they were written: no need to read them again
+            _remember_verified(self.path / record["file"])
         shutil.rmtree(self.path / "shards", ignore_errors=True)
 
     def _write_concatenated(self, name: str, parts: list[np.ndarray], rows: int) -> dict[str, Any]:
@@ -208,26 +223,52 @@ class ActivationStore:
             del out
         return _array_record(path, file_sha256(path), np.load(path, mmap_mode="r"))
 
-    def load_arrays(self, manifest: dict[str, Any]) -> dict[str, np.ndarray]:
-        """Every final array of a complete entry, memory-mapped read-only."""
+    def load_arrays(
+        self, manifest: dict[str, Any], names: Sequence[str] | None = None
+    ) -> dict[str, np.ndarray]:
+        """The final arrays ``names`` (default: all) of a complete entry, memory-mapped read-only.
+
+        ``CacheError`` names the entry, the file and the fix when a file is missing, has another
+        shape, or does not match its checksum (checked once per process, see the module doc).
+        """
         arrays = {}
         for name, record in manifest["arrays"].items():
+            if names is not None and name not in names:
+                continue
+            path = self.path / record["file"]
             try:
-                array = np.load(self.path / record["file"], mmap_mode="r")
+                array = np.load(path, mmap_mode="r")
                 shape = list(array.shape)
                 problem = None if shape == record["shape"] else f"has shape {shape}, not {record['shape']}"
+                if problem is None and not self._verified(path, record["sha256"]):
+                    problem = "does not match its checksum (it changed or was damaged after it was written)"
             except (OSError, ValueError) as err:
                 problem = f"cannot be read ({err})"
             if problem:
                 raise CacheError(
-                    f"cache entry {self.path}: {record['file']} {problem}; remove the entry with "
-                    f"`oodbench cache rm {self.key}` and extract again (`oodbench cache verify` "
-                    "checks every entry)"
+                    f"cache entry {self.key} ({manifest.get('model')} on "
+                    f"{manifest.get('source', {}).get('name')}): {record['file']} {problem}. "
+                    "Extract again with repair=True (--repair on the command line), or remove the "
+                    f"entry with `oodbench cache rm {self.key[:12]}`"
                 )
             arrays[name] = array
         return arrays
 
+    @staticmethod
+    def _verified(path: Path, sha256: str) -> bool:
+        """Whether ``path`` matches ``sha256``; hashed once per process and file version."""
+        if not verify_on_read() or _VERIFIED.get(str(path)) == _version(path):
+            return True
+        if file_sha256(path) != sha256:
+            return False
+        _remember_verified(path)
+        return True
+
     # management ---------------------------------------------------------------------------
+    def remove(self) -> None:
+        """Delete the entry's folder."""
+        shutil.rmtree(self.path)
+
     def size_bytes(self) -> int:
         return sum(p.stat().st_size for p in self.path.rglob("*") if p.is_file())
 
@@ -252,6 +293,16 @@ class ActivationStore:
             elif file_sha256(path) != digest:
                 problems.append(f"{rel} does not match its checksum")
         return problems
+
+
+def _version(path: Path) -> tuple[int, int, int]:
+    stat = path.stat()
+    return stat.st_ino, stat.st_size, stat.st_mtime_ns
+
+
+def _remember_verified(path: Path) -> None:
+    """Note that this version of ``path`` matches its recorded checksum."""
+    _VERIFIED[str(path)] = _version(path)
 
 
 def _array_record(path: Path, sha256: str, array: np.ndarray) -> dict[str, Any]:

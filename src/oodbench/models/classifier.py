@@ -28,13 +28,16 @@ class Classifier(nn.Module):
     Attributes set by every adapter:
         spec: the string it was loaded from (``"timm:resnet50"``), part of the cache key.
         transform: the model's own eval preprocessing (PIL image -> float tensor (3, H, W)).
-        num_classes, class_names (``None`` when unknown).
+        num_classes, class_names (``None`` when unknown), class_wnids (the WordNet id of
+        each output, e.g. the 1000 ImageNet-1k wnids in sorted order; ``None`` when unknown).
+        ``extract`` maps a source's class names onto these (``oodbench.data.labels``).
     """
 
     spec: str
     transform: Callable[..., torch.Tensor]
     num_classes: int
     class_names: Sequence[str] | None = None
+    class_wnids: Sequence[str] | None = None
 
     @abstractmethod
     def forward_feature_map(self, x: torch.Tensor) -> torch.Tensor:

@@ -234,14 +234,19 @@ def load_clip(
             f"could not load CLIP weights {arch}/{source}: {err}. Offline, the weights must already "
             "be in the Hugging Face / open_clip cache, or pass weights=PATH to a local checkpoint"
         ) from err
-    if class_names is None:
-        class_names = list(open_clip.IMAGENET_CLASSNAMES)
+    imagenet = class_names is None
+    names = list(open_clip.IMAGENET_CLASSNAMES) if class_names is None else list(class_names)
     model = model.to(device or "cpu")
-    return ClipClassifier(
+    classifier = ClipClassifier(
         model,
         open_clip.get_tokenizer(arch),
         preprocess,
         spec=f"clip:{spec}",
-        class_names=class_names,
+        class_names=names,
         templates=templates,
     )
+    if imagenet:  # open_clip's ImageNet class names are in the sorted-wnid order
+        from oodbench.data.imagenet import imagenet1k_wnids
+
+        classifier.class_wnids = imagenet1k_wnids()
+    return classifier

@@ -28,7 +28,7 @@ from oodbench.errors import (
     UnknownNameError,
 )
 from oodbench.models.checkpoint import load_strict, read_state_dict
-from oodbench.models.timm_models import TimmClassifier, create_timm_model, imagenet_class_names
+from oodbench.models.timm_models import TimmClassifier, create_timm_model, imagenet_classes
 
 VARIANTS = ("efficientnet_lite0", "efficientnet_lite1", "efficientnet_lite2")
 
@@ -127,5 +127,7 @@ def load_efficientnet_lite(
         if any(k.startswith("_blocks.") for k in state):
             state = to_timm_state_dict(state, model)
         load_strict(model, state, origin=repr(os.fspath(path)))
-    names = imagenet_class_names(model) if pretrained and weights is None else None
-    return TimmClassifier(model, spec=name, class_names=names)
+    names, wnids = imagenet_classes(model) if pretrained and weights is None else (None, None)
+    classifier = TimmClassifier(model, spec=name, class_names=names)
+    classifier.class_wnids = wnids
+    return classifier

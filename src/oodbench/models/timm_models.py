@@ -77,15 +77,16 @@ def eval_transform(model: nn.Module) -> Callable[..., torch.Tensor]:
     return create_transform(**config, is_training=False)  # type: ignore[no-any-return]
 
 
-def imagenet_class_names(model: nn.Module) -> list[str] | None:
-    """Human-readable ImageNet class names (timm's ``ImageNetInfo``) when the model's output
-    count is that of an ImageNet subset timm knows (1k, 12k, 21k, 22k), else ``None``."""
+def imagenet_classes(model: nn.Module) -> tuple[list[str], list[str]] | tuple[None, None]:
+    """``(class names, wnids)`` of the outputs (timm's ``ImageNetInfo``) when the model's output
+    count is that of an ImageNet subset timm knows (1k, 12k, 21k, 22k), else ``(None, None)``."""
     from timm.data import ImageNetInfo, infer_imagenet_subset
 
     subset = infer_imagenet_subset(model)
     if subset is None:
-        return None
-    return list(ImageNetInfo(subset).label_descriptions())
+        return None, None
+    info = ImageNetInfo(subset)
+    return list(info.label_descriptions()), list(info.label_names())
 
 
 def create_timm_model(
@@ -139,5 +140,7 @@ def load_timm(
     model = create_timm_model(
         name, pretrained=pretrained, weights=weights, num_classes=num_classes, **create_options
     )
-    names = imagenet_class_names(model) if pretrained and weights is None else None
-    return TimmClassifier(model, spec=f"timm:{name}", class_names=names)
+    names, wnids = imagenet_classes(model) if pretrained and weights is None else (None, None)
+    classifier = TimmClassifier(model, spec=f"timm:{name}", class_names=names)
+    classifier.class_wnids = wnids
+    return classifier

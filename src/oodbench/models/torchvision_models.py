@@ -215,9 +215,14 @@ def load_torchvision(
         model = _pretrained(name, enum, extra)
     categories = enum.meta.get("categories")
     names = list(categories) if pretrained and weights is None and categories else None
-    return TorchvisionClassifier(
+    classifier = TorchvisionClassifier(
         model, spec=f"torchvision:{name}", transform=enum.transforms(), class_names=names
     )
+    if names is not None and len(names) == 1000:  # torchvision's classifiers: ImageNet-1k
+        from oodbench.data.imagenet import imagenet1k_wnids
+
+        classifier.class_wnids = imagenet1k_wnids()
+    return classifier
 
 
 def _pretrained(name: str, enum: Any, extra: dict[str, int]) -> nn.Module:

@@ -1,7 +1,8 @@
 """oodbench.results (see DESIGN.md): the results table, leaderboards, plots, reports, paper results.
 
-    from oodbench.results import ResultsTable, write_report
+    from oodbench.results import ResultsTable, wide, write_report
     table = ResultsTable("results/run1").read()        # tidy rows (table.SCHEMA)
+    wide(table)["auroc"]                                # one row per (model, detector, group)
     write_report("results/run1")                        # report.html + report.md
 
 Submodules: ``table`` (Parquet results and per-cell scores), ``leaderboard``, ``plots``,
@@ -16,6 +17,7 @@ from typing import Any
 
 _LAZY = {
     "ResultsTable": ("oodbench.results.table", "ResultsTable"),
+    "wide": ("oodbench.results.table", "to_wide"),
     "write_report": ("oodbench.results.report", "write_report"),
 }
 

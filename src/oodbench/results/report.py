@@ -19,6 +19,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -27,13 +28,15 @@ from oodbench.errors import MissingDataError
 from oodbench.results import leaderboard as lb
 from oodbench.results import plots
 from oodbench.results.significance import versus_above
-from oodbench.results.table import FILE_NAME, ResultsTable, now
+from oodbench.results.table import FILE_NAME, ResultsTable, check_writable, now, writing
 
 _TEST_NOTE = ("'vs above': the mean-AUROC difference to the row above and the p-value of "
               "DeLong's test on the kept scores (paired on shared samples); (n.s.) marks a "
               "difference that is not significant at 5 %.")
 #: at most this many score histograms are drawn when the pairs are not given
 MAX_DEFAULT_HISTOGRAMS = 8
+#: unreadable images named per source (the rest are counted)
+SHOWN_SKIPPED = 10
 _BASELINE = "msp"
 
 _CSS = """
@@ -103,12 +106,14 @@ def write_report(
     config = _configuration(folder)
     name = title or _experiment_name(rows) or folder.name
     target = Path(out) if out is not None else folder
-    target.mkdir(parents=True, exist_ok=True)
+    fix = "pass another folder with --out DIR (out= in Python), or make this one writable"
+    check_writable(target, "the report", fix)  # before the figures are drawn
     page = render_html(rows, table=table, title=name, configuration=config, histograms=histograms)
     html_path, md_path = target / "report.html", target / "report.md"
-    html_path.write_text(page, encoding="utf-8")
-    md_path.write_text(render_markdown(rows, title=name, html_name=html_path.name, table=table),
-                       encoding="utf-8")
+    with writing(target, "the report", fix):
+        html_path.write_text(page, encoding="utf-8")
+        md_path.write_text(render_markdown(rows, title=name, html_name=html_path.name, table=table),
+                           encoding="utf-8")
     return ReportFiles(html_path, md_path)
 
 
@@ -123,15 +128,17 @@ def render_html(
 ) -> str:
     """The whole report as one HTML string (figures inline)."""
     names = lb.benchmarks(rows)
-    parts = [f"<h1>{_e(title)}</h1>", _summary_html(rows)]
+    skipped_images = table.skipped_images() if table is not None else {}
+    parts = [f"<h1>{_e(title)}</h1>", _summary_html(rows, skipped_images)]
     nav = [(f"bench-{i}", n) for i, n in enumerate(names)]
     nav += [("histograms", "Score distributions"), ("failures", "Failures"),
             ("configuration", "Configuration")]
     parts.append("<nav>" + "".join(f'<a href="#{a}">{_e(t)}</a>' for a, t in nav) + "</nav>")
     for i, name in enumerate(names):
         parts.append(_benchmark_html(rows, name, f"bench-{i}", table))
+    parts.append(_tuning_html(rows))
     parts.append(_histograms_html(rows, table, histograms))
-    parts.append(_problems_html(rows))
+    parts.append(_problems_html(rows, skipped_images))
     parts.append(_configuration_html(rows, configuration))
     body = "\n".join(parts)
     return (
@@ -142,7 +149,7 @@ def render_html(
     )
 
 
-def _summary_html(rows: pd.DataFrame) -> str:
+def _summary_html(rows: pd.DataFrame, skipped_images: dict[str, dict[str, Any]]) -> str:
     cells = rows.drop_duplicates("cell")
     counts = cells["status"].value_counts()
     cards = [
@@ -152,6 +159,7 @@ def _summary_html(rows: pd.DataFrame) -> str:
         (int(counts.get("ok", 0)), "cells finished"),
         (int(counts.get("failed", 0)), "cells failed"),
         (int(counts.get("skipped", 0)), "cells skipped"),
+        (sum(len(e["skipped"]) for e in skipped_images.values()), "unreadable images skipped"),
     ]
     html_cards = "".join(f"<div class=card><b>{v}</b><span>{_e(t)}</span></div>" for v, t in cards)
     return (
@@ -260,7 +268,36 @@ def _histogram_cells(
     return chosen if pairs is not None else chosen[:MAX_DEFAULT_HISTOGRAMS]
 
 
-def _problems_html(rows: pd.DataFrame) -> str:
+def tuned_cells(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per tuned cell: model, detector, benchmark, protocol, search, criterion, the
+    chosen hyper-parameters and the criterion's value there (from the ``tuning`` column)."""
+    if "tuning" not in rows:
+        return pd.DataFrame()
+    tuned = rows[rows["tuning"].fillna("").astype(str) != ""].drop_duplicates("cell")
+    out = []
+    for r in tuned.itertuples():
+        record = json.loads(str(r.tuning))
+        out.append({"model": r.model, "detector": r.detector, "benchmark": r.benchmark,
+                    "protocol": record.get("protocol", ""), "search": record.get("search", ""),
+                    "criterion": record.get("criterion", ""),
+                    "chosen": ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                                        for k, v in record.get("best_params", {}).items()),
+                    "value": record.get("best_value")})
+    return pd.DataFrame(out)
+
+
+def _tuning_html(rows: pd.DataFrame) -> str:
+    tuned = tuned_cells(rows)
+    if tuned.empty:
+        return ""
+    return ("<section id=\"tuning\"><h2>Tuned hyper-parameters</h2><p class=note>Chosen at run "
+            "time by oodbench.tune: protocol ood_val (an OOD validation set) or held_out_classes "
+            "(no OOD data; withheld ID classes); value = the criterion at the chosen point "
+            "(held_out_classes: its mean over the variants).</p>"
+            + _table_html(tuned, list(tuned.columns), higher_is_better=None) + "</section>")
+
+
+def _problems_html(rows: pd.DataFrame, skipped_images: dict[str, dict[str, Any]]) -> str:
     out = ['<section id="failures"><h2>Failures</h2>']
     failed = lb.problems(rows, "failed")
     if failed.empty:
@@ -271,7 +308,32 @@ def _problems_html(rows: pd.DataFrame) -> str:
     skipped = lb.problems(rows, "skipped")
     if len(skipped):
         out += ["<h3>Skipped (detector does not apply)</h3>", _problems_table(skipped)]
+    if skipped_images:
+        out += ["<h3>Unreadable images (skipped; absent from every number above)</h3>",
+                _skipped_images_table(skipped_images)]
     return "\n".join(out + ["</section>"])
+
+
+def skipped_image_lines(skipped_images: dict[str, dict[str, Any]]) -> list[str]:
+    """One line per source: ``source: 2 of 60 images skipped: a.png (reason); ...``."""
+    lines = []
+    for entry in sorted(skipped_images.values(), key=lambda e: str(e["source"])):
+        records = entry["skipped"]
+        shown = "; ".join(f"{r['id']} ({r['reason']})" for r in records[:SHOWN_SKIPPED])
+        more = f"; and {len(records) - SHOWN_SKIPPED} more" if len(records) > SHOWN_SKIPPED else ""
+        lines.append(f"{entry['source']}: {len(records)} of {entry['n_source']} images skipped: "
+                     f"{shown}{more}")
+    return lines
+
+
+def _skipped_images_table(skipped_images: dict[str, dict[str, Any]]) -> str:
+    head = "".join(f"<th class=text>{h}</th>" for h in ("source", "skipped", "images (reason)"))
+    body = ""
+    for line in skipped_image_lines(skipped_images):
+        source, count, files = line.split(": ", 2)
+        body += (f"<tr><td class=text>{_e(source)}</td><td class=text>{_e(count)}</td>"
+                 f"<td class=err>{_e(files)}</td></tr>")
+    return f"<div class=scroll><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
 
 
 def _problems_table(rows: pd.DataFrame) -> str:
@@ -331,7 +393,8 @@ def _figure_html(fig: object, caption: str) -> str:
 # -- Markdown -------------------------------------------------------------------------------
 def render_markdown(rows: pd.DataFrame, *, title: str = "oodbench report",
                     html_name: str = "report.html", table: ResultsTable | None = None) -> str:
-    """A Markdown summary: leaderboards, near/far means and failures (figures are in the HTML)."""
+    """A Markdown summary: leaderboards, near/far means, failures and unreadable images (figures
+    are in the HTML)."""
     cells = rows.drop_duplicates("cell")["status"].value_counts()
     out = [f"# {title}", "",
            f"{int(cells.get('ok', 0))} cells finished, {int(cells.get('failed', 0))} failed, "
@@ -350,6 +413,9 @@ def render_markdown(rows: pd.DataFrame, *, title: str = "oodbench report",
             out += ["Near-OOD and far-OOD means:", "",
                     _markdown_table(nf, ["model", "label", *[c for c in nf.columns
                                                              if c.endswith((" near", " far"))]]), ""]
+    tuned = tuned_cells(rows)
+    if len(tuned):
+        out += ["## Tuned hyper-parameters", "", _markdown_table(tuned, list(tuned.columns)), ""]
     failed = lb.problems(rows, "failed")
     out += ["## Failures", ""]
     if failed.empty:
@@ -360,6 +426,10 @@ def render_markdown(rows: pd.DataFrame, *, title: str = "oodbench report",
     if len(skipped):
         out += ["", "Skipped (detector does not apply):", ""]
         out += [f"- {r.model} · {r.detector} · {r.benchmark}: {r.error}" for r in skipped.itertuples()]
+    skipped_images = table.skipped_images() if table is not None else {}
+    if skipped_images:
+        out += ["", "Unreadable images (skipped; absent from every number above):", ""]
+        out += [f"- {line}" for line in skipped_image_lines(skipped_images)]
     return "\n".join(out) + "\n"
 
 

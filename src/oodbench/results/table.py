@@ -16,19 +16,21 @@ cell, and a cell counts as finished when its latest attempt is ``ok`` or ``skipp
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from oodbench.errors import DataError, InvalidInputError
+from oodbench.errors import DataError, InvalidInputError, NotWritableError
 
 #: column -> pandas dtype of the long table, in order
 SCHEMA: dict[str, str] = {
@@ -63,6 +65,8 @@ COLUMNS = tuple(SCHEMA)
 STATUSES = ("ok", "failed", "skipped")
 FILE_NAME = "results.parquet"
 SCORES_DIR = "scores"
+#: unreadable images the extractions behind the results skipped (per source)
+SKIPPED_FILE = "skipped_images.json"
 
 #: wide-result columns that identify a row rather than measure something
 _ID_COLUMNS = {"detector", "hyperparams", "group", "kind", "level", "n_id", "n_ood", "seed"}
@@ -92,6 +96,47 @@ def _new_tmp(folder: Path, prefix: str, suffix: str) -> str:
     os.umask(umask)
     os.chmod(tmp, 0o666 & ~umask)
     return tmp
+
+
+@contextlib.contextmanager
+def _replaced(dest: Path, prefix: str) -> Iterator[str]:
+    """A temporary file next to ``dest`` (with its suffix) for the block to write; renamed onto
+    ``dest`` when the block succeeds, so a crash never leaves half a file. A failed write
+    (read-only folder, full disk) is a ``NotWritableError``."""
+    folder = dest.parent
+    with writing(folder, "the results"):
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = _new_tmp(folder, prefix, dest.suffix)
+        try:
+            yield tmp
+            os.replace(tmp, dest)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+
+#: how to get out of a read-only results folder, per writer
+RESULTS_FIX = ("make it writable, or set [experiment] output to a writable folder (finished "
+               "cells can be copied there with results.parquet)")
+
+
+@contextlib.contextmanager
+def writing(folder: Path, what: str, fix: str = RESULTS_FIX) -> Iterator[None]:
+    """Turn a failed write (read-only folder, no space) into one ``NotWritableError`` line."""
+    try:
+        yield
+    except OSError as err:
+        reason = err.strerror or str(err)
+        raise NotWritableError(f"cannot write {what} in {folder} ({reason}): {fix}") from err
+
+
+def check_writable(folder: Path, what: str = "the results", fix: str = RESULTS_FIX) -> None:
+    """Create ``folder`` if needed and a test file in it; ``NotWritableError`` when it cannot."""
+    with writing(folder, what, fix):
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".oodbench-write-check-", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
 
 
 def now() -> str:
@@ -279,14 +324,8 @@ class ResultsTable:
         new = conform(rows)
         old = self.read(latest=False)
         table = new if old.empty else pd.concat([old, new], ignore_index=True)
-        self.folder.mkdir(parents=True, exist_ok=True)
-        tmp = _new_tmp(self.folder, ".results-", ".parquet")
-        try:
+        with _replaced(self.path, ".results-") as tmp:
             table.to_parquet(tmp, index=False)
-            os.replace(tmp, self.path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
 
     def finished_cells(self) -> set[str]:
         """Keys of the cells whose latest attempt is ``ok`` or ``skipped``."""
@@ -298,13 +337,29 @@ class ResultsTable:
         """Whether ``cell`` has a finished latest attempt (re-runs skip it)."""
         return cell in self.finished_cells()
 
+    # -- skipped images -------------------------------------------------------------------------
+    def skipped_images(self) -> dict[str, dict[str, Any]]:
+        """Source fingerprint -> ``{"source", "n_source", "skipped": [records]}``; ``{}`` if none."""
+        path = self.folder / SKIPPED_FILE
+        if not path.is_file():
+            return {}
+        return dict(json.loads(path.read_text(encoding="utf-8")))
+
+    def add_skipped_images(self, found: Mapping[str, dict[str, Any]]) -> None:
+        """Merge ``found`` into ``skipped_images.json`` (rewritten only when it changes)."""
+        known = self.skipped_images()
+        merged = {**known, **found}
+        if merged == known:
+            return
+        with _replaced(self.folder / SKIPPED_FILE, ".skipped-") as tmp:
+            Path(tmp).write_text(json.dumps(merged, indent=1, sort_keys=True), encoding="utf-8")
+
     # -- per-cell score arrays ------------------------------------------------------------------
     def scores_path(self, cell: str) -> Path:
         return self.scores_dir / f"{cell}.npz"
 
     def save_scores(self, cell: str, id_scores: np.ndarray, ood: Mapping[str, np.ndarray]) -> Path:
         """Keep the ID scores and each OOD group's scores of a cell (compressed ``.npz``)."""
-        self.scores_dir.mkdir(parents=True, exist_ok=True)
         groups = list(ood)
         arrays: dict[str, np.ndarray] = {
             f"ood_{i}": np.asarray(ood[g], dtype=np.float64) for i, g in enumerate(groups)
@@ -312,13 +367,8 @@ class ResultsTable:
         arrays["id"] = np.asarray(id_scores, dtype=np.float64)
         arrays["groups"] = np.array(groups, dtype=str)
         path = self.scores_path(cell)
-        tmp = _new_tmp(self.scores_dir, ".scores-", ".npz")
-        try:
+        with _replaced(path, ".scores-") as tmp:
             np.savez_compressed(tmp, **arrays)  # type: ignore[arg-type]
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
         return path
 
     def load_scores(self, cell: str) -> tuple[np.ndarray, dict[str, np.ndarray]] | None:

@@ -3,6 +3,7 @@
     import oodbench
     df = oodbench.run_experiment("experiment.toml")   # the tidy results as a DataFrame
     df = oodbench.run("experiment.toml")              # the same: this package is callable
+    oodbench.results.wide(df)["auroc"]                # one column per metric
 
 ``run_experiment`` plans the grid (:mod:`oodbench.run.plan`), skips the cells already finished
 in ``<output>/results.parquet``, runs the rest (:class:`~oodbench.run.local.LocalExecutor`, or
@@ -25,6 +26,8 @@ from typing import Any
 
 import pandas as pd
 
+from oodbench.results.table import writing
+
 __all__ = ["run_experiment"]
 
 
@@ -34,6 +37,8 @@ def run_experiment(
     executor: str | Any = "local",
     progress: bool = True,
     extract_progress: bool | None = None,
+    extract_options: Mapping[str, Any] | None = None,
+    check: bool = True,
 ) -> pd.DataFrame:
     """Run an experiment and return its results (one row per cell x group x metric).
 
@@ -45,13 +50,24 @@ def run_experiment(
             ``pip install oodbench[ray]``) or an object with ``run(plan, table)``.
         progress: show the progress bar over cells.
         extract_progress: show each extraction's progress bar (default: as ``progress``).
+        extract_options: keyword arguments of :func:`oodbench.extract.extract` for every
+            extraction, over the experiment's own (e.g. ``{"shard_size": 256, "repair":
+            True}``); they do not change any cell's key.
+        check: before the first forward pass, check the cells left to run
+            (:mod:`oodbench.run.checks`: data, models, labels, C-OOD windows) and raise
+            ``ExperimentCheckError`` listing every problem; ``False`` skips it (e.g. a Ray
+            driver that cannot see the data).
 
     Returns:
         The latest rows of every cell of this experiment (finished earlier or now), with the
-        columns of :data:`oodbench.results.table.SCHEMA`.
+        columns of :data:`oodbench.results.table.SCHEMA`: the *long* table, one ``(metric,
+        value)`` per row. ``oodbench.results.wide(df)`` pivots it to one row per (model,
+        detector configuration, benchmark, group) with a column per metric (``["auroc"]``).
     """
-    from oodbench.results.table import ResultsTable
+    from oodbench.results.table import ResultsTable, check_writable
+    from oodbench.run.checks import check_plan, raise_problems
     from oodbench.run.experiment import Experiment, load_experiment, parse_experiment
+    from oodbench.run.local import Resources
     from oodbench.run.plan import make_plan
 
     if isinstance(experiment, Experiment):
@@ -62,33 +78,46 @@ def run_experiment(
         exp = load_experiment(experiment)
     plan = make_plan(exp)
     table = ResultsTable(exp.output)
-    save_configuration(exp)
     pending = plan.pending(table.finished_cells())
     if pending.models:
+        check_writable(exp.output)
+        resources = Resources(exp)
+        if check:
+            raise_problems(check_plan(pending, resources, keep_first_model=executor == "local"))
+        save_configuration(exp)
         extract_bars = progress if extract_progress is None else extract_progress
-        _executor(executor, progress, extract_bars).run(pending, table)
+        runner = _executor(executor, progress, extract_bars, dict(extract_options or {}), resources)
+        runner.run(pending, table)
     keys = {c.key for c in plan.cells}
     rows = table.read()
     return rows[rows["cell"].isin(keys)].reset_index(drop=True)
 
 
 def save_configuration(exp: Any) -> None:
-    """Keep the experiment next to its results (``experiment.toml`` and ``experiment.json``)."""
-    exp.output.mkdir(parents=True, exist_ok=True)
+    """Keep the experiment next to its results (``experiment.toml`` and ``experiment.json``);
+    files whose content is already that are not rewritten."""
+    files = {"experiment.json": exp.to_json() + "\n"}
     if exp.text:
-        (exp.output / "experiment.toml").write_text(exp.text, encoding="utf-8")
-    (exp.output / "experiment.json").write_text(exp.to_json() + "\n", encoding="utf-8")
+        files["experiment.toml"] = exp.text
+    with writing(exp.output, "the experiment's configuration"):
+        exp.output.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            path = exp.output / name
+            if not path.is_file() or path.read_text(encoding="utf-8") != text:
+                path.write_text(text, encoding="utf-8")
 
 
-def _executor(executor: str | Any, progress: bool, extract_progress: bool) -> Any:
+def _executor(executor: str | Any, progress: bool, extract_progress: bool,
+              extract_options: dict[str, Any], resources: Any) -> Any:
     if executor == "local":
         from oodbench.run.local import LocalExecutor
 
-        return LocalExecutor(progress=progress, extract_progress=extract_progress)
+        return LocalExecutor(progress=progress, extract_progress=extract_progress,
+                             extract_options=extract_options, resources=resources)
     if executor == "ray":
         from oodbench.run.ray_executor import RayExecutor
 
-        return RayExecutor(progress=progress)
+        return RayExecutor(progress=progress, extract_options=extract_options)
     if isinstance(executor, str):
         from oodbench.errors import UnknownNameError
 

@@ -90,10 +90,18 @@ class ExperimentError(ConfigError):
 class SourceSpec(Schema):
     """Where images come from: an image folder, an OpenOOD image list, digits or demo sets.
 
-    TOML: ``{ folder = "dir" }`` (``dir/<class>/<image>``), ``{ list = "file.txt", root = "dir" }``
-    (``relative/path label`` lines; label -1 = OOD; ``root`` defaults to the list's folder),
-    ``{ digits = [0, 1, 2] }`` (sklearn's digits), or ``{ demo = "id_test", seed = 0 }`` (a set
-    of :mod:`oodbench.data.demo`).
+    TOML: ``{ folder = "dir" }`` (``dir/<class>/<image>``; or images in ``dir`` or ``dir/images``
+    with ``dir/labels.txt``; or ImageNet validation images with their labels: see
+    :func:`oodbench.data.open_folder`), ``{ list = "file.txt", root = "dir" }`` (``relative/path
+    label`` lines; label -1 = OOD; ``root`` defaults to the list's folder), ``{ digits = [0, 1,
+    2] }`` (sklearn's digits), or ``{ demo = "id_test", seed = 0 }`` (a set of
+    :mod:`oodbench.data.demo`).
+
+    Labels that index the model's classes: class folders named by the model's classes (ImageNet
+    wnids or class names) are mapped onto them by ``extract``; otherwise a folder or list takes
+    ``class_names = ["n01440764", ...]`` (or a text file, one name per line: the label order,
+    label ``i`` is ``class_names[i]``, also mapped onto the model's classes by name), and a
+    folder takes ``label_map = { my_cats = 281, my_dogs = 207 }`` (folder -> model class index).
     """
 
     shorthand = "folder"
@@ -104,8 +112,22 @@ class SourceSpec(Schema):
     digits: tuple[StrictInt, ...] | None = None
     demo: StrictStr | None = None
     seed: StrictInt | None = None
+    class_names: tuple[StrictStr, ...] | ConfigPath | None = Field(
+        None, description="the label order: an array of class names or a file of one per line")
+    label_map: dict[StrictStr, StrictInt] | None = Field(
+        None, description="class folder -> model class index")
 
     _where: str = PrivateAttr(default="")
+
+    @field_validator("class_names", mode="before")
+    @classmethod
+    def _names_or_file(cls, value: Any) -> Any:
+        if value is None or isinstance(value, (str, Path)):
+            return value
+        if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):
+            return tuple(value)
+        raise ValueError(
+            f"expected an array of class names or the path of a file of them, got {value!r}")
 
     @model_validator(mode="after")
     def _one_layout(self) -> SourceSpec:
@@ -119,6 +141,14 @@ class SourceSpec(Schema):
             raise ValueError("seed only goes with demo = \"...\"")
         if self.root is not None and self.layout != "list":
             raise ValueError("root only goes with list = \"file.txt\"")
+        if self.class_names is not None and self.layout not in ("folder", "list"):
+            raise ValueError("class_names only goes with folder = \"dir\" or list = \"file.txt\"")
+        if self.label_map is not None:
+            if self.layout != "folder" or self.class_names is not None:
+                raise ValueError("label_map goes with folder = \"dir\" and without class_names")
+            negative = {k: v for k, v in self.label_map.items() if v < 0}
+            if negative:
+                raise ValueError(f"label_map: model class indices are >= 0; got {negative}")
         if self.digits is not None and not all(0 <= c <= 9 for c in self.digits):
             raise ValueError(f"digits: expected digit classes in 0-9, got {list(self.digits)}")
         if self.demo is not None:
@@ -163,15 +193,30 @@ class SourceSpec(Schema):
         from oodbench import data
 
         self.check_exists()
+        names = self.label_order()
         if self.folder is not None:
-            return data.ImageFolder(self.folder)
+            if self.label_map is not None:
+                from oodbench.data.labels import apply_label_map
+
+                return apply_label_map(data.ImageFolder(self.folder), self.label_map)
+            if names is not None:
+                return data.ImageFolder(self.folder, class_names=names)
+            return data.open_folder(self.folder)
         if self.list_file is not None:
-            return data.ImageList(self.list_file, self.list_file.parent if self.root is None else self.root)
+            root = self.list_file.parent if self.root is None else self.root
+            return data.ImageList(self.list_file, root, class_names=names)
         if self.demo is not None:
             from oodbench.data.demo import demo_data
 
             return demo_data(seed=self.seed or 0).source(self.demo)
         return data.DigitsSource(classes=list(self.digits) if self.digits is not None else None)
+
+    def label_order(self) -> list[str] | None:
+        """``class_names`` as a list (read from its file when it is one), or ``None``."""
+        if self.class_names is None or isinstance(self.class_names, tuple):
+            return None if self.class_names is None else list(self.class_names)
+        lines = self.class_names.read_text(encoding="utf-8").splitlines()
+        return [line.strip() for line in lines if line.strip()]
 
     def check_exists(self) -> None:
         """Raise ``MissingDataError`` saying what was expected where a path is missing."""
@@ -179,6 +224,11 @@ class SourceSpec(Schema):
             raise MissingDataError(
                 f"{self.where}: folder {self.folder} does not exist; expected an image folder laid "
                 "out as <folder>/<class name>/<image> (fix the path in the experiment file)"
+            )
+        if isinstance(self.class_names, Path) and not self.class_names.is_file():
+            raise MissingDataError(
+                f"{self.where}: class_names file {self.class_names} does not exist; expected a "
+                "text file with one class name per line (line i names label i)"
             )
         if self.list_file is not None:
             if not self.list_file.is_file():
@@ -204,6 +254,11 @@ class SourceSpec(Schema):
             out["classes"] = list(self.digits)
         if self.demo is not None:
             out.update(demo=self.demo, seed=self.seed or 0)
+        if self.class_names is not None:
+            out["class_names"] = (str(self.class_names) if isinstance(self.class_names, Path)
+                                  else list(self.class_names))
+        if self.label_map is not None:
+            out["label_map"] = dict(self.label_map)
         return out
 
 
@@ -319,12 +374,118 @@ class ModelSpec(Schema):
 
 
 # -- detectors ----------------------------------------------------------------------------------
+#: tune keys that only the held-out-class protocol takes
+_HELD_OUT_KEYS = ("n_variants", "held_out_fraction", "retrain", "train")
+
+
+class TuneSpec(Schema):
+    """``tune = {...}`` of a ``[[detectors]]`` entry: its hyper-parameters are chosen at run time
+    by :func:`oodbench.tune` (one cell, with the chosen values and how they were chosen in the
+    results' ``hyperparams`` and ``tuning`` columns).
+
+    TOML: ``tune = { protocol = "held_out_classes", space = { percentile = [85, 90, 95] } }``
+    (no OOD data: ID classes of ``[id].fit`` are withheld) or ``tune = { protocol = "ood_val",
+    ood = "data/ood_val", search = "tpe", n_trials = 40, space = { slope = { low = 0.0,
+    high = 5.0 } } }`` (integer bounds make an integer range).
+    ``id_val`` (a source) defaults to one image of every ``[id].fit`` class that has two or
+    more, the rest of ``[id].fit`` being what the detector fits on while tuning
+    (``oodbench.tune.split.split_by_class`` with ``seed``). Held-out options: ``n_variants``,
+    ``held_out_fraction``, ``retrain`` (``"head"`` or ``"full"``), ``train`` (the trainer's
+    options, e.g. ``{ epochs = 30 }``).
+    """
+
+    protocol: Literal["ood_val", "held_out_classes"] = Field(
+        description="\"ood_val\" (with ood = ...) or \"held_out_classes\""
+    )
+    space: dict[str, Any] = Field(
+        description="the hyper-parameters to search: name = [values] or { low = ..., high = ... }"
+    )
+    search: Literal["grid", "tpe"] = "grid"
+    criterion: StrictStr | None = None
+    n_trials: StrictInt = 50
+    seed: StrictInt = 0
+    ood: SourceSpec | None = None
+    id_val: SourceSpec | None = None
+    n_variants: StrictInt | None = None
+    held_out_fraction: StrictFloat | None = None
+    retrain: StrictStr | None = None
+    train: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TuneSpec:
+        from oodbench.tune.held_out import HeldOutClasses
+        from oodbench.tune.space import parse_space
+
+        if self.protocol == "ood_val" and self.ood is None:
+            raise ValueError("protocol = \"ood_val\" needs ood = { folder = \"...\" } (the OOD "
+                             "validation images)")
+        if self.protocol == "held_out_classes":
+            if self.ood is not None:
+                raise ValueError("protocol = \"held_out_classes\" uses no OOD data; drop ood")
+            try:
+                HeldOutClasses(**self.held_out)
+            except OodbenchError as err:
+                raise ValueError(str(err)) from None
+        else:
+            given = [k for k in _HELD_OUT_KEYS if getattr(self, k) is not None]
+            if given:
+                raise ValueError(f"{given} only go with protocol = \"held_out_classes\"")
+        try:
+            parse_space(self.space, allow_ranges=self.search == "tpe")
+        except OodbenchError as err:
+            raise ValueError(str(err)) from None
+        return self
+
+    @property
+    def held_out(self) -> dict[str, Any]:
+        """The ``held_out`` settings of ``oodbench.tune`` given in the file."""
+        out = {k: getattr(self, k) for k in _HELD_OUT_KEYS if getattr(self, k) is not None}
+        return {**out, "seed": self.seed}
+
+    def sources(self, where: str) -> Iterator[tuple[str, SourceSpec]]:
+        for key in ("ood", "id_val"):
+            spec = getattr(self, key)
+            if spec is not None:
+                yield f"{where}.tune.{key}", spec
+
+    def run(self, detector: str, base: Mapping[str, Any], model: Any, fit: Any,
+            extract: Any) -> Any:
+        """Tune ``detector`` (its other hyper-parameters fixed at ``base``) on ``fit`` (the
+        model's ``[id].fit`` activations); ``extract(source)`` gives a source's activations.
+        Returns the :class:`oodbench.tune.TuneResult`."""
+        from oodbench import detectors
+        from oodbench.tune import tune
+        from oodbench.tune.split import split_by_class
+
+        if self.id_val is not None:
+            id_val = extract(self.id_val.build())
+        else:
+            fit_rows, val_rows = split_by_class(fit.labels, self.seed)
+            fit, id_val = fit.subset(fit_rows), fit.subset(val_rows)
+        options: dict[str, Any] = {"criterion": self.criterion, "protocol": self.protocol,
+                                   "search": self.search}
+        if self.search == "tpe":
+            options.update(n_trials=self.n_trials, seed=self.seed)
+        if self.protocol == "held_out_classes":
+            options["held_out"] = self.held_out
+        ood = extract(self.ood.build()) if self.ood is not None else None
+        return tune(detectors.create(detector, **base), self.space, id_val, ood, fit=fit,
+                    model=model, **options)
+
+    def describe(self) -> dict[str, Any]:
+        out = {k: v for k, v in self.model_dump(exclude={"ood", "id_val"}).items() if v is not None}
+        out.update({k: getattr(self, k).describe() for k in ("ood", "id_val")
+                    if getattr(self, k) is not None})
+        return out
+
+
 class DetectorSpec(Schema):
     """A detector with fixed hyper-parameters and an optional grid (one cell per combination).
 
     TOML: ``"msp"``, ``{ name = "react", hyperparams = { percentile = 90 } }`` or
     ``{ name = "knn", grid = { k = [10, 50] } }``; the name ``"all"`` stands for every
-    registered detector that applies to the model.
+    registered detector that applies to the model. ``tune = {...}`` (:class:`TuneSpec`) chooses
+    the hyper-parameters of its ``space`` at run time instead of a grid.
     """
 
     shorthand = "name"
@@ -332,6 +493,7 @@ class DetectorSpec(Schema):
     name: StrictStr = Field(description="a registered detector, or \"all\"")
     hyperparams: dict[str, Any] = Field(default_factory=dict)
     grid: dict[str, NonEmptyArray] = Field(default_factory=dict)
+    tune: TuneSpec | None = None
     protocol: StrictStr | None = Field(
         None, description="a preset (\"paper\", \"openood\", \"cood\", \"cood_code\"); \"\" = none")
 
@@ -346,8 +508,8 @@ class DetectorSpec(Schema):
         if both:
             raise ValueError(f"{both} appear in both hyperparams and grid; keep one")
         if self.name == ALL_DETECTORS:
-            if self.hyperparams or self.grid:
-                raise ValueError("\"all\" takes no hyperparams or grid; list detectors by name")
+            if self.hyperparams or self.grid or self.tune:
+                raise ValueError("\"all\" takes no hyperparams, grid or tune; list detectors by name")
             return self
         self.check(self.protocol)
         return self
@@ -359,6 +521,8 @@ class DetectorSpec(Schema):
         try:
             for config in self.configurations():
                 detectors.create(self.name, preset=protocol or None, **config)
+            if self.tune is not None:
+                self._check_tune()
         except OodbenchError as err:
             raise ValueError(str(err)) from None
         except (TypeError, ValueError) as err:
@@ -370,8 +534,24 @@ class DetectorSpec(Schema):
         chosen = default if self.protocol is None else self.protocol
         return chosen or None
 
+    def _check_tune(self) -> None:
+        from oodbench.tune.space import detector_builder, grid_points, parse_space
+
+        assert self.tune is not None
+        if self.grid:
+            raise ValueError("tune searches its own space; give either grid or tune, not both")
+        both = sorted(set(self.hyperparams) & set(self.tune.space))
+        if both:
+            raise ValueError(f"{both} appear in both hyperparams and tune.space; keep one")
+        dims = parse_space(self.tune.space, allow_ranges=self.tune.search == "tpe")
+        build = detector_builder(self.name, list(dims), self.tune.protocol)
+        lists = {k: v for k, v in dims.items() if isinstance(v, list)}
+        for point in grid_points(lists):  # every listed value is valid
+            build({**self.hyperparams, **point})
+
     def configurations(self) -> list[dict[str, Any]]:
-        """Every hyper-parameter setting this entry stands for (the grid's cartesian product)."""
+        """Every hyper-parameter setting this entry stands for (the grid's cartesian product;
+        a tuned entry stands for its fixed ``hyperparams``, the rest is chosen at run time)."""
         keys = sorted(self.grid)
         combos = itertools.product(*(self.grid[k] for k in keys))
         return [{**dict(self.hyperparams), **dict(zip(keys, values))} for values in combos]
@@ -379,6 +559,8 @@ class DetectorSpec(Schema):
     def describe(self) -> dict[str, Any]:
         out = {"name": self.name, "hyperparams": dict(self.hyperparams),
                "grid": {k: list(v) for k, v in self.grid.items()}}
+        if self.tune is not None:
+            out["tune"] = self.tune.describe()
         if self.protocol is not None:
             out["protocol"] = self.protocol
         return out
@@ -729,6 +911,14 @@ class Experiment(Schema):
         return self
 
     @model_validator(mode="after")
+    def _id_fit_when_tuning(self) -> Experiment:
+        tuned = [d.name for d in self.detectors if d.tune is not None]
+        if tuned and self.id.fit is None:
+            raise At("[id]", f"detector(s) {tuned} are tuned on the ID training set: add "
+                     "[id] fit = { folder = \"...\" }")
+        return self
+
+    @model_validator(mode="after")
     def _id_test_when_needed(self) -> Experiment:
         needing = [b.name for b in self.benchmarks if b.type != "standard"]
         if self.id.test is None and needing:
@@ -800,6 +990,9 @@ class Experiment(Schema):
                 yield f"[id].{key}", spec
         for i, bench in enumerate(self.benchmarks):
             yield from bench.sources(f"[[benchmarks]] #{i + 1}")
+        for i, det in enumerate(self.detectors):
+            if det.tune is not None:
+                yield from det.tune.sources(f"[[detectors]] #{i + 1}")
 
     def check_paths(self) -> None:
         """Raise ``MissingDataError`` for the first data path or weights file that is missing."""

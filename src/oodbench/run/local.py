@@ -16,27 +16,29 @@ from __future__ import annotations
 import functools
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
-from oodbench.benchmarks.base import GroupScores, hyperparams_json
+from oodbench.benchmarks.base import GroupScores, hyperparams_json, skipped_images
 from oodbench.results import table as results_table
 from oodbench.results.table import ResultsTable
 from oodbench.run.experiment import Experiment
-from oodbench.run.plan import Cell, ModelPlan, Plan
+from oodbench.run.plan import Cell, ModelPlan, Plan, canonical_json
 
 
 @dataclass
 class CellResult:
-    """What one cell produced: its long rows, its scores (when kept) and a failure's traceback."""
+    """What one cell produced: its long rows, its scores (when kept), a failure's traceback and
+    the unreadable images its extractions skipped (``benchmarks.base.skipped_images``)."""
 
     cell: Cell
     rows: pd.DataFrame
     scores: GroupScores | None = None
     traceback: str = ""
+    skipped_images: dict[str, Any] = field(default_factory=dict)
 
     @property
     def status(self) -> str:
@@ -69,10 +71,23 @@ class _Lazy:
 
 @dataclass
 class Resources:
-    """The sources and benchmark objects of an experiment, built once per process on first use."""
+    """The sources and benchmark objects of an experiment, built once per process on first use,
+    and the last model the up-front checks loaded (handed over once, to save loading it again)."""
 
     experiment: Experiment
     _lazy: dict[str, _Lazy] = field(default_factory=dict)
+    _kept: tuple[Any, Any] | None = None
+
+    def keep_model(self, spec: Any, model: Any) -> None:
+        """Hold ``model`` (loaded from ``spec``) for :meth:`load_model`; replaces any other."""
+        self._kept = (spec, model)
+
+    def load_model(self, spec: Any) -> Any:
+        """The model of ``spec``: the one kept by :meth:`keep_model` (once), else a new load."""
+        if self._kept is not None and self._kept[0] == spec:
+            model, self._kept = self._kept[1], None
+            return model
+        return spec.load()
 
     def _get(self, key: str, build: Callable[[], Any]) -> Any:
         return self._lazy.setdefault(key, _Lazy(build)).get()
@@ -119,46 +134,76 @@ def run_model(
     resources: Resources | None = None,
     on_start: Callable[[Cell], None] | None = None,
     progress: bool = True,
+    extract_options: Mapping[str, Any] | None = None,
 ) -> None:
-    """Run every cell of one model, handing each :class:`CellResult` to ``sink`` as it finishes."""
+    """Run every cell of one model, handing each :class:`CellResult` to ``sink`` as it finishes.
+
+    ``extract_options`` override the experiment's keyword arguments of ``extract``.
+    """
     from oodbench import detectors
     from oodbench.extract import extract
 
     resources = resources or Resources(experiment)
-    options = {**experiment.extract_options, "capture": model_plan.capture, "progress": progress}
-    model_lazy = _Lazy(model_plan.model.load)
+    options = {**experiment.extract_options, **(extract_options or {}),
+               "capture": model_plan.capture, "progress": progress}
+    model_lazy = _Lazy(functools.partial(resources.load_model, model_plan.model))
     fit_lazy = _Lazy(lambda: extract(model_lazy.get(), resources.id_fit(), **options))
     val_lazy = _Lazy(lambda: extract(model_lazy.get(), resources.id_val(), **options))
-    made: dict[tuple[str, str, str], _Lazy] = {}
+    made: dict[tuple[str, str, str, str], _Lazy] = {}
+
+    def tuned(cell: Cell) -> tuple[Any, str]:
+        """The detector with the hyper-parameters ``cell.tune`` chooses (unfitted: the benchmark
+        fits it on the whole [id].fit) and the ``tuning`` record."""
+        spec = next(d.tune for d in experiment.detectors
+                    if d.tune is not None and canonical_json(d.tune.describe()) == cell.tune)
+        model = model_lazy.get()
+        result = spec.run(cell.detector, cell.params, model, fit_lazy.get(),
+                          lambda source: extract(model, source, **options))
+        det = detectors.create(cell.detector, preset=cell.preset or None, **result.detector.hyperparams)
+        return det, result.tuning_record()
+
     for cell in model_plan.cells:
         if on_start is not None:
             on_start(cell)
         start = time.perf_counter()
         try:
             model = model_lazy.get()
-            key = (cell.detector, cell.hyperparams, cell.preset)
-            if key not in made:
-                made[key] = _Lazy(functools.partial(
-                    detectors.create, cell.detector, preset=cell.preset or None, **cell.params))
-            det = made[key].get()
-            bench = resources.benchmark(cell.benchmark.name)
-            reason = not_applicable(det, model, experiment, bench)
+            requires = detectors.detector_class(cell.detector).requires
+            reason = not_applicable(untuned(cell)[0], model, experiment,
+                                    resources.benchmark(cell.benchmark.name))
             if reason is not None:
                 sink(status_result(cell, "skipped", reason, experiment, start))
                 continue
-            role = det.fit_data if det.fits_on_data else None
+            key = (cell.detector, cell.hyperparams, cell.tune, cell.preset)
+            if key not in made:
+                made[key] = _Lazy(functools.partial(tuned if cell.tune else untuned, cell))
+            det, tuning = made[key].get()
+            bench = resources.benchmark(cell.benchmark.name)
+            role = det.fit_data if "train" in requires else None
             fit = fit_lazy.get() if role == "train" else None
             val = val_lazy.get() if role == "id_val" and experiment.id_val is not None else None
             wide = bench.run(model, [det], fit_activations=fit, id_val=val, **options)
+            if tuning:
+                wide["tuning"] = tuning
             rows = results_table.from_wide(
                 wide, model=cell.model.name, benchmark=cell.benchmark.name, cell=cell.key,
                 seconds=time.perf_counter() - start, time=results_table.now(),
                 experiment=experiment.name,
             )
-            sink(CellResult(cell, rows, bench.scores_.get((det.name, hyperparams_json(det)))))
+            skipped = {**bench.skipped_images_,
+                       **skipped_images(*(a for a in (fit, val) if a is not None))}
+            sink(CellResult(cell, rows, bench.scores_.get((det.name, hyperparams_json(det))),
+                            skipped_images=skipped))
         except Exception as err:
             message = f"{type(err).__name__}: {err}".replace("\n", " ")
             sink(status_result(cell, "failed", message, experiment, start, traceback.format_exc()))
+
+
+def untuned(cell: Cell) -> tuple[Any, str]:
+    """The cell's detector with its own hyper-parameters, and an empty ``tuning`` record."""
+    from oodbench import detectors
+
+    return detectors.create(cell.detector, preset=cell.preset or None, **cell.params), ""
 
 
 def failed(cell: Cell, message: str, experiment: Experiment) -> CellResult:
@@ -178,28 +223,36 @@ def status_result(cell: Cell, status: str, message: str, experiment: Experiment,
 
 
 def write_result(table: ResultsTable, result: CellResult) -> None:
-    """Append a cell's rows, keep its scores and log a failure's traceback."""
+    """Append a cell's rows, keep its scores and skipped images, log a failure's traceback."""
     if result.scores is not None:
         table.save_scores(result.cell.key, *result.scores)
+    if result.skipped_images:
+        table.add_skipped_images(result.skipped_images)
     if result.traceback:
-        table.folder.mkdir(parents=True, exist_ok=True)
-        with open(table.folder / "failures.log", "a", encoding="utf-8") as log:
-            log.write(f"== {results_table.now()} {result.cell.label()} [{result.cell.key}]\n")
-            log.write(result.traceback + "\n")
+        with results_table.writing(table.folder, "failures.log"):
+            table.folder.mkdir(parents=True, exist_ok=True)
+            with open(table.folder / "failures.log", "a", encoding="utf-8") as log:
+                log.write(f"== {results_table.now()} {result.cell.label()} [{result.cell.key}]\n")
+                log.write(result.traceback + "\n")
     table.append(result.rows)
 
 
 class LocalExecutor:
     """Runs the cells in this process, model after model, with a rich progress bar.
 
-    ``extract_progress`` shows each extraction's own bar too (default: as ``progress``).
+    ``extract_progress`` shows each extraction's own bar too (default: as ``progress``);
+    ``extract_options`` override the experiment's keyword arguments of ``extract``;
+    ``resources``: sources and benchmarks already built (by the up-front checks) to reuse.
     """
 
     def __init__(self, *, progress: bool = True, extract_progress: bool | None = None,
-                 console: Any = None):
+                 console: Any = None, extract_options: Mapping[str, Any] | None = None,
+                 resources: Resources | None = None):
         self.progress = progress
         self.extract_progress = progress if extract_progress is None else extract_progress
         self.console = console
+        self.extract_options = dict(extract_options or {})
+        self.resources = resources
 
     def run(self, plan: Plan, table: ResultsTable) -> None:
         from rich.console import Console
@@ -212,7 +265,7 @@ class LocalExecutor:
         )
 
         console = self.console or Console(stderr=True)
-        resources = Resources(plan.experiment)
+        resources = self.resources or Resources(plan.experiment)
         total = len(plan.cells)
         with Progress(TextColumn("[bold]cells[/]"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), TextColumn("{task.description}"), console=console,
@@ -230,5 +283,5 @@ class LocalExecutor:
 
             for model_plan in plan.models:
                 run_model(model_plan, plan.experiment, sink, resources=resources, on_start=start,
-                          progress=self.extract_progress)
+                          progress=self.extract_progress, extract_options=self.extract_options)
             bar.update(task, description="done")

@@ -35,6 +35,7 @@ class Cell:
     hyperparams: str  # canonical JSON with every hyper-parameter (defaults filled in)
     benchmark: BenchmarkSpec
     key: str
+    tune: str = ""  # canonical JSON of the entry's ``tune`` table ("" = not tuned)
     preset: str = ""  # the protocol preset the configuration started from ("" = none)
 
     @property
@@ -100,6 +101,8 @@ def detector_configurations(experiment: Experiment) -> list[tuple[str, dict[str,
     out: list[tuple[str, dict[str, Any], str]] = []
     seen: set[tuple[str, str, str]] = set()
     for spec in experiment.detectors:
+        if spec.tune is not None:
+            continue  # tuned entries: see tuned_detectors
         preset = spec.preset(experiment.protocol)
         if spec.name == ALL_DETECTORS:
             entries: list[tuple[str, dict[str, Any]]] = [
@@ -116,13 +119,28 @@ def detector_configurations(experiment: Experiment) -> list[tuple[str, dict[str,
     return out
 
 
+def tuned_detectors(experiment: Experiment) -> list[tuple[str, dict[str, Any], str, str]]:
+    """(name, full fixed hyper-parameters, preset, canonical JSON of ``tune``) of every tuned
+    entry."""
+    from oodbench import detectors
+
+    out = []
+    for spec in experiment.detectors:
+        if spec.tune is not None:
+            preset = spec.preset(experiment.protocol)
+            full = detectors.create(spec.name, preset=preset, **spec.hyperparams).hyperparams
+            out.append((spec.name, full, preset or "", canonical_json(spec.tune.describe())))
+    return out
+
+
 def make_plan(experiment: Experiment) -> Plan:
     """Expand the experiment into cells (models x detector configurations x benchmarks)."""
     from oodbench import detectors
     from oodbench.benchmarks.base import capture_for
     from oodbench.data.download import file_digest
 
-    configs = detector_configurations(experiment)
+    configs = [(name, params, preset, "") for name, params, preset in detector_configurations(experiment)]
+    configs += tuned_detectors(experiment)
     id_sources = {
         "test": experiment.id_test.describe() if experiment.id_test else None,
         "fit": experiment.id_fit.describe() if experiment.id_fit else None,
@@ -136,15 +154,20 @@ def make_plan(experiment: Experiment) -> Plan:
             model_ident["weights_sha256"] = file_digest(model.weights, "sha256")
         cells = []
         for bench in experiment.benchmarks:
-            for name, params, preset in configs:
+            for name, params, preset, tune in configs:
                 ident = {"model": model_ident, "detector": name, "hyperparams": params,
                          "benchmark": bench.describe(), "id": id_sources}
+                if tune:
+                    ident["tune"] = tune
                 if preset:
                     ident["preset"] = preset
                 cells.append(Cell(model, name, canonical_json(params), bench,
                                   hashlib.sha256(canonical_json(ident).encode()).hexdigest()[:20],
-                                  preset))
-        capture = capture_for([detectors.create(name, **params) for name, params, _ in configs])
+                                  tune, preset))
+        capture = capture_for([detectors.create(name, **params) for name, params, _, _ in configs])
+        if any(d.tune is not None and d.tune.protocol == "held_out_classes"
+               for d in experiment.detectors):  # the variants' heads train on features
+            capture = tuple(sorted({*capture, "features"}))
         models.append(ModelPlan(model, tuple(cells), capture))
     return Plan(experiment, tuple(models))
 

@@ -32,12 +32,14 @@ def _import_ray() -> Any:
     return ray
 
 
-def _run_model_task(model_plan: ModelPlan, experiment: Experiment) -> list[CellResult]:
+def _run_model_task(model_plan: ModelPlan, experiment: Experiment,
+                    extract_options: dict[str, Any]) -> list[CellResult]:
     """The body of one Ray task: every cell of one model, collected."""
     from oodbench.run.local import run_model
 
     results: list[CellResult] = []
-    run_model(model_plan, experiment, results.append, progress=False)
+    run_model(model_plan, experiment, results.append, progress=False,
+              extract_options=extract_options)
     return results
 
 
@@ -45,16 +47,17 @@ class RayExecutor:
     """One Ray task per model (``num_gpus`` / ``num_cpus`` each); the driver writes the table."""
 
     def __init__(self, *, address: str | None = None, num_gpus: float = 0, num_cpus: float = 1,
-                 progress: bool = True):
+                 progress: bool = True, extract_options: dict[str, Any] | None = None):
         self.address, self.num_gpus, self.num_cpus = address, num_gpus, num_cpus
         self.progress = progress
+        self.extract_options = dict(extract_options or {})
 
     def run(self, plan: Plan, table: ResultsTable) -> None:
         ray = _import_ray()
         if not ray.is_initialized():
             ray.init(address=self.address, ignore_reinit_error=True, log_to_driver=self.progress)
         task = ray.remote(num_gpus=self.num_gpus, num_cpus=self.num_cpus)(_run_model_task)
-        refs = {task.remote(m, plan.experiment): m for m in plan.models}
+        refs = {task.remote(m, plan.experiment, self.extract_options): m for m in plan.models}
         pending = list(refs)
         while pending:
             done, pending = ray.wait(pending, num_returns=1)

@@ -21,21 +21,21 @@ wins. ``grid="openood"`` takes OpenOOD's own sweep for the detector (its configs
 ``preset="openood"`` when given a name, and visits the points in OpenOOD's order (its
 ``recursive_generator``: the first swept hyper-parameter varies fastest), so ties break as they
 do there; a detector OpenOOD does not search (``APS_mode: False``) is evaluated at its
-configured values only. Two differences from OpenOOD's implementation: (1) whenever a
-hyper-parameter can change what ``fit`` learns (ReAct's percentile sets its threshold, DICE's
-sparsity its mask, KNN's subsampling its bank), the detector is fitted again for that grid
-point -- OpenOOD relies on each postprocessor's ``set_hyperparam`` to do that, and e.g. its
-``DICEPostprocessor`` only stores the new ``p`` and keeps the weight mask computed at the first
-grid point for the whole sweep; (2) nothing runs the network: every point is scored from the
-cached activations (only live-model detectors such as ODIN and MC-dropout run their own passes).
+configured values only. Two differences from OpenOOD's implementation: (1) whenever a hyper-parameter can change
+what ``fit`` learns (ReAct's percentile sets its threshold, DICE's sparsity its mask, KNN's
+subsampling its bank), the detector is fitted again for that grid point -- OpenOOD relies on
+each postprocessor's ``set_hyperparam`` to do that, and e.g. its ``DICEPostprocessor`` only
+stores the new ``p`` and keeps the weight mask computed at the first grid point for the whole
+sweep; (2) nothing runs the network: every point is scored from the cached activations (only
+live-model detectors such as ODIN and MC-dropout run their own passes).
 
 A detector class declares ``score_only_hyperparams`` (field names that only affect scoring:
 KNN's k, whose bank stays the same, a temperature); grid points that differ only in those share
 one fit (the table's ``refit`` column says which points fitted). Without that declaration every
 grid point is fitted separately, which is always correct.
 
-The returned detector records the search in ``detector.tuning`` (a JSON string for the results
-table's ``tuning`` column: the grid's name, the criterion, whether OOD data was used, the winner).
+The returned detector records the search in ``detector.tuning`` (:meth:`TuneResult.tuning_record`,
+the results table's ``tuning`` column; ``grid`` names the grid: ``"openood"`` or ``"custom"``).
 
 **Without OOD data** (``ood_val=None``) the criterion is ``"id_auroc"`` (default) or ``"aurc"``:
 how well the score separates the ID validation samples the model classifies correctly from
@@ -48,18 +48,22 @@ score ignores the prediction (feature-distance detectors) it can prefer differen
 than OOD data would. Report which mode chose the hyper-parameters.
 
 Ties are broken by grid order (the first best point wins); NaN metrics never win.
+
+**Other protocols and searches** (:mod:`oodbench.tune.dispatch`): ``protocol="held_out_classes"``
+tunes without OOD data by withholding ID classes (:mod:`oodbench.tune.held_out`, Mondal et al.,
+arXiv 2602.05935); ``search="tpe"`` searches ranges (:class:`oodbench.tune.space.Range`) with
+Optuna's seeded, resumable TPE sampler (:mod:`oodbench.tune.optuna_search`).
 """
 
 from __future__ import annotations
 
 import copy
-import itertools
 import json
 import math
 import sys
 import types
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -70,6 +74,9 @@ from oodbench.detectors import Detector, create
 from oodbench.detectors.presets import preset_for
 from oodbench.errors import InvalidInputError
 from oodbench.extract.activations import Activations
+from oodbench.tune.space import Range, detector_builder, grid_points, parse_space
+
+__all__ = ["Range", "TuneResult", "tune"]
 
 #: criterion -> True when larger is better
 OOD_CRITERIA = {
@@ -90,6 +97,7 @@ class TuneResult:
         table: one row per grid point, in grid order: the grid's hyper-parameters, every metric
             computed, ``refit`` (whether ``fit`` ran for this point) and ``best``.
         criterion: the metric that chose, and ``best_value`` its value at the winner.
+        provenance: how the choice was made: protocol, search and their settings.
     """
 
     best_params: dict[str, Any]
@@ -97,32 +105,36 @@ class TuneResult:
     table: pd.DataFrame
     criterion: str
     best_value: float
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    def tuning_record(self) -> str:
+        """The ``tuning`` column of the results table: canonical JSON of the provenance, the
+        chosen hyper-parameters and the criterion's value there."""
+        return json.dumps({**self.provenance, "criterion": self.criterion,
+                           "best_params": self.best_params, "best_value": self.best_value},
+                          sort_keys=True, default=str)
 
 
-#: named grids: protocol -> the grid is that preset's sweep
+#: grids known by name: the protocol whose preset holds the sweep
 NAMED_GRIDS = ("openood",)
 
 
-def _grid_points(grid: Mapping[str, Sequence[Any]], first_fastest: bool = False) -> list[dict[str, Any]]:
-    """Every combination of the grid's values: the last key varies fastest (``itertools.product``),
-    or the first (``first_fastest``, OpenOOD's ``recursive_generator`` order)."""
-    for key, values in grid.items():
-        if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not values:
-            raise InvalidInputError(
-                f"tune: grid[{key!r}] must be a non-empty list of values; got {values!r}"
-            )
-    keys = list(grid)[::-1] if first_fastest else list(grid)
-    points = [dict(zip(keys, combo)) for combo in itertools.product(*(grid[k] for k in keys))]
-    return [{k: p[k] for k in grid} for p in points]
-
-
-def _named_grid(name: str, detector: str) -> Mapping[str, Sequence[Any]]:
-    """The grid a protocol's preset names for ``detector`` (``{}``: its configured point only)."""
+def named_grid(name: str, detector: str) -> dict[str, list[Any]]:
+    """The grid a protocol's preset names for ``detector``: OpenOOD's sweep, or its configured
+    values as a single point where OpenOOD does not search (``APS_mode: False``)."""
     if name not in NAMED_GRIDS:
         raise InvalidInputError(
             f"tune: unknown named grid {name!r}; use one of {NAMED_GRIDS} or a dict of lists"
         )
-    return preset_for(detector, name).grid or {}
+    preset = preset_for(detector, name)
+    if preset.grid:
+        return {k: list(v) for k, v in preset.grid.items()}
+    if not preset.hyperparams:
+        raise InvalidInputError(
+            f"tune: {name} has nothing to search for {detector!r} (no hyper-parameters); use "
+            f"create({detector!r}, preset={name!r}) directly"
+        )
+    return {k: [v] for k, v in preset.hyperparams.items()}
 
 
 def _resolve_criterion(criterion: str | None, with_ood: bool) -> tuple[str, bool]:
@@ -148,11 +160,14 @@ def tune(
     detector_or_name: Detector | str,
     grid: Mapping[str, Sequence[Any]] | str,
     id_val: Activations,
-    ood_val: Activations | None,
+    ood_val: Activations | None = None,
     *,
     fit: Activations | None = None,
     model: Any = None,
     criterion: str | None = None,
+    protocol: str = "ood_val",
+    search: str = "grid",
+    **options: Any,
 ) -> TuneResult:
     """Pick the detector's hyper-parameters from ``grid`` (see the module docstring).
 
@@ -160,33 +175,34 @@ def tune(
         detector_or_name: a registry name (the grid overrides its defaults, or the
             ``"openood"`` preset's values with ``grid="openood"``) or a detector (the grid
             overrides its hyper-parameters).
-        grid: hyper-parameter name -> list of values (every combination is tried), or
+        grid: hyper-parameter name -> list of values; every combination is tried. With
+            ``search="tpe"`` also ranges (``Range(low, high)`` or ``{"low": .., "high": ..}``).
             ``"openood"``: OpenOOD v1.5's sweep for this detector, in OpenOOD's order.
         id_val, ood_val: validation activations (``ood_val=None``: the OOD-free mode);
             detectors with ``fit_data="id_val"`` are also fitted on ``id_val``.
         fit: ID training activations for detectors that learn statistics from them; model:
             the live classifier for detectors that need it.
         criterion: a metric key; default ``"auroc"`` with OOD data, ``"id_auroc"`` without.
+        protocol: ``"ood_val"`` (above) or ``"held_out_classes"`` (no OOD data: simulated by
+            withholding ID classes of ``fit``; ``held_out={"n_variants": 5,
+            "held_out_fraction": 0.2, "retrain": "head", "seed": 0, "train": {...}}``;
+            ``retrain="full"`` also needs ``model``).
+        search: ``"grid"`` or ``"tpe"`` (``n_trials=50, seed=0, storage=None, study_name=None,
+            progress=False``).
     """
-    name, larger_is_better = _resolve_criterion(criterion, ood_val is not None)
-    det_name = detector_or_name.name if isinstance(detector_or_name, Detector) else detector_or_name
     grid_name = grid if isinstance(grid, str) else "custom"
     if isinstance(grid, str):
-        grid = _named_grid(grid, det_name)
-    start = detector_or_name if isinstance(detector_or_name, Detector) else create(
-        detector_or_name, preset="openood" if grid_name == "openood" else None)
-    cls, base, preset = type(start), dict(start.hyperparams), start.preset
-    unknown = set(grid) - set(base)
-    if unknown:
-        raise InvalidInputError(
-            f"tune: detector {det_name!r} has no hyper-parameter {', '.join(sorted(unknown))}; "
-            f"it takes {', '.join(sorted(base)) or 'none'}"
-        )
+        det_name = detector_or_name.name if isinstance(detector_or_name, Detector) else detector_or_name
+        grid = named_grid(grid, det_name)
+        if not isinstance(detector_or_name, Detector):
+            detector_or_name = create(detector_or_name, preset=grid_name)
+    if protocol != "ood_val" or search != "grid" or options:
+        from oodbench.tune.dispatch import search as run_search
 
-    def build(point: dict[str, Any]) -> Detector:
-        det = cls(**{**base, **point})
-        det.preset = preset
-        return det
+        return run_search(detector_or_name, grid, id_val, ood_val, fit=fit, model=model,
+                          criterion=criterion, protocol=protocol, search=search, **options)
+    name, larger_is_better = _resolve_criterion(criterion, ood_val is not None)
+    build = detector_builder(detector_or_name, list(grid))
 
     correct = np.asarray(id_val.correct)
     if ood_val is None and (correct.all() or not correct.any()):
@@ -196,11 +212,12 @@ def tune(
             "right; use a larger labelled id_val or pass ood_val"
         )
 
-    points = _grid_points(grid, first_fastest=grid_name == "openood")
+    points = grid_points(parse_space(grid, allow_ranges=False),  # type: ignore[arg-type]
+                         first_fastest=grid_name == "openood")
     built = [build(point) for point in points]  # validates every value up front
     groups: dict[tuple[Any, ...], list[int]] = {}  # grid points that share one fit
     for i, det in enumerate(built):
-        score_only = det.score_only_hyperparams
+        score_only: frozenset[str] = getattr(type(det), "score_only_hyperparams", frozenset())
         key = tuple(sorted((k, repr(v)) for k, v in det.hyperparams.items() if k not in score_only))
         groups.setdefault(key, []).append(i)
 
@@ -230,16 +247,17 @@ def tune(
     winner = -best[1]
     table = pd.DataFrame(rows)
     table["best"] = np.arange(len(rows)) == winner
-    best[2].tuning = json.dumps(
-        {"grid": grid_name, "criterion": name, "ood_val": ood_val is not None,
-         "chosen": points[winner]}, sort_keys=True, default=str)
-    return TuneResult(
+    result = TuneResult(
         best_params=dict(points[winner]),
         detector=best[2],
         table=table,
         criterion=name,
         best_value=float(rows[winner][name]),
+        provenance={"protocol": "ood_val" if ood_val is not None else "id_only", "search": "grid",
+                    "grid": grid_name},
     )
+    result.detector.tuning = result.tuning_record()
+    return result
 
 
 class _CallableModule(types.ModuleType):

@@ -1,0 +1,125 @@
+"""Search spaces for :func:`oodbench.tune`: value lists (grid and TPE) and ranges (TPE only).
+
+    {"percentile": [85, 90, 95]}                 # a list: every value (grid) / a choice (TPE)
+    {"percentile": Range(80.0, 99.5)}            # a continuous range, searched by TPE
+    {"k": Range(1, 200, log=True)}               # integer bounds -> an integer range
+    {"percentile": {"low": 80, "high": 99.5}}    # the same as a mapping (how TOML writes it)
+
+A space names detector hyper-parameters; ``held_out_fraction`` may also appear under the
+held-out-class protocol (the number of simulated OOD classes is then searched with the rest,
+as the tuning paper does). Every name is checked against the detector before anything runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from oodbench.detectors import Detector, create, detector_class
+from oodbench.errors import InvalidInputError
+
+#: names a space may hold besides the detector's hyper-parameters: name -> protocol
+PROTOCOL_PARAMS = {"held_out_fraction": "held_out_classes"}
+
+
+@dataclass(frozen=True)
+class Range:
+    """A numeric interval ``[low, high]`` for TPE: integers when both bounds are ints."""
+
+    low: float
+    high: float
+    log: bool = False
+    step: float | None = None
+
+    def __post_init__(self) -> None:
+        if not self.low <= self.high:
+            raise InvalidInputError(f"Range needs low <= high; got low={self.low}, high={self.high}")
+        if self.log and self.low <= 0:
+            raise InvalidInputError(f"a log Range needs low > 0; got {self.low}")
+
+    @property
+    def is_int(self) -> bool:
+        return isinstance(self.low, int) and isinstance(self.high, int)
+
+
+Dimension = Range | list[Any]
+
+
+def parse_space(space: Mapping[str, Any], *, allow_ranges: bool) -> dict[str, Dimension]:
+    """Validate ``space`` and return name -> ``Range`` or list of values.
+
+    Raises one-line ``InvalidInputError``s for an empty space, an empty list, a range under grid
+    search and a malformed entry.
+    """
+    if not isinstance(space, Mapping) or not space:
+        raise InvalidInputError(
+            "tune: the search space is empty; give at least one hyper-parameter, e.g. "
+            "{'percentile': [85, 90, 95]}"
+        )
+    out: dict[str, Dimension] = {}
+    for key, values in space.items():
+        if isinstance(values, Mapping) and {"low", "high"} <= set(values):
+            values = Range(**values)
+        if isinstance(values, Range):
+            if not allow_ranges:
+                raise InvalidInputError(
+                    f"tune: grid[{key!r}] is a range; grid search needs a list of values "
+                    "(or use search='tpe')"
+                )
+            out[key] = values
+        elif isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not values:
+            raise InvalidInputError(
+                f"tune: grid[{key!r}] must be a non-empty list of values"
+                + (" or a Range" if allow_ranges else "") + f"; got {values!r}"
+            )
+        else:
+            out[key] = list(values)
+    return out
+
+
+def grid_points(space: Mapping[str, Sequence[Any]], first_fastest: bool = False) -> list[dict[str, Any]]:
+    """Every combination of a space of lists, in order: the last name varies fastest, or the
+    first (``first_fastest``: OpenOOD's ``recursive_generator`` order)."""
+    keys = list(space)[::-1] if first_fastest else list(space)
+    points = [dict(zip(keys, combo)) for combo in itertools.product(*(space[k] for k in keys))]
+    return [{k: p[k] for k in space} for p in points]
+
+
+def split_point(point: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(detector hyper-parameters, protocol parameters) of one point of a space."""
+    det = {k: v for k, v in point.items() if k not in PROTOCOL_PARAMS}
+    return det, {k: v for k, v in point.items() if k in PROTOCOL_PARAMS}
+
+
+def detector_builder(
+    detector_or_name: Detector | str, names: Sequence[str], protocol: str = "ood_val"
+) -> Callable[[Mapping[str, Any]], Detector]:
+    """A function point -> detector with those hyper-parameters (a registry name's defaults, or
+    the given detector's hyper-parameters, overridden by the point).
+
+    Raises when a name of the space is not a hyper-parameter of the detector (nor a parameter of
+    ``protocol``), naming the ones it takes.
+    """
+    if isinstance(detector_or_name, Detector):
+        cls, base = type(detector_or_name), dict(detector_or_name.hyperparams)
+        preset = detector_or_name.preset
+    else:
+        cls, base, preset = detector_class(detector_or_name), {}, ""
+    valid = {f.name for f in dataclasses.fields(cls) if f.init}
+    unknown = {n for n in names if n not in valid and PROTOCOL_PARAMS.get(n) != protocol}
+    if unknown:
+        raise InvalidInputError(
+            f"tune: detector {cls.name!r} has no hyper-parameter {', '.join(sorted(unknown))}; "
+            f"it takes {', '.join(sorted(valid)) or 'none'}"
+        )
+
+    def build(point: Mapping[str, Any]) -> Detector:
+        params = {**base, **split_point(point)[0]}
+        det = cls(**params) if base else create(cls.name, **params)
+        det.preset = preset  # the protocol label follows the base detector's preset
+        return det
+
+    return build

@@ -1,0 +1,135 @@
+"""Experiments with ``tune = {...}`` detector entries: parsing, bad input, and a tiny run whose
+rows carry the chosen hyper-parameters and how they were chosen."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+import oodbench
+from oodbench.results.report import write_report
+from oodbench.run.experiment import ExperimentError, parse_experiment
+from oodbench.run.plan import make_plan
+from tests.run.test_experiment import minimal
+from tests.run.tiny import write_tiny_experiment
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+HELD_OUT = {"name": "react", "tune": {
+    "protocol": "held_out_classes", "held_out_fraction": 0.34, "n_variants": 2,
+    "train": {"epochs": 3}, "space": {"percentile": [50.0, 90.0]}}}
+
+
+def with_fit(**overrides):
+    return minimal(id={"test": {"digits": [0, 1, 2]}, "fit": {"digits": [0, 1, 2]}}, **overrides)
+
+
+def test_tune_entries_parse_and_plan_one_cell_each():
+    ood_val = {"name": "vra", "hyperparams": {"per_unit": False}, "tune": {
+        "protocol": "ood_val", "ood": {"digits": [5, 6]}, "search": "tpe", "n_trials": 7,
+        "space": {"lower_percentile": {"low": 0.0, "high": 50.0}, "gamma": [0.0, 0.5]}}}
+    exp = parse_experiment(with_fit(detectors=["msp", HELD_OUT, ood_val]))
+    react, vra = exp.detectors[1], exp.detectors[2]
+    assert react.tune.protocol == "held_out_classes" and react.configurations() == [{}]
+    assert react.tune.held_out == {"n_variants": 2, "held_out_fraction": 0.34, "train": {"epochs": 3},
+                                   "seed": 0}
+    assert vra.tune.ood.digits == (5, 6) and vra.configurations() == [{"per_unit": False}]
+    assert any(where.endswith("[[detectors]] #3.tune.ood") for where, _ in exp.sources())
+    plan = make_plan(exp)
+    cells = {c.detector: c for c in plan.cells}
+    assert len(plan.cells) == 3 and cells["msp"].tune == ""
+    assert json.loads(cells["react"].tune)["protocol"] == "held_out_classes"
+    assert json.loads(cells["vra"].hyperparams)["per_unit"] is False
+    assert "features" in plan.models[0].capture
+    other = parse_experiment(with_fit(detectors=["msp", {**HELD_OUT, "tune": {
+        **HELD_OUT["tune"], "n_variants": 3}}, ood_val]))
+    assert make_plan(other).cells[1].key != cells["react"].key  # the tune settings are in the key
+
+
+@pytest.mark.parametrize("entry, message", [
+    ({"name": "react", "tune": {"protocol": "ood_val", "space": {"percentile": [90.0]}}},
+     r"needs ood = \{ folder"),
+    ({"name": "react", "tune": {**HELD_OUT["tune"], "ood": {"digits": [5]}}}, "uses no OOD data"),
+    ({"name": "react", "tune": {"protocol": "ood_val", "ood": {"digits": [5]}, "n_variants": 3,
+                                "space": {"percentile": [90.0]}}}, "only go with protocol"),
+    ({"name": "react", "tune": {"protocol": "no_ood", "space": {"percentile": [90.0]}}},
+     "expected one of"),
+    ({"name": "react", "tune": {**HELD_OUT["tune"], "space": {}}}, "search space is empty"),
+    ({"name": "react", "tune": {**HELD_OUT["tune"], "space": {"k": [5]}}},
+     "no hyper-parameter k; it takes fit_data, percentile"),
+    ({"name": "react", "tune": {**HELD_OUT["tune"], "space": {"percentile": [90.0, 150.0]}}},
+     "percentile"),
+    ({"name": "react", "tune": {**HELD_OUT["tune"], "space": {"percentile": {"low": 80.0,
+                                                                           "high": 99.0}}}},
+     "grid search needs a list"),
+    ({"name": "react", "tune": {**HELD_OUT["tune"], "held_out_fraction": 1.5}},
+     "strictly between 0 and 1"),
+    ({"name": "react", "tune": {**HELD_OUT["tune"], "retrain": "everything"}}, "retrain must be"),
+    ({"name": "react", "grid": {"percentile": [80.0, 90.0]}, "tune": HELD_OUT["tune"]},
+     "either grid or tune"),
+    ({"name": "react", "hyperparams": {"percentile": 90.0}, "tune": HELD_OUT["tune"]},
+     "both hyperparams and tune.space"),
+    ({"name": "all", "tune": HELD_OUT["tune"]}, "takes no hyperparams, grid or tune"),
+])
+def test_bad_tune_entries(entry, message):
+    with pytest.raises(ExperimentError, match=message) as err:
+        parse_experiment(with_fit(detectors=[entry]))
+    assert "[[detectors]] #1" in str(err.value)
+    assert len(str(err.value).splitlines()) == 1
+
+
+def test_tuning_needs_the_fit_set():
+    with pytest.raises(ExperimentError, match=r"\[id\]: detector\(s\) \['react'\] are tuned"):
+        parse_experiment(minimal(detectors=[HELD_OUT]))
+
+
+def test_tiny_experiment_with_tuned_detectors(tmp_path, monkeypatch):
+    """Both protocols run inside an experiment; the rows carry the tuned hyper-parameters, the
+    tuning record, and equal the numbers of oodbench.tune run by hand on the same data."""
+    monkeypatch.setenv("OODBENCH_CACHE", str(tmp_path / "cache"))
+    toml = write_tiny_experiment(tmp_path)
+    data = tomllib.loads(toml.read_text())
+    data["benchmarks"] = [b for b in data["benchmarks"] if b["name"] == "sets"]
+    data["detectors"] = [HELD_OUT, {"name": "knn", "tune": {
+        "protocol": "ood_val", "ood": {"folder": "data/noise"}, "space": {"k": [1, 2, 4]}}}]
+    exp = parse_experiment(data, base_dir=tmp_path)
+    df = oodbench.run(exp, progress=False)
+    cells = df.drop_duplicates("cell").set_index("detector")
+    assert cells["status"].eq("ok").all(), cells["error"]
+    for name in ("react", "knn"):
+        tuning = json.loads(cells.loc[name, "tuning"])
+        chosen = json.loads(cells.loc[name, "hyperparams"])
+        assert {k: chosen[k] for k in tuning["best_params"]} == tuning["best_params"]
+    react = json.loads(cells.loc["react", "tuning"])
+    assert react["protocol"] == "held_out_classes" and react["n_variants"] == 2
+    knn = json.loads(cells.loc["knn", "tuning"])
+    assert knn["protocol"] == "ood_val" and knn["search"] == "grid"
+    report = write_report(tmp_path / "out")  # the report lists both choices
+    page, summary = report.html.read_text(), report.markdown.read_text()
+    assert "Tuned hyper-parameters" in page and "## Tuned hyper-parameters" in summary
+    for line in (f"| knn | sets | ood_val | grid | auroc | k={knn['best_params']['k']} |",
+                 "| react | sets | held_out_classes | grid | auroc | percentile="):
+        assert line in summary
+
+    # the same choice by hand: [id].fit split by class, oodbench.tune on the cached activations
+    from oodbench.data import ImageFolder
+    from oodbench.extract import extract
+    from oodbench.models.small_cnn import SmallCNN
+    from oodbench.tune.split import split_by_class
+
+    model = SmallCNN(num_classes=3, seed=0)
+    capture = make_plan(exp).models[0].capture
+    fit = extract(model, ImageFolder(tmp_path / "data" / "id_train"), capture=capture,
+                  device="cpu", batch_size=16, progress=False)
+    noise = extract(model, ImageFolder(tmp_path / "data" / "noise"), capture=capture,
+                    device="cpu", batch_size=16, progress=False)
+    fit_rows, val_rows = split_by_class(fit.labels, 0)
+    by_hand = oodbench.tune("knn", {"k": [1, 2, 4]}, fit.subset(val_rows), noise,
+                            fit=fit.subset(fit_rows))
+    assert by_hand.best_params == knn["best_params"]
+    assert by_hand.best_value == pytest.approx(knn["best_value"])
