@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from sklearn.metrics import roc_auc_score
 
+from oodbench.benchmarks import cood
 from oodbench.benchmarks.cood import (
     CoodBenchmark,
     group_labels,
@@ -505,7 +506,7 @@ def test_id_classes_fit_only_on_id_class_rows(name) -> None:
 
     leaky = create(name, fit_data="train").fit(restricted)  # every row: the defect
     pool_test = np.isin(bench.pool_positions_, bench.test_idx_)
-    ood = leaky.score(bench.pool_activations_)[pool_test]
+    ood = leaky.score(bench.pool_activations_.restrict_classes(np.arange(5)))[pool_test]
     id_scores = leaky.score(bench.id_activations_)
     leaky_auroc = roc_auc_score(np.r_[np.ones(len(id_scores)), np.zeros(len(ood))], np.r_[id_scores, ood])
     assert leaky_auroc < 0.75 < rows["auroc"].mean()
@@ -517,3 +518,42 @@ def test_id_classes_need_labelled_fit_data() -> None:
     bench = CoodBenchmark(id_test, pool, window=1, n_levels=5, id_classes=range(5))
     with pytest.raises(InvalidInputError, match="carry no class labels"):
         bench.run(None, [create("knn")], fit_activations=fit)
+
+
+def _memmapped(acts: Activations, folder) -> Activations:
+    """``acts`` with logits and labels as read-only memory-mapped .npy files (as the cache holds)."""
+    for name in ("logits", "labels"):
+        np.save(folder / f"{name}.npy", getattr(acts, name))
+    return Activations(logits=np.load(folder / "logits.npy", mmap_mode="r"),
+                       labels=np.load(folder / "labels.npy", mmap_mode="r"), ids=acts.ids)
+
+
+@pytest.mark.parametrize("id_classes", [None, [0, 2, 3]])
+def test_the_pool_is_scored_block_by_block(monkeypatch, tmp_path, id_classes) -> None:
+    """Small blocks (7 rows) of a memory-mapped pool, each restricted on the fly, give the
+    numbers of one block holding the whole (restricted) pool."""
+    rng = np.random.default_rng(5)
+    id_labels = rng.choice([0, 2, 3] if id_classes else 5, 200)
+    id_acts = Activations(logits=rng.normal(size=(200, 5)), labels=id_labels,
+                          ids=np.arange(200).astype(str))
+    pool_labels, shift = _pool(30, 8, rng)
+    pool_logits = rng.normal(size=(pool_labels.size, 5)) + shift[(pool_labels - 1000) // 7, None]
+    pool = _memmapped(Activations(logits=pool_logits, labels=pool_labels,
+                                  ids=np.arange(pool_labels.size).astype(str)), tmp_path)
+    detectors = [create("msp"), create("energy"), create("gen", M=3)]
+
+    def run(block: int) -> pd.DataFrame:
+        monkeypatch.setattr(cood, "POOL_BLOCK", block)
+        return CoodBenchmark(id_acts, pool, window=6, n_levels=4, id_classes=id_classes).run(
+            None, detectors)
+
+    streamed, whole = run(7), run(10**6)
+    pd.testing.assert_frame_equal(streamed, whole)
+    if id_classes is not None:  # the same as restricting the whole pool first
+        pool_logits = np.asarray(pool.logits)[:, id_classes]  # pool labels are pool class ids
+        restricted = CoodBenchmark(id_acts.restrict_classes(id_classes),
+                                   Activations(logits=pool_logits, labels=pool.labels, ids=pool.ids),
+                                   window=6, n_levels=4)
+        expected = restricted.run(None, detectors)
+        cols = ["detector", "level", "auroc", "fpr95_id", "n_ood", "severity", "ood_mean_kappa"]
+        pd.testing.assert_frame_equal(streamed[cols], expected[cols])

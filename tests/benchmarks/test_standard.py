@@ -254,10 +254,11 @@ def test_run_keeps_the_scores_behind_its_rows(sets: dict[str, Activations]) -> N
     bench.run(None, [create("msp"), create("energy")])
     assert set(bench.scores_) == {("msp", "{}"), ("energy", '{"temperature": 1.0}')}
     id_scores, groups = bench.scores_[("msp", "{}")]
-    np.testing.assert_allclose(id_scores, msp(sets["id"]), rtol=1e-12)
+    # float32 exps, float64 result (oodbench.compute): ~1e-7 relative to all-float64 maths
+    np.testing.assert_allclose(id_scores, msp(sets["id"]), rtol=1e-6)
     assert set(groups) == set(KINDS)
     for group in KINDS:
-        np.testing.assert_allclose(groups[group], msp(sets[group]), rtol=1e-12)
+        np.testing.assert_allclose(groups[group], msp(sets[group]), rtol=1e-6)
 
 
 def test_rows_carry_delong_intervals_and_optional_bootstrap(

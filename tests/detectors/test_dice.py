@@ -41,7 +41,7 @@ def test_matches_pytorch_ood(id_train, id_test, sparsity):
 def test_matches_numpy_and_keeps_the_right_fraction(id_train, id_test):
     det = create("dice").fit(id_train)
     expected, masked = _numpy_dice(id_train, id_test, 70.0)
-    np.testing.assert_allclose(det.score(id_test), expected, rtol=1e-12)
+    np.testing.assert_allclose(det.score(id_test), expected, rtol=1e-6)  # float32 head product (oodbench.compute)
     np.testing.assert_array_equal(det.masked_weight_.numpy() != 0, masked != 0)
     assert (masked != 0).mean() == pytest.approx(0.3, abs=0.01)
 
@@ -51,7 +51,7 @@ def test_with_react(id_train, id_test, ood_test):
     clip = np.percentile(id_train.features.astype(np.float64), 90)
     for acts in (id_test, ood_test):
         expected, _ = _numpy_dice(id_train, acts, 70.0, clip=clip)
-        np.testing.assert_allclose(det.score(acts), expected, rtol=1e-12)
+        np.testing.assert_allclose(det.score(acts), expected, rtol=1e-6)  # float32 head product
     assert det.hyperparams == {"sparsity": 70.0, "react_percentile": 90.0, "fit_data": "train"}
 
 

@@ -48,7 +48,7 @@ def test_matches_reference(id_train, id_test, ood_test, clip_p, p_w, p_a):
     det.fit(id_train)
     for acts in (id_test, ood_test):
         expected = _reference_line(id_train, acts, clip_p, p_w, p_a)
-        np.testing.assert_allclose(det.score(acts), expected, rtol=1e-10)
+        np.testing.assert_allclose(det.score(acts), expected, rtol=1e-6)  # float32 head product (oodbench.compute)
 
 
 def test_class_without_training_samples_and_bad_labels(id_test):

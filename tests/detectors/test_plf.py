@@ -43,7 +43,7 @@ def test_matches_numpy(id_train, id_test, ood_test, per_unit, slope):
         if slope > 0:  # the fold really happens on these data: some entries are lowered, some zeroed
             above = z > (t2 if np.ndim(t2) == 0 else t2[None, :])
             assert above.any() and (shaped[above] < z[above]).all()
-        np.testing.assert_allclose(det.score(acts), _energy(shaped, acts), rtol=1e-12)
+        np.testing.assert_allclose(det.score(acts), _energy(shaped, acts), rtol=1e-6)  # float32 head product (oodbench.compute)
 
 
 def test_special_cases(id_train, id_test):
@@ -74,7 +74,7 @@ def test_shape_is_the_scored_function(id_train, id_test):
 
     det = create("plf").fit(id_train)
     shaped = det.shape(torch.as_tensor(id_test.features, dtype=torch.float64)).numpy()
-    np.testing.assert_allclose(det.score(id_test), _energy(shaped, id_test), rtol=1e-12)
+    np.testing.assert_allclose(det.score(id_test), _energy(shaped, id_test), rtol=1e-6)  # float32 head product
 
 
 def test_errors(id_train, make_acts):

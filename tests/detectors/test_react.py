@@ -20,7 +20,7 @@ def test_matches_numpy_formula(id_train, id_test, ood_test):
     for acts in (id_test, ood_test):
         f = np.minimum(acts.features.astype(np.float64), threshold)
         expected = logsumexp(f @ acts.head_weight.T.astype(np.float64) + acts.head_bias, axis=1)
-        np.testing.assert_allclose(det.score(acts), expected, rtol=1e-12)
+        np.testing.assert_allclose(det.score(acts), expected, rtol=1e-6)  # float32 head product (oodbench.compute)
 
 
 @pytest.mark.parametrize("p", [85.0, 90.0, 99.0])

@@ -21,7 +21,7 @@ def test_matches_numpy(id_test, ood_test):
         top = -np.sort(-f, axis=1)[:, :k].sum(axis=1)
         scaled = f * np.exp(f.sum(axis=1) / top)[:, None]  # every unit kept, none pruned
         expected = logsumexp(scaled @ acts.head_weight.T.astype(np.float64) + acts.head_bias, axis=1)
-        np.testing.assert_allclose(det.score(acts), expected, rtol=1e-12)
+        np.testing.assert_allclose(det.score(acts), expected, rtol=1e-6)  # float32 head product (oodbench.compute)
 
 
 @pytest.mark.parametrize("percentile", [65.0, 85.0, 95.0])

@@ -7,6 +7,7 @@ import pytest
 import torch
 from scipy.special import logsumexp
 
+from oodbench import compute
 from oodbench.detectors import _shaping
 from oodbench.errors import InvalidInputError
 
@@ -21,18 +22,42 @@ def test_percentile_equals_numpy(dtype, shape):
         assert _shaping.percentile(x, q) == pytest.approx(expected, rel=1e-12, abs=1e-12)
 
 
-def test_percentile_multi_pass_selection_and_ties(monkeypatch):
-    """Force several histogram refinements (tiny direct-sort limit) on tied, rounded values."""
-    monkeypatch.setattr(_shaping, "_DIRECT", 7)
+@pytest.mark.parametrize("path", ["every entry sampled", "bracketed pass", "histogram"])
+def test_percentile_selection_paths_and_ties(monkeypatch, path):
+    """Each way to the order statistics, on tied, rounded and heavy-tailed values, in many
+    chunks: the sample holds every entry; a sample of rows brackets one exact pass; the bracket
+    is refused (too many entries) and the histogram selection refines several times."""
     monkeypatch.setattr(_shaping, "CHUNK_BYTES", 4096)  # many row chunks
+    if path != "every entry sampled":
+        monkeypatch.setattr(_shaping, "_SAMPLE", 64)
+    if path != "histogram":  # the histogram must not be needed
+
+        def unused(*args):
+            raise AssertionError("fell back to the histogram selection")
+
+        monkeypatch.setattr(_shaping, "_kth_smallest", unused)
+    if path == "histogram":
+        monkeypatch.setattr(_shaping, "_BRACKET_LIMIT", -1)
+        monkeypatch.setattr(_shaping, "_DIRECT", 7)
     rng = np.random.default_rng(1)
-    for x in (np.round(rng.normal(size=(3000, 7)), 1), rng.exponential(size=(500, 40)) ** 4):
+    for x in (np.round(rng.normal(size=(3000, 7)), 1), rng.exponential(size=(500, 40)) ** 4,
+              np.maximum(rng.normal(size=(800, 16)), 0).astype(np.float32)):  # half zeros
         for q in np.linspace(0, 100, 23):
-            assert _shaping.percentile(x, q) == pytest.approx(np.percentile(x, q), rel=1e-12)
+            assert _shaping.percentile(x, q) == np.percentile(x.astype(np.float64), q)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_row_percentiles_equal_numpy(backend):
+    rng = np.random.default_rng(4)
+    x = np.round(rng.normal(size=(5, 301)), 1)  # ties
+    with compute.use(backend, "cpu"):
+        for q in (0.0, 10.0, 33.3, 50.0, 90.0, 100.0):
+            got = _shaping.row_percentiles(torch.as_tensor(x), q).numpy()
+            np.testing.assert_array_equal(got, np.percentile(x, q, axis=1))
 
 
 def test_percentile_per_unit_and_validation(monkeypatch):
-    monkeypatch.setattr(_shaping, "CHUNK_BYTES", 8 * 50 * 3)  # three columns per chunk
+    monkeypatch.setattr(_shaping, "CHUNK_BYTES", 8 * 50 * 3)  # three columns per chunk (CPU loop)
     x = np.random.default_rng(2).gamma(2.0, size=(50, 11)).astype(np.float32)
     np.testing.assert_allclose(
         _shaping.percentile_per_unit(x, 37.5), np.percentile(x.astype(np.float64), 37.5, axis=0)
@@ -43,18 +68,25 @@ def test_percentile_per_unit_and_validation(monkeypatch):
         _shaping.percentile(x, 101)
 
 
-def test_head_energy_in_chunks(monkeypatch):
-    monkeypatch.setattr(_shaping, "CHUNK_BYTES", 8 * 16 * 5)  # five rows per chunk
+@compute.chunked(4 * 16 * 5)  # five rows per chunk
+def test_head_energy_in_chunks():
     rng = np.random.default_rng(3)
-    f = rng.random((23, 16)).astype(np.float32)
+    f = rng.random((23, 16))
     w, b = rng.normal(size=(9, 16)), rng.normal(size=9)
+    expected = logsumexp(2 * f @ w.T + b, axis=1)
     got = _shaping.head_energy(f, torch.as_tensor(w), torch.as_tensor(b), lambda t: t * 2)
-    np.testing.assert_allclose(got, logsumexp(2 * f.astype(np.float64) @ w.T + b, axis=1))
+    np.testing.assert_allclose(got, expected, rtol=1e-14)  # float64 features: float64 maths
+    f32 = f.astype(np.float32)
+    got = _shaping.head_energy(f32, torch.as_tensor(w), torch.as_tensor(b), lambda t: t * 2)
+    expected = logsumexp(2 * f32.astype(np.float64) @ w.T + b, axis=1)
+    np.testing.assert_allclose(got, expected, rtol=1e-6)  # float32 head product
 
 
 def test_keep_count_and_sharpening():
     assert _shaping.keep_count(2048, 90) == 2048 - 1843
     assert _shaping.keep_count(10, 99.9) == 1  # never prunes everything
-    total = torch.tensor([6.0, 0.0])
-    kept = torch.tensor([3.0, 0.0])
-    np.testing.assert_allclose(_shaping.sharpening(total, kept).numpy(), [np.exp(2.0), np.e])
+    features = torch.tensor([[1.0, 2.0, 3.0], [0.0, 0.0, 0.0]])
+    kept = torch.tensor([[3.0], [0.0]])
+    factor = _shaping.sharpening(features, kept)
+    assert factor.dtype == torch.float64
+    np.testing.assert_allclose(factor.numpy(), [np.exp(2.0), np.e])

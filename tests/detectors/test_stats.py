@@ -5,12 +5,14 @@ import pytest
 import scipy.linalg
 import torch
 
+from oodbench import compute
 from oodbench.detectors import _stats, create
+from oodbench.detectors._neighbours import NeighbourIndex, normalized_float32
 from oodbench.errors import InvalidInputError
 
 
-def test_class_means_and_scatter_match_numpy_across_chunks(monkeypatch):
-    monkeypatch.setattr(_stats, "CHUNK", 7)  # force several chunks
+@compute.chunked(7 * 6 * 8)  # force several chunks of 7 rows
+def test_class_means_and_scatter_match_numpy_across_chunks():
     rng = np.random.default_rng(0)
     f = rng.normal(size=(50, 6)).astype(np.float32)
     y = rng.integers(0, 4, size=50)
@@ -51,17 +53,19 @@ def test_min_sq_mahalanobis_brute_force():
     np.testing.assert_allclose(got, d.min(axis=1), rtol=1e-10)
 
 
-def test_knn_search_is_exact(monkeypatch):
-    monkeypatch.setattr(_stats, "CHUNK", 8)
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_neighbour_search_is_exact(backend):
+    """faiss (numpy path) and tiled matmul + topk (torch path, tiles of 8 x 8 entries here)."""
     rng = np.random.default_rng(2)
     bank = rng.normal(size=(40, 5))
     queries = rng.normal(size=(17, 5)) * 3
     unit = lambda v: v / np.linalg.norm(v, axis=1, keepdims=True)  # noqa: E731
     b, q = unit(bank), unit(queries)
-    l2 = _stats.knn_search(_stats.flat_index(_stats.normalized_float32(bank), "l2"), queries, 4)
+    with compute.use(backend, "cpu", chunk_bytes=4 * 64):
+        l2 = NeighbourIndex(normalized_float32(bank), "l2").search(queries, 4)
+        ip = NeighbourIndex(normalized_float32(bank), "ip").search(queries, 4)
     expected = np.sort(((q[:, None] - b[None]) ** 2).sum(axis=2), axis=1)[:, :4]
     np.testing.assert_allclose(l2, expected, rtol=1e-5, atol=1e-6)
-    ip = _stats.knn_search(_stats.flat_index(_stats.normalized_float32(bank), "ip"), queries, 4)
     np.testing.assert_allclose(ip, -np.sort(-(q @ b.T), axis=1)[:, :4], rtol=1e-5, atol=1e-6)
 
 

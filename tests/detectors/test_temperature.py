@@ -57,7 +57,7 @@ def test_scores_match_pytorch_ood_at_the_same_temperature(overconfident, id_test
         ours = det.score(acts)
         assert_rel(ours, -ref.predict_logits(tensor(acts.logits)), rtol=1e-5)
         expected = scipy.special.softmax(acts.logits.astype(np.float64) / det.temperature_, axis=1)
-        np.testing.assert_allclose(ours, expected.max(axis=1), rtol=1e-12)
+        np.testing.assert_allclose(ours, expected.max(axis=1), rtol=1e-7)  # float32 exps
 
 
 def test_errors(make_acts, id_test):

@@ -30,11 +30,12 @@ def test_matches_official_code_and_pytorch_ood(id_train, id_test, ood_test, dim)
         ref = pod().ViM(None, d=dim, w=tensor(id_train.head_weight), b=tensor(id_train.head_bias))
         ref.fit_features(tensor(id_train.features), tensor(id_train.labels, None))
         refs = [ref.predict_features(tensor(acts.features)) for acts in (id_test, ood_test)]
-    np.testing.assert_allclose(det.alpha_, ref.alpha, rtol=1e-10)
+    np.testing.assert_allclose(det.alpha_, ref.alpha, rtol=1e-6)  # float32 projections
     for acts, pt in zip((id_test, ood_test), refs):
         ours = det.score(acts)
         official = _official(id_train, acts, dim)  # alpha from float64 logits, ours from stored
-        np.testing.assert_allclose(ours, official, rtol=1e-7, atol=1e-9 * np.abs(official).max())
+        # float32 projections and exps (oodbench.compute): ~1e-7 of the scores' scale
+        np.testing.assert_allclose(ours, official, rtol=1e-6, atol=1e-6 * np.abs(official).max())
         # scores cross zero; pytorch-ood recomputes the logits from the features (ours: stored float32)
         assert_rel(ours, -pt, rtol=1e-5, floor=1e-6)
 
@@ -58,7 +59,8 @@ def test_default_principal_dimension():
 def test_default_dim_is_used(id_train, id_test):
     det = create("vim").fit(id_train)
     assert det.principal_dim_ == 16
-    np.testing.assert_allclose(det.score(id_test), _official(id_train, id_test, 16), rtol=1e-6)
+    official = _official(id_train, id_test, 16)
+    np.testing.assert_allclose(det.score(id_test), official, rtol=1e-6, atol=1e-6 * np.abs(official).max())
 
 
 def test_errors(id_train, make_acts):

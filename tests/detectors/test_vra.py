@@ -33,7 +33,7 @@ def test_matches_numpy(id_train, id_test, ood_test, per_unit, gamma):
     for acts in (id_test, ood_test):
         shaped = _numpy_vra(acts.features.astype(np.float64), alpha, beta, gamma)
         expected = logsumexp(shaped @ acts.head_weight.T.astype(np.float64) + acts.head_bias, axis=1)
-        np.testing.assert_allclose(det.score(acts), expected, rtol=1e-12)
+        np.testing.assert_allclose(det.score(acts), expected, rtol=1e-6)  # float32 head product (oodbench.compute)
 
 
 def test_matches_pytorch_ood_where_no_activation_is_below_alpha(id_train):

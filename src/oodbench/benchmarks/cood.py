@@ -52,6 +52,9 @@ from oodbench.errors import (
 from oodbench.extract.activations import Activations
 
 SELECTIONS = ("percentiles", "disjoint")
+#: pool rows scored at a time: the pool (2M rows at the paper's scale) is read block by block
+#: from its memory-mapped cache files, so memory does not grow with it
+POOL_BLOCK = 32_768
 
 
 # -- the pure algorithm --------------------------------------------------------------------------
@@ -314,10 +317,11 @@ class CoodBenchmark(Benchmark):
     After ``run``: ``levels_[detector name]`` holds each level's pool class labels,
     ``severity_[detector name]`` the ``SeverityLevels`` (window indices refer to
     ``pool_classes_``) and ``level_classes(...)`` returns them by detector and level;
-    ``id_activations_`` and ``pool_activations_`` are the activations the run scored
-    (restricted to ``id_classes``) and ``pool_positions_`` the pool position of each row of
-    ``pool_activations_`` (a Source pool is extracted only at the sampled positions
-    ``used_idx_``; skipped images have no row).
+    ``id_activations_`` are the ID activations the run scored (restricted to ``id_classes``),
+    ``pool_activations_`` the pool's (memory-mapped, not restricted: the pool is scored
+    ``POOL_BLOCK`` rows at a time, each block restricted on the fly) and ``pool_positions_``
+    the pool position of each row of ``pool_activations_`` (a Source pool is extracted only at
+    the sampled positions ``used_idx_``; skipped images have no row).
     """
 
     name = "cood"
@@ -444,6 +448,8 @@ class CoodBenchmark(Benchmark):
         id_acts, pool_acts = self._activations(model, detectors, extract_options)
         self.id_activations_, self.pool_activations_ = id_acts, pool_acts
         self.note_skipped(id_acts, pool_acts)
+        ensure_fitted(detectors, fit_activations, model, id_val)
+        pool_kappas = self._score_pool(detectors, pool_acts)
         id_correct = id_correctness(id_acts)
         window = self.window if self.window is not None else id_acts.num_classes
 
@@ -459,11 +465,9 @@ class CoodBenchmark(Benchmark):
         row_class = np.searchsorted(self.pool_classes_, self.pool_labels_[positions])
         est_rows, test_rows = np.flatnonzero(row_role == 0), np.flatnonzero(row_role == 1)
 
-        ensure_fitted(detectors, fit_activations, model, id_val)
         rows = []
-        for det in detectors:
+        for det, pool_kappa in zip(detectors, pool_kappas):
             id_kappa = det.score(id_acts)
-            pool_kappa = det.score(pool_acts)
             present, means, _ = per_class_mean(pool_kappa[est_rows], row_class[est_rows])
             sev = severity_windows(
                 means, window=window, n_levels=self.n_levels, selection=self.selection
@@ -568,6 +572,24 @@ class CoodBenchmark(Benchmark):
             out["fit_data"] += " (id_classes rows)"
         return out
 
+    def _score_pool(self, detectors: Sequence[Detector], pool: Activations) -> list[np.ndarray]:
+        """kappa of every detector on every pool row, ``POOL_BLOCK`` rows at a time.
+
+        Each block is a view of the (memory-mapped) pool, restricted to ``id_classes`` on the
+        fly and scored by every detector before the next is read; its file pages are then
+        dropped from the resident set (``Activations.release_pages``). Memory holds one block
+        and one float64 score per pool row and detector, whatever the pool's size.
+        """
+        scores = [np.empty(len(pool), dtype=np.float64) for _ in detectors]
+        for start in range(0, len(pool), POOL_BLOCK):
+            rows = slice(start, min(start + POOL_BLOCK, len(pool)))
+            block = pool.rows(rows)
+            scored = block if self.id_classes is None else block.restrict_classes(self.id_classes)
+            for det, out in zip(detectors, scores):
+                out[rows] = det.score(scored)
+            block.release_pages()
+        return scores
+
     @staticmethod
     def _describe(data: Source | Activations) -> str:
         if isinstance(data, Source):
@@ -632,8 +654,7 @@ class CoodBenchmark(Benchmark):
                     f"id_classes refer to classes up to {int(self.id_classes.max())} but the "
                     f"model predicts {id_acts.num_classes} classes"
                 )
-            id_acts = id_acts.restrict_classes(self.id_classes)
-            pool_acts = pool_acts.restrict_classes(self.id_classes)
+            id_acts = id_acts.restrict_classes(self.id_classes)  # the pool: block by block
         id_labels = np.asarray(id_acts.labels)
         if len(id_acts) == 0:
             raise EmptyInputError("the ID test set has no samples")

@@ -3,12 +3,16 @@
 These detectors change the penultimate features ``f`` (or the linear head ``W, b``) and score the
 result with the energy of the head, ``kappa = logsumexp(W f' + b)``. Everything here works on
 cached arrays in row chunks (features may be memory-mapped float16 of a 100k-sample training
-bank), in float64:
+bank) on the current compute backend (:mod:`oodbench.compute`):
 
 - ``percentile``: exact ``np.percentile`` (linear interpolation) over *all* entries of a large
-  array without copying it (a chunked histogram selection), as ReAct's threshold needs.
+  array without copying it (one pass bracketed by a sample, else a chunked histogram
+  selection), as ReAct's threshold needs. In NumPy on the host on both paths: a memory-bound
+  pass over host arrays gains nothing from a trip to the GPU.
 - ``percentile_per_unit``: ``np.percentile(x, q, axis=0)`` in column chunks.
-- ``head_energy``: ``logsumexp(shape(f) @ W.T + b)`` in row chunks.
+- ``head_energy``: ``logsumexp(shape(f) @ W.T + b)`` in row chunks on the backend's device:
+  the head product in the features' precision (float32 for float32 or float16 features), the
+  energy finished in float64 (``_math.neg_energy``); about 1e-7 relative against float64.
 - ``keep_count`` / ``sharpening``: the per-sample top-k and the ``exp(s1 / s2)`` factor of ASH
   and SCALE.
 """
@@ -20,14 +24,17 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import torch
 
+from oodbench.compute import current, to_host
 from oodbench.detectors._math import as_tensor, neg_energy
 from oodbench.errors import InvalidInputError
 from oodbench.extract.activations import Activations
 
-#: rough size of one float64 working chunk
+#: rough size of one float64 working chunk of the CPU loops (RankFeat, GradNorm, LINe)
 CHUNK_BYTES = 64 * 2**20
 _BINS = 4096  # histogram bins per selection pass
 _DIRECT = 2**20  # a bin with at most this many values is sorted directly
+_SAMPLE = 2**20  # entries sampled to bracket a percentile
+_BRACKET_LIMIT = 2**24  # entries a bracket may hold (64 MiB of float32)
 
 
 def row_slices(n_rows: int, row_width: int) -> Iterator[slice]:
@@ -76,8 +83,49 @@ def _kth_smallest(values: np.ndarray, k: int) -> float:
     return lo
 
 
+def _sample(values: np.ndarray) -> np.ndarray:
+    """The entries of about ``_SAMPLE`` evenly spaced rows of ``values`` (every row when that
+    is all of them), sorted."""
+    rows = values.reshape(len(values), -1) if values.ndim > 1 else values.reshape(-1, 1)
+    take = np.unique(np.linspace(0, len(rows) - 1, max(1, _SAMPLE // rows.shape[1])).astype(np.int64))
+    dtype = np.float64 if values.dtype == np.float64 else np.float32
+    picked = rows if len(take) == len(rows) else rows[take]
+    return np.sort(np.asarray(picked, dtype=dtype).ravel())
+
+
+def _bracketed(values: np.ndarray, ranks: tuple[int, int], lo: float, hi: float) -> list[float] | None:
+    """The order statistics ``ranks`` (0-based) of ``values`` when they lie in ``[lo, hi]``, from
+    one pass that counts the entries below ``lo``, at ``lo`` and at ``hi`` and keeps those in
+    between; ``None`` when a rank falls outside or too many entries fall in between."""
+    below = at_lo = at_hi = kept = 0
+    inside: list[np.ndarray] = []
+    for chunk in _flat_chunks(values):
+        below += int(np.count_nonzero(chunk < lo))
+        at_lo += int(np.count_nonzero(chunk == lo))
+        if hi > lo:
+            at_hi += int(np.count_nonzero(chunk == hi))
+            inside.append(chunk[(chunk > lo) & (chunk < hi)])
+            kept += inside[-1].size
+            if kept > _BRACKET_LIMIT:
+                return None
+    middle = np.sort(np.concatenate(inside)) if inside else np.empty(0)
+    found = []
+    for rank in ranks:
+        pos = rank - below
+        if pos < 0 or pos >= at_lo + middle.size + at_hi:
+            return None
+        found.append(lo if pos < at_lo else float(middle[pos - at_lo]) if pos < at_lo + middle.size else hi)
+    return found
+
+
 def percentile(values: np.ndarray, q: float) -> float:
-    """``np.percentile(values, q)`` (linear interpolation) over every entry, in bounded memory."""
+    """``np.percentile(values, q)`` (linear interpolation) over every entry, in bounded memory.
+
+    The two order statistics around ``q`` come from one pass over ``values``, bracketed by the
+    quantiles of a sample of evenly spaced rows (a bracket of +-4, then +-32 standard errors of
+    the sample quantile); should both brackets miss (or hold too many entries), from the
+    chunked histogram selection. Exact: the answer is NumPy's to the last bit.
+    """
     n = int(np.prod(values.shape))
     if n == 0:
         raise InvalidInputError("cannot take a percentile of an empty array")
@@ -86,18 +134,40 @@ def percentile(values: np.ndarray, q: float) -> float:
     index = (q / 100.0) * (n - 1)
     below = int(np.floor(index))
     frac = index - below
-    a = _kth_smallest(values, below)
+    ranks = (below, min(below + 1, n - 1))
+    sample = _sample(values)
+    m = sample.size
+    if m == n:  # the sample is every entry
+        a, b = float(sample[ranks[0]]), float(sample[ranks[1]])
+    else:
+        centre = below / max(n - 1, 1) * (m - 1)
+        for margin in (4.0, 32.0):
+            spread = margin * np.sqrt(m)
+            low, high = int(centre - spread), int(np.ceil(centre + 1 + spread))
+            lo = float(sample[low]) if low > 0 else -np.inf  # the sample's ends bound nothing
+            hi = float(sample[high]) if high < m - 1 else np.inf
+            found = _bracketed(values, ranks, lo, hi)
+            if found is not None:
+                a, b = found
+                break
+        else:
+            a = _kth_smallest(values, below)
+            b = a if ranks[1] == below else _next_above(values, a, below)
     if frac == 0.0:
         return a
-    # the next order statistic: a itself when tied, else the smallest entry above a
+    # numpy's lerp, evaluated from the nearer end exactly as np.percentile does
+    return float(a + (b - a) * frac) if frac < 0.5 else float(b - (b - a) * (1.0 - frac))
+
+
+def _next_above(values: np.ndarray, a: float, rank: int) -> float:
+    """The order statistic after ``a`` (the ``rank``-th): ``a`` itself when tied, else the
+    smallest entry above it."""
     at_most_a, above = 0, np.inf
     for chunk in _flat_chunks(values):
         at_most_a += int(np.count_nonzero(chunk <= a))
         bigger = chunk[chunk > a]
         above = min(above, float(bigger.min())) if bigger.size else above
-    b = a if at_most_a >= below + 2 else above
-    # numpy's lerp, evaluated from the nearer end exactly as np.percentile does
-    return float(a + (b - a) * frac) if frac < 0.5 else float(b - (b - a) * (1.0 - frac))
+    return a if at_most_a >= rank + 2 else above
 
 
 def percentile_per_unit(features: np.ndarray, q: float) -> np.ndarray:
@@ -112,6 +182,27 @@ def percentile_per_unit(features: np.ndarray, q: float) -> np.ndarray:
     )
 
 
+def row_percentiles(x: torch.Tensor, q: float) -> torch.Tensor:
+    """``np.percentile(x, q, axis=1)`` (linear interpolation, NumPy's lerp) of a (B, n) tensor.
+
+    NumPy's own on the NumPy path (its selection is twice as fast as torch's on the CPU); on
+    the torch path one ``kthvalue`` and the next order statistic on the tensor's device.
+    """
+    if current().kind == "numpy":
+        return torch.from_numpy(np.percentile(x.cpu().numpy(), q, axis=1))
+    n = x.shape[1]
+    index = (q / 100.0) * (n - 1)
+    below = int(np.floor(index))
+    frac = index - below
+    a = torch.kthvalue(x, below + 1, dim=1).values
+    if frac == 0.0:
+        return a
+    tied = (x <= a[:, None]).sum(dim=1) >= below + 2
+    above = torch.where(x > a[:, None], x, torch.inf).min(dim=1).values
+    b = torch.where(tied, a, above)
+    return a + (b - a) * frac if frac < 0.5 else b - (b - a) * (1.0 - frac)
+
+
 def required(acts: Activations, name: str) -> np.ndarray:
     """``acts.<name>`` (e.g. ``"features"``), raising ``MissingActivationError`` when absent."""
     acts.require(name, who="this detector")
@@ -119,11 +210,11 @@ def required(acts: Activations, name: str) -> np.ndarray:
 
 
 def head_tensors(acts: Activations) -> tuple[torch.Tensor, torch.Tensor]:
-    """The linear head ``(W (C, D), b (C,))`` of ``acts`` as float64 tensors."""
+    """The linear head ``(W (C, D), b (C,))`` of ``acts`` as float64 CPU tensors."""
     return as_tensor(required(acts, "head_weight")), as_tensor(required(acts, "head_bias"))
 
 
-def check_feature_dim(features: np.ndarray, weight: torch.Tensor, who: str) -> None:
+def check_feature_dim(features: np.ndarray, weight: torch.Tensor | np.ndarray, who: str) -> None:
     """Raise when the features do not match the head's input width."""
     if features.ndim != 2 or features.shape[1] != weight.shape[1]:
         raise InvalidInputError(
@@ -134,17 +225,24 @@ def check_feature_dim(features: np.ndarray, weight: torch.Tensor, who: str) -> N
 
 def head_energy(
     features: np.ndarray,
-    weight: torch.Tensor,
-    bias: torch.Tensor,
+    weight: torch.Tensor | np.ndarray,
+    bias: torch.Tensor | np.ndarray,
     shape: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> np.ndarray:
-    """``logsumexp(shape(f) @ W.T + b)`` per row (the negative energy, T = 1), in row chunks."""
+    """``logsumexp(shape(f) @ W.T + b)`` per row (the negative energy, T = 1), float64 (N,).
+
+    Row chunks of ``features`` go to the backend's device in their precision (float32, or
+    float64 for float64 features); ``shape`` gets them there and may return any float dtype.
+    """
+    backend = current()
+    dtype = torch.float64 if features.dtype == np.float64 else torch.float32
+    weight_t, bias_t = backend.tensor(weight, dtype), backend.tensor(bias, dtype)
     out = np.empty(len(features), dtype=np.float64)
-    for sl in row_slices(len(features), max(weight.shape)):
-        f = as_tensor(features[sl])
+    for rows in backend.rows(len(features), max(weight_t.shape)):
+        f = backend.tensor(features[rows], dtype)
         if shape is not None:
-            f = shape(f)
-        out[sl] = neg_energy((f @ weight.T + bias).numpy()).numpy()
+            f = shape(f).to(dtype)
+        out[rows] = to_host(neg_energy(torch.addmm(bias_t, f, weight_t.T)))
     return out
 
 
@@ -153,7 +251,7 @@ def shaped_energy(
 ) -> np.ndarray:
     """``head_energy`` of ``acts``' own features and head after ``shape`` (the activation-shaping
     detectors' score: ReAct, ASH, SCALE, VRA), with the inputs checked."""
-    weight, bias = head_tensors(acts)
+    weight, bias = required(acts, "head_weight"), required(acts, "head_bias")
     features = required(acts, "features")
     check_feature_dim(features, weight, who)
     return head_energy(features, weight, bias, shape)
@@ -174,12 +272,15 @@ def keep_count(n: int, percentile: float) -> int:
     return max(1, n - int(np.round(n * percentile / 100.0)))
 
 
-def sharpening(total: torch.Tensor, kept: torch.Tensor) -> torch.Tensor:
-    """``exp(s1 / s2)``: the factor of ASH-S and SCALE from s1 = ``total``, s2 = ``kept`` sums.
+def sharpening(features: torch.Tensor, kept: torch.Tensor) -> torch.Tensor:
+    """``exp(s1 / s2)`` per row: the factor of ASH-S and SCALE, float64 (N,).
 
-    s1 sums all activations of a sample, s2 its ``keep_count`` largest. Where ``s2 == 0`` (an
-    all-zero row of non-negative activations) the row is zero and the factor is irrelevant; it
-    is set to ``e`` (ratio 1) instead of NaN.
+    s1 sums all activations of a sample (``features``, (N, D)), s2 its ``keep_count`` largest
+    (``kept``, (N, k)); both sums accumulate in float64, since the factor exponentiates their
+    ratio. Where ``s2 == 0`` (an all-zero row of non-negative activations) the row is zero and
+    the factor is irrelevant; it is set to ``e`` (ratio 1) instead of NaN.
     """
-    nonzero = kept != 0
-    return torch.exp(torch.where(nonzero, total / torch.where(nonzero, kept, 1.0), 1.0))
+    total = features.sum(dim=1, dtype=torch.float64)
+    kept_sum = kept.sum(dim=1, dtype=torch.float64)
+    nonzero = kept_sum != 0
+    return torch.exp(torch.where(nonzero, total / torch.where(nonzero, kept_sum, 1.0), 1.0))

@@ -48,10 +48,10 @@ def ash(features: torch.Tensor, percentile: float, variant: str) -> torch.Tensor
     k = keep_count(features.shape[1], percentile)
     values, index = torch.topk(features, k, dim=1)
     if variant == "b":
-        values = (features.sum(dim=1, keepdim=True) / k).expand_as(values)
+        values = (features.sum(dim=1, keepdim=True, dtype=torch.float64) / k).expand_as(values)
     elif variant == "s":
-        values = values * sharpening(features.sum(dim=1), values.sum(dim=1))[:, None]
-    return torch.zeros_like(features).scatter_(1, index, values)
+        values = values * sharpening(features, values)[:, None]
+    return torch.zeros_like(features).scatter_(1, index, values.to(features.dtype))
 
 
 @dataclass

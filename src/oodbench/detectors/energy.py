@@ -6,7 +6,9 @@ Liu, Wang, Owens & Li, "Energy-based Out-of-distribution Detection", NeurIPS 202
     kappa(x) = -E(x; T) = T * log sum_c exp(z_c(x) / T)
 
 Default ``temperature=1`` (the paper's choice for post-hoc scoring). pytorch-ood 0.4.0
-``EnergyBased.score(logits, t)`` returns ``E = -kappa`` exactly.
+``EnergyBased.score(logits, t)`` returns ``E = -kappa`` exactly. Computed as
+``max z + T log S`` (``_math.neg_energy``: float32 exps, float64 result; within about ``1e-7 T``
+of an all-float64 computation).
 """
 
 from __future__ import annotations
@@ -40,4 +42,6 @@ class Energy(Detector):
             raise InvalidInputError(f"energy: temperature must be > 0; got {self.temperature}")
 
     def _score(self, acts: Activations) -> np.ndarray:
-        return by_chunks(len(acts), lambda rows: neg_energy(acts.logits[rows], self.temperature))
+        return by_chunks(
+            len(acts), lambda rows: neg_energy(acts.logits[rows], self.temperature), acts.num_classes
+        )

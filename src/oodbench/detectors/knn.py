@@ -9,7 +9,9 @@ Score, with ``z_(k)`` the k-th nearest bank entry to ``z = f(x) / ||f(x)||``:
 
     kappa(x) = -||z - z_(k)||_2
 
-Exact search with a faiss ``IndexFlatL2`` in float32 (squared distances, square-rooted here).
+Exact search in float32 (squared distances, square-rooted here): a faiss ``IndexFlatL2`` on the
+CPU path, faiss on the GPU with ``faiss-gpu``, else chunked ``matmul`` + ``topk`` in torch
+(:mod:`oodbench.detectors._neighbours`).
 Default ``k=50``: the paper uses k=50 on CIFAR-10 and k=200 on CIFAR-100, and on ImageNet
 k=1000 with the full 1.28M training bank (k=10 with alpha=1%; ``preset="paper"`` is k=1000);
 OpenOOD v1.5 configures k=50 and searches {50, 100, 200, 500, 1000} on its validation sets
@@ -28,15 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from oodbench.detectors._stats import (
-    bank_rows,
-    check_k,
-    features_of,
-    flat_index,
-    knn_search,
-    normalized_float32,
-    take_rows,
-)
+from oodbench.detectors._neighbours import NeighbourIndex, normalized_float32
+from oodbench.detectors._stats import bank_rows, check_k, check_k_in_bank, features_of, take_rows
 from oodbench.detectors.base import Detector, register
 from oodbench.extract.activations import Activations
 
@@ -63,9 +58,9 @@ class KNN(Detector):
         assert train is not None
         who = f"detector {self.name!r}"
         rows = bank_rows(len(train), self.k, self.fit_fraction, self.seed, who)
-        self.index_ = flat_index(normalized_float32(take_rows(features_of(train), rows)), "l2")
+        self.index_ = NeighbourIndex(normalized_float32(take_rows(features_of(train), rows)), "l2")
 
     def _score(self, acts: Activations) -> np.ndarray:
-        who = f"detector {self.name!r}"
-        kth = knn_search(self.index_, features_of(acts), int(self.k), who)[:, -1].astype(np.float64)
+        check_k_in_bank(int(self.k), self.index_.size, f"detector {self.name!r}")
+        kth = self.index_.search(features_of(acts), int(self.k))[:, -1].astype(np.float64)
         return -np.sqrt(np.maximum(kth, 0.0))

@@ -38,14 +38,15 @@ from typing import Any
 import numpy as np
 import torch
 
+from oodbench.compute import current, to_host
 from oodbench.detectors._math import as_tensor, neg_energy
 from oodbench.detectors._shaping import (
-    CHUNK_BYTES,
     check_feature_dim,
     check_percentile,
     head_tensors,
     percentile,
     required,
+    row_percentiles,
     row_slices,
 )
 from oodbench.detectors.base import Detector, register
@@ -100,36 +101,43 @@ class LINe(Detector):
         self.activation_mask_ = shapley > as_tensor(cut)[:, None]
         self.importance_ = shapley.abs()
         # per-class threshold of |S_c.| W over all C x D weights, a few classes at a time
-        block = max(1, CHUNK_BYTES // (8 * num_classes * dim))
-        weight = self.weight_.numpy()
-        self.weight_cut_ = np.concatenate(
+        backend = current()
+        weight = backend.tensor(self.weight_, torch.float64)
+        importance = backend.tensor(self.importance_, torch.float64)
+        block = max(1, backend.chunk_bytes // (8 * num_classes * dim))
+        self.weight_cut_ = torch.cat(
             [
-                np.percentile(
-                    (self.importance_[s : s + block].numpy()[:, None, :] * weight).reshape(
-                        -1, num_classes * dim
-                    ),
+                row_percentiles(
+                    (importance[s : s + block, None, :] * weight).reshape(-1, num_classes * dim),
                     self.weight_sparsity,
-                    axis=1,
                 )
                 for s in range(0, num_classes, block)
             ]
-        )
+        ).cpu()
         self.clip_ = percentile(features, self.clip_percentile)
 
     def _score(self, acts: Activations) -> np.ndarray:
+        """On the backend's device: the predicted class and the masks in float64 (they decide
+        discrete choices), the masked head's energies in the features' precision."""
         features = required(acts, "features")
         check_feature_dim(features, self.weight_, self.name)
-        weight, bias = self.weight_, self.bias_
+        backend = current()
+        dtype = torch.float64 if features.dtype == np.float64 else torch.float32
+        weight64, bias64 = backend.tensor(self.weight_, torch.float64), backend.tensor(self.bias_, torch.float64)
+        weight, bias = weight64.to(dtype), bias64.to(dtype)
+        importance = backend.tensor(self.importance_, torch.float64)
+        weight_cut = backend.tensor(self.weight_cut_, torch.float64)
+        activation_mask = self.activation_mask_.to(backend.device)
         predicted = np.empty(len(features), dtype=np.int64)
-        for sl in row_slices(len(features), max(weight.shape)):
-            clipped = as_tensor(features[sl]).clamp(max=self.clip_)
-            predicted[sl] = (clipped @ weight.T + bias).argmax(dim=1).numpy()
+        for sl in backend.rows(len(features), max(weight.shape), 8):
+            clipped = backend.tensor(features[sl], torch.float64).clamp(max=self.clip_)
+            predicted[sl] = torch.addmm(bias64, clipped, weight64.T).argmax(dim=1).cpu().numpy()
         out = np.empty(len(features), dtype=np.float64)
         for c in np.unique(predicted):
-            masked_weight = weight * (self.importance_[c][None, :] * weight > self.weight_cut_[c])
+            masked_weight = weight * (importance[c][None, :] * weight64 > weight_cut[c])
             rows = np.flatnonzero(predicted == c)
-            for sl in row_slices(len(rows), max(weight.shape)):
-                f = as_tensor(features[rows[sl]]).clamp(max=self.clip_)
-                f = f * self.activation_mask_[c]
-                out[rows[sl]] = neg_energy((f @ masked_weight.T + bias).numpy()).numpy()
+            for sl in backend.rows(len(rows), max(weight.shape)):
+                f = backend.tensor(features[rows[sl]], dtype).clamp(max=self.clip_)
+                f = f * activation_mask[c]
+                out[rows[sl]] = to_host(neg_energy(torch.addmm(bias, f, masked_weight.T)))
         return out

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from oodbench.compute import to_host
 from oodbench.detectors._stats import (
     class_means,
     features_of,
@@ -64,7 +65,7 @@ class Mahalanobis(Detector):
         """The class Gaussians of the labelled fit rows (RMD extends this)."""
         means, counts = class_means(features, labels, num_classes)
         covariance = scatter_matrix(features, means, labels) / len(features)
-        self.classes_ = np.flatnonzero(counts.numpy() > 0)
+        self.classes_ = np.flatnonzero(to_host(counts) > 0)
         self.means_ = means[self.classes_]
         self.covariance_ = covariance
         self.whitener_ = whitener(covariance)
@@ -73,4 +74,4 @@ class Mahalanobis(Detector):
         return min_sq_mahalanobis(features_of(acts), self.means_, self.whitener_)
 
     def _score(self, acts: Activations) -> np.ndarray:
-        return (-self._class_distance(acts)).numpy()
+        return -to_host(self._class_distance(acts))

@@ -5,7 +5,10 @@ Neural Networks", ICLR 2017 (arXiv 1610.02136). The C-OOD paper's "softmax" kapp
 
     kappa(x) = max_c softmax(z(x))_c
 
-pytorch-ood ``MaxSoftmax`` returns ``-kappa``.
+Computed as ``1 / (1 + s)`` with ``s`` the softmax mass of the other classes relative to the
+top one (``_math.other_mass``: float32 exps, float64 result), so confident predictions keep
+distinct float64 scores next to 1 instead of tying at 1.0. pytorch-ood ``MaxSoftmax`` returns
+``-kappa``.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from oodbench.detectors._math import softmax
+from oodbench.detectors._math import max_softmax
+from oodbench.detectors._stats import by_chunks
 from oodbench.detectors.base import Detector, register
 from oodbench.extract.activations import Activations
 
@@ -29,4 +33,4 @@ class MSP(Detector):
     paper = "Hendrycks & Gimpel, ICLR 2017, arXiv 1610.02136"
 
     def _score(self, acts: Activations) -> np.ndarray:
-        return softmax(acts.logits).max(dim=1).values.numpy()
+        return by_chunks(len(acts), lambda rows: max_softmax(acts.logits[rows]), acts.num_classes)

@@ -11,7 +11,8 @@ product with ``f(x) / ||f(x)||``:
     G(x)     = 1/k sum_{b in N_k(x)} <f(x)/||f(x)||, b>       (guidance)
     kappa(x) = G(x) * E(z(x))
 
-Exact search with a faiss ``IndexFlatIP`` in float32. Defaults ``k=10`` (the official code) and
+Exact search in float32 (a faiss ``IndexFlatIP`` on the CPU path; see
+:mod:`oodbench.detectors._neighbours` for the torch path). Defaults ``k=10`` (the official code) and
 ``fit_fraction=1.0``: the paper builds the ImageNet bank from a random 1% of the training set
 (``preset="paper"``: k=10, 1%; ``preset="openood"``: K=100, 1%), so pass ``fit_fraction=0.01``
 with the full ImageNet training activations. ``k`` only affects scoring (one fit per bank).
@@ -28,15 +29,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from oodbench.detectors._math import neg_energy
+from oodbench.detectors._neighbours import NeighbourIndex, normalized_float32
 from oodbench.detectors._stats import (
     bank_rows,
     by_chunks,
     check_k,
-    chunks,
+    check_k_in_bank,
     features_of,
-    flat_index,
-    knn_search,
-    normalized_float32,
     take_rows,
 )
 from oodbench.detectors.base import Detector, register
@@ -67,11 +66,12 @@ class NNGuide(Detector):
         rows = bank_rows(len(train), self.k, self.fit_fraction, self.seed, who)
         bank = normalized_float32(take_rows(features_of(train), rows))
         logits = take_rows(train.logits, rows)
-        for part in chunks(len(bank)):
-            bank[part] *= neg_energy(logits[part]).numpy().astype(np.float32)[:, None]
-        self.index_ = flat_index(bank, "ip")
+        bank *= by_chunks(len(bank), lambda part: neg_energy(logits[part]), logits.shape[1]).astype(
+            np.float32
+        )[:, None]
+        self.index_ = NeighbourIndex(bank, "ip")
 
     def _score(self, acts: Activations) -> np.ndarray:
-        who = f"detector {self.name!r}"
-        guidance = knn_search(self.index_, features_of(acts), int(self.k), who).astype(np.float64).mean(axis=1)
-        return guidance * by_chunks(len(acts), lambda rows: neg_energy(acts.logits[rows]))
+        check_k_in_bank(int(self.k), self.index_.size, f"detector {self.name!r}")
+        guidance = self.index_.search(features_of(acts), int(self.k)).astype(np.float64).mean(axis=1)
+        return guidance * by_chunks(len(acts), lambda rows: neg_energy(acts.logits[rows]), acts.num_classes)

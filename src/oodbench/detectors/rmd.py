@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from oodbench.compute import to_host
 from oodbench.detectors._stats import (
     feature_mean,
     features_of,
@@ -51,4 +52,4 @@ class RelativeMahalanobis(Mahalanobis):
 
     def _score(self, acts: Activations) -> np.ndarray:
         background = min_sq_mahalanobis(features_of(acts), self.background_mean_, self.background_whitener_)
-        return (background - self._class_distance(acts)).numpy()
+        return to_host(background - self._class_distance(acts))

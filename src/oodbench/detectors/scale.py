@@ -50,8 +50,8 @@ class SCALE(Detector):
         check_percentile(self.percentile, "SCALE percentile", below_100=True)
 
     def _shape(self, f: torch.Tensor) -> torch.Tensor:
-        kept = torch.topk(f, keep_count(f.shape[1], self.percentile), dim=1).values.sum(dim=1)
-        return f * sharpening(f.sum(dim=1), kept)[:, None]
+        kept = torch.topk(f, keep_count(f.shape[1], self.percentile), dim=1).values
+        return f * sharpening(f, kept)[:, None]
 
     def _score(self, acts: Activations) -> np.ndarray:
         return shaped_energy(acts, self._shape, self.name)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from oodbench.detectors._math import as_tensor, softmax
+from oodbench.detectors._math import as_tensor, max_softmax
 from oodbench.detectors._stats import (
     by_chunks,
     chunks,
@@ -122,5 +122,5 @@ class TemperatureScaling(Detector):
 
     def _score(self, acts: Activations) -> np.ndarray:
         return by_chunks(
-            len(acts), lambda rows: softmax(acts.logits[rows], self.temperature_).max(dim=1).values
+            len(acts), lambda rows: max_softmax(acts.logits[rows], self.temperature_), acts.num_classes
         )

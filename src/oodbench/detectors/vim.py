@@ -19,7 +19,11 @@ The paper's softmax probability of the virtual logit ``v = alpha ||x^{P perp}||`
 dimension D) defaults to the official ``benchmark.py`` rule, 1000 if the feature dimension is
 >= 2048 else 512 (the paper: D=1000 for 2048-d features, 512 for 768-d ViT features), and to
 half the feature dimension when it is 512 or less (where 512 is impossible; our extension).
-OpenOOD v1.5 uses D=256 and searches {256, 1000} (``preset="openood"``). Float64.
+OpenOOD v1.5 uses D=256 and searches {256, 1000} (``preset="openood"``). The origin ``u`` is the
+minimum-norm least-squares solution of ``W u = -b`` (LAPACK ``gelsy``; equal to ``-pinv(W) b``),
+the scatter matrix and its eigendecomposition are float64 (``_stats.symmetric_eigh``: a float32
+one moved the residual norms by 2.5e-4 relative), the projections ``(f - u)^T R`` run in the
+features' precision on the backend's device (``oodbench.compute``; ~1e-7 relative).
 
 The residual space must be non-trivial on the fit data: with fewer fit rows than ``dim`` the
 principal space already holds every fit feature, the residual norms vanish and alpha would be
@@ -36,6 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from oodbench.compute import current
 from oodbench.detectors._math import as_tensor, neg_energy
 from oodbench.detectors._stats import (
     by_chunks,
@@ -43,6 +48,7 @@ from oodbench.detectors._stats import (
     features_of,
     head_of,
     scatter_matrix,
+    symmetric_eigh,
 )
 from oodbench.detectors.base import Detector, register
 from oodbench.errors import InvalidInputError, UndeterminedStatisticError
@@ -80,8 +86,8 @@ class ViM(Detector):
                 f"[1, {feature_dim - 1}] for {feature_dim}-d features; got {dim}"
             )
         weight, bias = (as_tensor(a) for a in head_of(train))
-        self.origin_ = -(torch.linalg.pinv(weight) @ bias)
-        eigvals, eigvecs = torch.linalg.eigh(scatter_matrix(features_of(train), self.origin_) / len(train))
+        self.origin_ = -torch.linalg.lstsq(weight, bias[:, None], driver="gelsy").solution[:, 0]
+        eigvals, eigvecs = symmetric_eigh(scatter_matrix(features_of(train), self.origin_) / len(train))
         order = torch.argsort(eigvals, descending=True)
         self.residual_space_ = eigvecs[:, order[dim:]].contiguous()
         self.principal_dim_ = dim
@@ -89,7 +95,7 @@ class ViM(Detector):
             float(np.max(train.logits[rows], axis=1).sum(dtype=np.float64)) for rows in chunks(len(train))
         ) / len(train)
         residual = float(self._residual_norm(features_of(train)).mean())
-        total = float(self._centred_norm(features_of(train)).mean())
+        total = float(self._residual_norm(features_of(train), full=True).mean())
         if not residual > 1e-9 * total:
             raise UndeterminedStatisticError(
                 f"detector {self.name!r}: the {dim}-d principal space spans the fit features "
@@ -99,17 +105,20 @@ class ViM(Detector):
             )
         self.alpha_ = float(max_logit / residual)
 
-    def _residual_norm(self, features: np.ndarray) -> torch.Tensor:
-        return self._centred_norm(features, self.residual_space_)
+    def _residual_norm(self, features: np.ndarray, full: bool = False) -> np.ndarray:
+        """``||(f - u)^T R||`` per row (``||f - u||`` with ``full``), on the backend's device in
+        the features' precision."""
+        backend = current()
+        dtype = torch.float64 if features.dtype == np.float64 else torch.float32
+        origin = backend.tensor(self.origin_, dtype)
+        space = backend.tensor(self.residual_space_, dtype)
 
-    def _centred_norm(self, features: np.ndarray, basis: torch.Tensor | None = None) -> torch.Tensor:
-        """``||(f - u) B||`` per row (``B`` = identity when ``None``)."""
-        out = torch.empty(len(features), dtype=torch.float64)
-        for rows in chunks(len(features)):
-            centred = as_tensor(features[rows]) - self.origin_
-            out[rows] = (centred if basis is None else centred @ basis).norm(dim=1)
-        return out
+        def norms(rows: slice) -> torch.Tensor:
+            centred = backend.tensor(features[rows], dtype) - origin
+            return (centred if full else centred @ space).norm(dim=1)
+
+        return by_chunks(len(features), norms, features.shape[1])
 
     def _score(self, acts: Activations) -> np.ndarray:
-        energy = by_chunks(len(acts), lambda rows: neg_energy(acts.logits[rows]))
-        return energy - self.alpha_ * self._residual_norm(features_of(acts)).numpy()
+        energy = by_chunks(len(acts), lambda rows: neg_energy(acts.logits[rows]), acts.num_classes)
+        return energy - self.alpha_ * self._residual_norm(features_of(acts))

@@ -54,8 +54,11 @@ from oodbench.extract.activations import Activations
 def vra(
     z: torch.Tensor, alpha: torch.Tensor, beta: torch.Tensor, gamma: float, clip_low: bool = False
 ) -> torch.Tensor:
-    """The VRA piecewise function (broadcasting thresholds over rows); ``clip_low`` maps values
-    below alpha to alpha instead of 0."""
+    """The VRA piecewise function (broadcasting thresholds over rows), in float64 on ``z``'s
+    device: the comparisons with the float64 thresholds decide jumps, so they are exact.
+    ``clip_low`` maps values below alpha to alpha instead of 0."""
+    z = z.double()
+    alpha, beta = alpha.to(z.device), beta.to(z.device)
     low = alpha if clip_low else torch.zeros_like(alpha)
     return torch.where(z < alpha, low, torch.where(z > beta, beta, z + gamma))
 

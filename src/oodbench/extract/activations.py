@@ -6,6 +6,7 @@ live network (ODIN, MC-dropout) go back to ``source`` through ``source_indices``
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -110,10 +111,45 @@ class Activations:
             meta=dict(self.meta),
         )
 
+    def rows(self, rows: slice) -> Activations:
+        """The rows in ``rows`` (a slice) as views: memory-mapped arrays stay memory-mapped, nothing
+        is copied (unlike ``subset``, whose index arrays copy). Head and source are kept."""
+        if not isinstance(rows, slice) or rows.step not in (None, 1):
+            raise InvalidInputError(f"Activations.rows takes a slice with step 1; got {rows!r}")
+
+        def view(a: np.ndarray | None) -> np.ndarray | None:
+            return None if a is None else a[rows]
+
+        return replace(
+            self,
+            logits=self.logits[rows],
+            labels=self.labels[rows],
+            ids=self.ids[rows],
+            features=view(self.features),
+            feature_map=view(self.feature_map),
+            source_indices=view(self.source_indices),
+            meta=dict(self.meta),
+        )
+
+    def release_pages(self) -> None:
+        """Drop the pages of memory-mapped (read-only) arrays that this process has touched from
+        its resident set (``madvise(MADV_DONTNEED)``; they stay in the OS page cache).
+
+        Streaming over a cache entry larger than memory (the C-OOD pool) then keeps the resident
+        set flat instead of growing with every file page read. A no-op for in-memory arrays and
+        where ``madvise`` is unavailable.
+        """
+        for name in ARRAY_FIELDS:
+            array = getattr(self, name)
+            handle = getattr(array, "_mmap", None)
+            if handle is not None and getattr(array, "mode", None) == "r" and hasattr(mmap, "MADV_DONTNEED"):
+                handle.madvise(mmap.MADV_DONTNEED)
+
     def restrict_classes(self, classes: Sequence[int] | np.ndarray) -> Activations:
         """Keep only the logits (and head rows) of ``classes``, as if the model had only those.
 
-        Labels are re-indexed to positions in ``classes``; a label not in ``classes`` becomes -1.
+        Labels are re-indexed to positions in ``classes``; a label not in ``classes`` (or not a
+        class of the model at all) becomes -1.
         Used to treat part of a model's classes as ID and the rest as OOD. Every row is kept:
         before fitting a detector on restricted activations, keep only the rows with a label
         (``labels >= 0``), or the statistics see the classes that are OOD at test time
@@ -123,7 +159,8 @@ class Activations:
         lookup = np.full(self.num_classes, -1, dtype=np.int64)
         lookup[classes] = np.arange(classes.size)
         labels = np.asarray(self.labels)
-        new_labels = np.where(labels >= 0, lookup[np.clip(labels, 0, None)], -1)
+        known = (labels >= 0) & (labels < self.num_classes)  # e.g. C-OOD pool class ids are not
+        new_labels = np.where(known, lookup[np.clip(labels, 0, self.num_classes - 1)], -1)
         return replace(
             self,
             logits=np.asarray(self.logits)[:, classes],

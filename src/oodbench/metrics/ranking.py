@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
+import torch
 from numpy.typing import NDArray
 
 Float = NDArray[np.float64]
@@ -43,8 +44,15 @@ class Ranking:
         """Rank 1-D float64 scores of the positive and the negative class (NaN-free).
 
         Either side may be empty (selective metrics allow "no errors"); the curve methods need
-        both sides, which the public metrics check first.
+        both sides, which the public metrics check first. The sort runs where the compute
+        backend says (:mod:`oodbench.compute`): NumPy on the CPU path, ``torch.sort`` on the
+        torch path's device; the counts are the same integers either way.
         """
+        from oodbench.compute import current
+
+        backend = current()
+        if backend.kind == "torch":
+            return cls._from_scores_torch(positives, negatives, backend.device)
         p, q = np.sort(positives), np.sort(negatives)
         pooled = np.concatenate([p, q])
         # two sorted runs: the stable sort (timsort) merges them in linear time
@@ -57,6 +65,20 @@ class Ranking:
         neg = np.diff(ends + 1, prepend=0) - pos
         values = merged[ends]
         return cls(values, pos.astype(np.int64), neg.astype(np.int64))
+
+    @classmethod
+    def _from_scores_torch(cls, positives: Float, negatives: Float, device: torch.device) -> Ranking:
+        """``from_scores`` with one stable ``torch.sort`` of the pooled scores on ``device``."""
+        pooled = torch.from_numpy(np.concatenate([positives, negatives])).to(device)
+        merged, order = torch.sort(pooled, stable=True)
+        last = torch.ones(merged.numel(), dtype=torch.bool, device=merged.device)
+        last[:-1] = merged[1:] != merged[:-1]
+        ends = torch.nonzero(last).squeeze(1)
+        first = torch.zeros(1, dtype=torch.int64, device=merged.device)
+        pos = torch.diff(torch.cumsum(order < len(positives), dim=0)[ends], prepend=first)
+        neg = torch.diff(ends + 1, prepend=first) - pos
+        host = [t.cpu().numpy() for t in (merged[ends], pos, neg)]
+        return cls(host[0].astype(np.float64), host[1].astype(np.int64), host[2].astype(np.int64))
 
     @cached_property
     def n_pos(self) -> int:

@@ -1,0 +1,87 @@
+"""oodbench.compute: choosing the backend, chunking, host/device transfers."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from oodbench import compute
+from oodbench.errors import InvalidInputError
+from tests._fake_device import DeviceMistake, fake_device
+
+
+def test_auto_is_numpy_without_a_gpu_and_use_nests(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert compute.resolve("auto") == compute.Backend("numpy", torch.device("cpu"), compute.CPU_CHUNK_BYTES)
+    assert compute.resolve("torch").device == torch.device("cpu")
+    before = compute.current()
+    with compute.use("torch", "cpu", chunk_bytes=100) as outer:
+        assert compute.current() is outer and outer.kind == "torch"
+        with compute.chunked(8) as inner:
+            assert (inner.kind, inner.chunk_bytes) == ("torch", 8)
+        assert compute.current() is outer
+    assert compute.current() is before
+
+
+def test_auto_takes_the_gpu_when_there_is_one(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    backend = compute.resolve("auto")
+    assert (backend.kind, backend.device.type, backend.chunk_bytes) == ("torch", "cuda", compute.GPU_CHUNK_BYTES)
+
+
+def test_environment_variable(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv("OODBENCH_BACKEND", "torch:cpu")
+    assert compute._from_environment() == compute.resolve("torch", "cpu")
+    monkeypatch.setenv("OODBENCH_BACKEND", "numpy")
+    assert compute._from_environment().kind == "numpy"
+
+
+def test_bad_choices_are_named(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(InvalidInputError, match="one of"):
+        compute.resolve("jax")
+    with pytest.raises(InvalidInputError, match="runs on the CPU"):
+        compute.resolve("numpy", "cuda")
+    with pytest.raises(InvalidInputError, match="no CUDA GPU"):
+        compute.resolve("torch", "cuda:1")
+    with pytest.raises(InvalidInputError, match="not a torch device"):
+        compute.resolve("torch", "gpu0")
+    with pytest.raises(InvalidInputError, match="chunk_bytes"):
+        compute.resolve("numpy", chunk_bytes=0)
+
+
+def test_rows_cover_the_range_in_budgeted_chunks():
+    backend = compute.resolve("numpy", chunk_bytes=4 * 10 * 7)  # 7 rows of 10 float32
+    slices = list(backend.rows(50, 10))
+    assert [s.stop - s.start for s in slices] == [7] * 7 + [1]
+    assert np.array_equal(np.concatenate([np.arange(50)[s] for s in slices]), np.arange(50))
+    assert list(backend.rows(3, 10**9)) == [slice(0, 1), slice(1, 2), slice(2, 3)]
+
+
+def test_tensor_shares_writable_arrays_and_copies_read_only_ones():
+    backend = compute.resolve("numpy")
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    assert backend.tensor(a).data_ptr() == a.ctypes.data  # no copy
+    a.flags.writeable = False  # like a memory-mapped cache file
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # torch warns when it wraps read-only memory
+        t = backend.tensor(a, torch.float64)
+    assert t.dtype == torch.float64 and t.data_ptr() != a.ctypes.data
+    assert compute.to_host(torch.ones(2, dtype=torch.float16)).dtype == np.float64
+
+
+def test_the_stand_in_gpu_catches_device_mistakes():
+    """tests/_fake_device.py is what the torch-path tests rely on: it must fail like CUDA."""
+    with fake_device() as device:
+        on_device = torch.ones(4).to(device) * 2
+        with pytest.raises(DeviceMistake, match="same device"):
+            on_device + torch.ones(4)
+        with pytest.raises(DeviceMistake, match=r"\.cpu\(\)"):
+            np.asarray(on_device)
+        assert on_device.device == device
+        np.testing.assert_array_equal(compute.to_host(on_device), [2.0] * 4)
+        assert float(on_device.sum() + torch.tensor(1.0)) == 9.0  # 0-d host tensors are fine
