@@ -82,7 +82,7 @@ def test_temperature_scaling_differs_only_by_openoods_unconverged_t(split):
     assert nll(det.temperature_) < nll(t_openood)
     det.temperature_ = t_openood
     row = compare(det.score(split.test), ref.openood_msp(split.test.logits.astype(np.float64) / t_openood))
-    assert row["max_rel_diff"] < 1e-12
+    assert row["max_rel_diff"] < 1e-6  # the scoring runs in float32 (oodbench.compute)
 
 
 def test_nnguide_bank_rule():
@@ -92,7 +92,7 @@ def test_nnguide_bank_rule():
     np.testing.assert_array_equal(ref.openood_nnguide_bank_rows(650, 0.01), np.arange(200))
     train = make_activations(2000, 10, 16, seed=0)
     det = create("nnguide", preset="openood", k=5).fit(train)
-    assert det.index_.ntotal == 20  # round(0.01 * 2000) random rows
+    assert det.index_.size == 20  # round(0.01 * 2000) random rows
 
 
 def test_mos_matches_openoods_group_score():
