@@ -15,7 +15,7 @@ preset and by the re-statement on the same arrays and scores the same ID-test + 
 
 Columns: max relative difference ``max_i |ours_i - ref_i| / max(|ref_i|, 1e-6 max_j |ref_j|)``,
 the Spearman rank correlation, and ``match``: ``yes`` when the relative difference is <= 1e-5
-or the rank correlation is 1.0 (to 1e-12), ``NO`` otherwise; every row's note says why a
+or the rank correlation is 1.0 to 1e-8 (float32 head products can swap near-ties), ``NO`` otherwise; every row's note says why a
 reference differs when it does. Live-network detectors (ODIN) run on a few images per side;
 MC-dropout runs on a small random timm ViT (the C-OOD ``vit_drop_rate`` sites).
 
@@ -51,7 +51,7 @@ from oodbench.extract.activations import Activations  # noqa: E402
 DATA = REPO.parent / "shared" / "data"
 RESULTS = REPO / "benchmarks" / "results"
 #: a match: relative difference at most this, or rank correlation at least 1 - RANK_TOL
-REL_TOL, RANK_TOL = 1e-5, 1e-12
+REL_TOL, RANK_TOL = 1e-5, 1e-8
 
 
 @dataclass(eq=False)
