@@ -20,9 +20,13 @@ Small-sample caveats (the fit half has ~1-2 images per class):
   1.28M-image ImageNet bank, 10 for 1 %; NNGuide: k = 10 for a 1 % bank), which gives k = 1 here.
 * ViM: the principal dimension must stay below the rank of the fit covariance (<= n_fit), else
   the fit residuals vanish and alpha blows up; we use min(paper default, n_fit // 2).
-Every other detector runs with its defaults. ODIN runs with both presets (C-OOD and ODIN paper);
-MC-dropout, MOS (needs a group-softmax head) and CLIP-only detectors (text embeddings) are
-reported as not applicable with the reason. Metrics: ``oodbench.metrics.evaluate`` (ID positive; FPR@95 both conventions).
+Every other detector runs with its defaults; the fit half serves both fit roles (``"train"`` and
+``"id_val"``: the model never trained on these validation images, so for temperature scaling
+and KL-matching it is the held-out data their papers fit on). ODIN runs with the ODIN paper's
+preset and both C-OOD ones (``cood``: as the paper describes it, ``cood_code``: as its code
+computes it). MC-dropout, MOS (needs a group-softmax head) and CLIP-only detectors (text
+embeddings) are reported as not applicable with the reason. Metrics:
+``oodbench.metrics.evaluate`` (ID positive; FPR@95 both conventions).
 
 Prints a table sorted by AUROC and writes ``benchmarks/results/real_detectors.json``
 (``real_detectors_quick.json`` with ``--quick``), rewritten after every detector.
@@ -130,7 +134,8 @@ def detector_plan(n_fit: int, feature_dim: int, batch_size: int) -> tuple[list[t
         if "text_embeddings" in entry["requires"]:
             skipped[name] = "not applicable: needs a CLIP text encoder (text_embeddings); Lite0 has none"
         elif name == "odin":
-            plan += [(f"odin[{p}]", create(name, preset=p, batch_size=batch_size)) for p in ("cood", "odin")]
+            plan += [(f"odin[{p}]", create(name, preset=p, batch_size=batch_size))
+                     for p in ("paper", "cood", "cood_code")]
         else:
             live = {"batch_size": batch_size} if "model" in entry["requires"] else {}
             plan.append((name, create(name, **live, **sized.get(name, {}))))
@@ -146,7 +151,7 @@ def run_detector(label: str, det: Detector, model: Any, fit: Activations, id_tes
         warnings.simplefilter("always")
         try:
             tic = time.perf_counter()
-            det.fit(fit, model)
+            det.fit(fit, model, id_val=fit)
             out.fit_s = time.perf_counter() - tic
             tic = time.perf_counter()
             out.id_scores, out.ood_scores = det.score(id_test), det.score(ood)

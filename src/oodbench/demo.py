@@ -96,6 +96,7 @@ weights = "{WEIGHTS}"  # trained by the demo on the ID training digits
 [id]
 test = {{ demo = "id_test", seed = {seed} }}   # digits 0-5, held-out part
 fit = {{ demo = "id_fit", seed = {seed} }}     # digits 0-5, the training part
+val = {{ demo = "id_val", seed = {seed} }}     # digits 0-5, held out: temperature scaling, KL-matching
 
 {benchmark_tables(seed)}
 [[detectors]]

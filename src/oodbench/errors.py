@@ -33,6 +33,11 @@ class EmptyInputError(InvalidInputError):
     """An input that must hold samples is empty (an empty source, an empty OOD group)."""
 
 
+class UndeterminedStatisticError(InvalidInputError):
+    """The fit data cannot determine a detector's statistic (e.g. the NLL of temperature scaling
+    has no finite minimiser on data the model classifies perfectly); the message says why."""
+
+
 class ProtocolMismatchError(InvalidInputError):
     """Two numbers were made under different protocols (e.g. a C-OOD benchmark that differs
     from the paper's) and would be compared as if they were not."""

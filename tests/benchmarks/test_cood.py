@@ -458,7 +458,8 @@ def test_efficientnet_lite0_severity_levels_on_real_images(lite0_imagenet_val) -
     assert msp_rows["id_mean_kappa"].iloc[0] == pytest.approx(id_msp.mean(), rel=1e-9)
     pool_acts, position = bench.pool_activations_, bench.pool_positions_
     assert np.isin(bench.used_idx_, position).all()  # every sampled pool image has a row
-    pool_logits = np.asarray(pool_acts.logits, dtype=np.float64)
+    # the pool is kept unrestricted (memory-mapped) and restricted block by block when scored
+    pool_logits = np.asarray(pool_acts.logits, dtype=np.float64)[:, id_classes]
     assert pool_logits.shape == (position.size, id_classes.size)
     pool_msp = np.exp(pool_logits - pool_logits.max(1, keepdims=True))
     pool_msp = (pool_msp / pool_msp.sum(1, keepdims=True)).max(1)
@@ -470,6 +471,54 @@ def test_efficientnet_lite0_severity_levels_on_real_images(lite0_imagenet_val) -
         expected = roc_auc_score(np.r_[np.ones(id_msp.size), np.zeros(ood.size)],
                                  np.r_[id_msp, ood])
         assert msp_rows["auroc"].iloc[level] == pytest.approx(expected, abs=1e-9)
+
+
+def _class_split(seed: int = 0):
+    """10 well-separated classes of one model: fit rows of every class, ID-test rows of classes
+    0-4, and a pool of classes 5-9 (labelled 0-4 as pool classes)."""
+    from tests.detectors.conftest import make_activations
+
+    fit = make_activations(1000, 10, 32, seed=seed)
+    test = make_activations(1000, 10, 32, seed=seed + 1)
+    labels = np.asarray(test.labels)
+    id_test = test.subset(np.flatnonzero(labels < 5))
+    pool = test.subset(np.flatnonzero(labels >= 5))
+    pool.labels = np.asarray(pool.labels) - 5
+    return fit, id_test, pool
+
+
+@pytest.mark.parametrize("name", ["knn", "klm"])
+def test_id_classes_fit_only_on_id_class_rows(name) -> None:
+    """Issue #11's shape: 10 classes, ID = 0-4, fit rows of all classes. A label-free detector
+    fitted on every row has seen the OOD classes (KNN's bank, KLM's templates) and ranks the pool
+    like ID; the benchmark fits it on the ID-class rows only, which gives the numbers of a fit on
+    those rows by hand."""
+    fit, id_test, pool = _class_split()
+    bench = CoodBenchmark(id_test, pool, window=1, n_levels=5, id_classes=range(5), seed=0)
+    rows = bench.run(None, [create(name, fit_data="train")], fit_activations=fit)
+    assert set(rows["fit_data"]) == {"train (id_classes rows)"}
+
+    restricted = fit.restrict_classes(np.arange(5))
+    by_hand = restricted.subset(np.flatnonzero(np.asarray(restricted.labels) >= 0))
+    id_kappa, level_scores = bench.scores_[(name, rows["hyperparams"].iloc[0])]
+    det = create(name, fit_data="train").fit(by_hand)
+    np.testing.assert_allclose(id_kappa, det.score(bench.id_activations_))
+    assert rows["auroc"].mean() > 0.95
+
+    leaky = create(name, fit_data="train").fit(restricted)  # every row: the defect
+    pool_test = np.isin(bench.pool_positions_, bench.test_idx_)
+    ood = leaky.score(bench.pool_activations_.restrict_classes(np.arange(5)))[pool_test]
+    id_scores = leaky.score(bench.id_activations_)
+    leaky_auroc = roc_auc_score(np.r_[np.ones(len(id_scores)), np.zeros(len(ood))], np.r_[id_scores, ood])
+    assert leaky_auroc < 0.75 < rows["auroc"].mean()
+
+
+def test_id_classes_need_labelled_fit_data() -> None:
+    fit, id_test, pool = _class_split()
+    fit.labels = np.full(len(fit), -1)
+    bench = CoodBenchmark(id_test, pool, window=1, n_levels=5, id_classes=range(5))
+    with pytest.raises(InvalidInputError, match="carry no class labels"):
+        bench.run(None, [create("knn")], fit_activations=fit)
 
 
 def _memmapped(acts: Activations, folder) -> Activations:

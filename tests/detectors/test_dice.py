@@ -52,7 +52,7 @@ def test_with_react(id_train, id_test, ood_test):
     for acts in (id_test, ood_test):
         expected, _ = _numpy_dice(id_train, acts, 70.0, clip=clip)
         np.testing.assert_allclose(det.score(acts), expected, rtol=1e-6)  # float32 head product
-    assert det.hyperparams == {"sparsity": 70.0, "react_percentile": 90.0}
+    assert det.hyperparams == {"sparsity": 70.0, "react_percentile": 90.0, "fit_data": "train"}
 
 
 def test_errors(id_train):

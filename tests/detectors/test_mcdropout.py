@@ -71,3 +71,31 @@ def test_timm_functional_dropout_matches_pytorch_ood():
     with torch.no_grad():
         single = torch.softmax(model(transformed(model, source)).double(), dim=1)
     assert (p - single).abs().max() > 1e-4
+
+
+def test_vit_drop_rate_is_old_timms_drop_rate_and_the_c_ood_code_entropy():
+    """``vit_drop_rate`` switches on exactly old timm's ``drop_rate`` sites of a timm ViT built
+    without dropout: the scores equal the C-OOD code's MC-dropout entropy (re-stated in
+    benchmarks/protocol_reference.py) on the same ViT built with timm 1.x's ``pos_drop_rate =
+    proj_drop_rate = 0.1``, under the same dropout masks."""
+    from benchmarks import protocol_reference as ref
+    from oodbench.detectors.mcdropout import legacy_vit_dropout_sites
+    from tests.detectors._shaping_fixtures import tiny_vit_setup
+
+    model, acts, reference, images = tiny_vit_setup(0)
+    sites = legacy_vit_dropout_sites(model)
+    assert len(sites) == 1 + 2 * 3  # pos_drop + (attn.proj_drop, mlp.drop1, mlp.drop2) x 2 blocks
+    with pytest.raises(InvalidInputError, match="dropout"):  # timm 1.x default: no dropout at all
+        create("mc_dropout").fit(None, model=model)
+    det = create("mc_dropout", preset="cood", passes=5, batch_size=len(images), device="cpu")
+    ours = det.fit(None, model=model).score(acts)
+    assert all(site.p == 0.0 for site in sites)  # restored after scoring
+    reference.eval()
+    for m in reference.modules():  # the C-OOD code's enable_dropout
+        if m.__class__.__name__.startswith("Dropout"):
+            m.train()
+    torch.manual_seed(batch_seed(det.seed, 0))
+    with torch.no_grad():
+        passes = torch.stack([torch.softmax(reference(images).double(), dim=1) for _ in range(5)])
+    np.testing.assert_allclose(ours, ref.cood_code_mcd_entropy(passes), rtol=1e-6)
+    assert (passes[0] - passes[1]).abs().max() > 0  # dropout was on

@@ -115,5 +115,6 @@ def test_read_only_arrays_score_like_writable_ones(name, id_train, id_test):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # e.g. torch's "non-writable array" warning
         warnings.simplefilter("ignore", _stats.LargeKWarning)  # k=50 of a small bank: intended
-        ours = create(name).fit(_read_only(id_train)).score(_read_only(id_test))
-    np.testing.assert_array_equal(ours, create(name).fit(id_train).score(id_test))
+        fit = _read_only(id_train)
+        ours = create(name).fit(fit, id_val=fit).score(_read_only(id_test))
+    np.testing.assert_array_equal(ours, create(name).fit(id_train, id_val=id_train).score(id_test))

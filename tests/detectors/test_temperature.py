@@ -1,10 +1,11 @@
 import numpy as np
 import pytest
+import scipy.optimize
 import scipy.special
 import torch
 
 from oodbench.detectors import NotFittedError, create
-from oodbench.errors import EmptyInputError
+from oodbench.errors import EmptyInputError, InvalidInputError, UndeterminedStatisticError
 from tests.detectors._reference import assert_rel, pod, tensor
 
 
@@ -21,7 +22,7 @@ def overconfident(make_acts):
 
 
 def test_fitted_temperature_minimises_nll(overconfident):
-    det = create("temperature_scaling").fit(overconfident)
+    det = create("temperature_scaling").fit(id_val=overconfident)
     t = det.temperature_
     logits, labels = overconfident.logits, overconfident.labels
     h = 1e-4 * t
@@ -34,14 +35,14 @@ def test_fitted_temperature_minimises_nll(overconfident):
 def test_temperature_scales_with_the_logits(make_acts):
     """NLL(s z / T) depends on s / T only, so the optimum for s * logits is s * T."""
     acts = make_acts(600, 10, 32, seed=3)
-    t1 = create("temperature_scaling").fit(acts).temperature_
+    t1 = create("temperature_scaling").fit(id_val=acts).temperature_
     acts.logits[:] = acts.logits * 4
-    t4 = create("temperature_scaling").fit(acts).temperature_
+    t4 = create("temperature_scaling").fit(id_val=acts).temperature_
     np.testing.assert_allclose(t4, 4 * t1, rtol=1e-7)
 
 
 def test_scores_match_pytorch_ood_at_the_same_temperature(overconfident, id_test, ood_test):
-    det = create("temperature_scaling").fit(overconfident)
+    det = create("temperature_scaling").fit(id_val=overconfident)
     ref = pod().TemperatureScaling(None).fit_logits(
         tensor(overconfident.logits, torch.float32), tensor(overconfident.labels, torch.int64)
     )
@@ -64,4 +65,59 @@ def test_errors(make_acts, id_test):
         create("temperature_scaling").score(id_test)
     unlabelled = make_acts(20, 10, 32, ood=True)
     with pytest.raises(EmptyInputError, match="label"):
-        create("temperature_scaling").fit(unlabelled)
+        create("temperature_scaling").fit(id_val=unlabelled)
+
+
+def _scipy_temperature(logits: np.ndarray, labels: np.ndarray) -> float:
+    """scipy's minimiser of the NLL over log T (an independent reference)."""
+    res = scipy.optimize.minimize_scalar(lambda log_t: _nll(logits, labels, float(np.exp(log_t))),
+                                         bounds=(-8.0, 8.0), method="bounded",
+                                         options={"xatol": 1e-10})
+    assert res.success
+    return float(np.exp(res.x))
+
+
+def test_equals_scipys_nll_minimiser(overconfident):
+    t = create("temperature_scaling").fit(id_val=overconfident).temperature_
+    t_ref = _scipy_temperature(overconfident.logits, overconfident.labels)
+    np.testing.assert_allclose(t, t_ref, rtol=1e-6)
+    assert _nll(overconfident.logits, overconfident.labels, t) <= _nll(
+        overconfident.logits, overconfident.labels, t_ref) + 1e-12
+
+
+def test_perfectly_classified_data_cannot_determine_t(make_acts):
+    """All fit samples right: the NLL decreases all the way to T -> 0 (no finite minimiser)."""
+    acts = make_acts(200, 10, 32, seed=4)
+    acts.labels[:] = acts.predictions
+    logits, labels = acts.logits, acts.labels
+    assert _nll(logits, labels, 0.01) < _nll(logits, labels, 0.1) < _nll(logits, labels, 1.0)
+    with pytest.raises(UndeterminedStatisticError, match="classifies all 200 fit samples correctly"):
+        create("temperature_scaling").fit(id_val=acts)
+    # labels the logits rank below average: the NLL decreases as T -> infinity
+    acts.labels[:] = np.asarray(acts.logits).argmin(axis=1)
+    with pytest.raises(UndeterminedStatisticError, match="T -> infinity"):
+        create("temperature_scaling").fit(id_val=acts)
+
+
+def test_fits_on_id_val_by_default(overconfident):
+    assert create("temperature_scaling").fit_data == "id_val"
+    with pytest.raises(InvalidInputError, match="held-out ID validation activations"):
+        create("temperature_scaling").fit(overconfident)
+    on_train = create("temperature_scaling", fit_data="train").fit(overconfident)
+    assert on_train.temperature_ == create("temperature_scaling").fit(id_val=overconfident).temperature_
+
+
+@pytest.mark.heavy
+def test_real_model_id_val_matches_scipy_and_its_training_half_is_undetermined(lite0_imagenet_val):
+    """EfficientNet-Lite0 (real weights) on real ImageNet images: T fitted on an ID-val half is
+    scipy's NLL minimum; a subset it classifies perfectly raises with the cause."""
+    _, _, acts = lite0_imagenet_val
+    rows = np.random.default_rng(0).permutation(len(acts))
+    id_val = acts.subset(np.sort(rows[: len(acts) // 2]))
+    det = create("temperature_scaling").fit(id_val=id_val)
+    t_ref = _scipy_temperature(np.asarray(id_val.logits), np.asarray(id_val.labels))
+    np.testing.assert_allclose(det.temperature_, t_ref, rtol=1e-6)
+    assert 0.5 < det.temperature_ < 2.0  # a calibrated ImageNet model: T near 1
+    correct = acts.subset(np.flatnonzero(acts.correct)[:300])
+    with pytest.raises(UndeterminedStatisticError, match="correctly"):
+        create("temperature_scaling").fit(id_val=correct)

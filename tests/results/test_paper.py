@@ -66,7 +66,18 @@ def test_every_paper_kappa_is_an_oodbench_detector() -> None:
         assert paper.kappa_for(k.detector) is paper.kappa_for(k.kappa) is k
     odin = create("odin", **paper.kappa_for("odin").hyperparams)
     assert (odin.temperature, odin.epsilon) == (2.0, 1e-5)  # the paper's ODIN setting
+    assert odin.gradient == "probabilities" and odin.preset == "cood_code"  # as the code computes it
     assert det.hyperparams["passes"] == 30  # MC-dropout, the last entry
+
+
+def test_like_for_like_needs_the_published_configuration() -> None:
+    from oodbench.detectors import create
+
+    odin = paper.kappa_for("odin")
+    assert odin.reproduces(create("odin", preset="cood_code", batch_size=8).hyperparams)
+    assert not odin.reproduces(create("odin", preset="cood").hyperparams)  # the ODIN-paper gradient
+    assert not odin.reproduces(create("odin").hyperparams)  # T = 1000
+    assert paper.kappa_for("msp").reproduces({})
 
 
 def test_level0_max_logit_leaderboard_is_topped_by_the_file(df, raw) -> None:
@@ -141,6 +152,20 @@ def test_download_checks_the_checksum_and_caches(cood_paper_csv: Path) -> None:
     with pytest.raises(CacheError, match="expected 0000"):
         paper.download(url, sha256="0" * 64)
     assert not path.exists()
+
+
+def test_rank_says_whether_a_row_is_like_for_like(df: pd.DataFrame) -> None:
+    from oodbench.benchmarks.base import hyperparams_json
+    from oodbench.detectors import create
+
+    mine = pd.DataFrame({
+        "detector": ["odin", "odin", "msp"], "group": ["level_0"] * 3, "auroc": [0.9, 0.9, 0.9],
+        "hyperparams": [hyperparams_json(create("odin", preset="cood_code")),
+                        hyperparams_json(create("odin", preset="cood")), "{}"],
+    })
+    ranked = paper.rank(df, mine)
+    assert ranked["like_for_like"].tolist() == [True, False, True]
+    assert ranked["position"].iloc[0] == ranked["position"].iloc[1]  # the same published numbers
 
 
 # -- the bundled copy, look-ups, the paper's truncated leaderboard ---------------------------------

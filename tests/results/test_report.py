@@ -171,3 +171,13 @@ def test_report_renders_in_headless_chromium(results, tmp_path):
     # the page is laid out, not raw text: the top has the white main column on a grey ground
     assert (pixels[:, :50] > 240).mean() > 0.9 and (pixels > 250).mean() > 0.3
     print(json.dumps({"screenshot": str(shot), "std": round(float(pixels.std()), 1)}))
+
+
+def test_labels_name_the_preset_and_the_fit_data():
+    rows = pd.DataFrame({"model": ["m"] * 3, "detector": ["react", "react", "msp"],
+                         "hyperparams": ['{"fit_data": "id_val", "percentile": 90.0}',
+                                         '{"fit_data": "train", "percentile": 90.0}', "{}"]})
+    results = rows.assign(preset=["openood", "", ""], fit_data=["id_val", "train", "none"])
+    assert lb.detector_labels(rows, results).tolist() == [
+        "react (fit_data=id_val) [openood, fit on id_val]", "react (fit_data=train) [fit on train]", "msp"]
+    assert lb.detector_labels(rows).tolist()[2] == "msp"  # rows without provenance columns

@@ -163,6 +163,22 @@ def test_factory_must_return_a_classifier():
         exp.models[0].load()
 
 
+def test_protocols_at_the_experiment_and_detector_level():
+    exp = parse_experiment(minimal(experiment={"name": "t", "protocol": "openood"},
+                                   detectors=["react", {"name": "knn", "protocol": "paper"},
+                                              {"name": "entropy", "protocol": ""}],
+                                   id={"test": {"digits": [0, 1, 2]}, "val": {"digits": [0, 1, 2]}}))
+    assert exp.protocol == "openood" and exp.id_val is not None
+    assert [d.preset(exp.protocol) for d in exp.detectors] == ["openood", "paper", None]
+    assert exp.describe()["id"]["val"] == {"kind": "digits", "classes": [0, 1, 2]}
+    with pytest.raises(ExperimentError, match=r"\[\[detectors\]\] #1.*no 'openood' preset.*protocol = \"\""):
+        parse_experiment(minimal(experiment={"name": "t", "protocol": "openood"}, detectors=["entropy"]))
+    with pytest.raises(ExperimentError, match="Did you mean 'openood'"):
+        parse_experiment(minimal(experiment={"name": "t", "protocol": "opendood"}))
+    with pytest.raises(ExperimentError, match="no 'cood' preset"):
+        parse_experiment(minimal(detectors=[{"name": "knn", "protocol": "cood"}]))
+
+
 def _classes(root: Path, names: list[str]) -> Path:
     import numpy as np
     from PIL import Image

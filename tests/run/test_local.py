@@ -242,6 +242,42 @@ def test_a_named_standard_benchmark_runs_with_data_relative_to_the_file(tiny):
     assert auroc["n_ood"].eq(4).all() and auroc["n_id"].eq(4).all()
 
 
+def test_presets_and_the_id_val_role_reach_the_rows(tiny):
+    """``[experiment].protocol`` and a detector's own ``protocol`` pick presets; detectors that
+    fit on ID-val data are fitted on ``[id] val`` (skipped with the reason without it); every
+    row records the preset and the fit data."""
+    from oodbench.detectors import create
+    from oodbench.extract import extract
+
+    data = tiny_data(tiny, ["react", {"name": "knn", "hyperparams": {"k": 2}, "protocol": ""}, "klm"])
+    data["experiment"]["protocol"] = "openood"
+    del data["benchmarks"][0]  # the named sets are enough here
+    without_val = oodbench.run_experiment(parse_experiment(data, base_dir=tiny.parent), progress=False)
+    react = without_val[without_val["detector"] == "react"]
+    assert react["status"].eq("skipped").all() and "add [id] val" in react["error"].iloc[0]
+
+    data["id"]["val"] = {"folder": "data/id_train"}
+    data["experiment"]["output"] = "out-val"
+    exp = parse_experiment(data, base_dir=tiny.parent)
+    with pytest.warns(UserWarning, match="never predicted"):  # KL-matching on 24 ID-val images
+        df = oodbench.run_experiment(exp, progress=False)
+    ok = df[df["status"] == "ok"]
+    cells = ok.drop_duplicates("detector").set_index("detector")
+    assert cells.loc["react", "preset"] == "openood" and cells.loc["react", "fit_data"] == "id_val"
+    assert cells.loc["klm", "preset"] == "openood" and cells.loc["klm", "fit_data"] == "id_val"
+    assert cells.loc["knn", "preset"] == "" and cells.loc["knn", "fit_data"] == "train"
+
+    # react's threshold comes from [id] val: the stored scores are those of a fit on it
+    model = exp.models[0].load()
+    options = {"capture": ("features", "logits"), "progress": False, "device": "cpu"}
+    val = extract(model, exp.id_val.build(), **options)
+    id_test = extract(model, exp.id_test.build(), **options)
+    det = create("react", preset="openood").fit(None, id_val=val)
+    react_cell = ok.loc[ok["detector"] == "react", "cell"].iloc[0]
+    id_scores, _ = ResultsTable(tiny.parent / "out-val").load_scores(react_cell)
+    np.testing.assert_allclose(id_scores, det.score(id_test), rtol=1e-12)
+
+
 def test_a_label_map_sets_the_id_labels_of_the_accuracy(tiny):
     """ID accuracy is computed against the labels the experiment gives (here a label map), not
     the folders' sorted positions."""

@@ -70,9 +70,25 @@ def test_pending_drops_finished_cells_and_empty_models():
 
 def test_all_expands_to_every_registered_detector_but_clip_and_group_softmax_ones():
     configs = detector_configurations(experiment(["all", "msp"]))
-    names = [n for n, _ in configs]
+    names = [n for n, _, _ in configs]
     registered = [r for r in detectors.available()]
     expected = [r["name"] for r in registered
                 if not {"text_embeddings", "groups"} & set(r["requires"])]
     assert names == expected  # "msp" again is deduplicated
-    assert all(p == detectors.create(n).hyperparams for n, p in configs)
+    assert all(p == detectors.create(n).hyperparams and not preset for n, p, preset in configs)
+
+
+def test_all_under_a_protocol_is_the_detectors_it_configures():
+    from oodbench.run.experiment import parse_experiment
+    from tests.run.test_experiment import minimal
+
+    exp = parse_experiment(minimal(experiment={"name": "t", "protocol": "cood"}, detectors=["all"]))
+    configs = detector_configurations(exp)
+    assert [(n, preset) for n, _, preset in configs] == [
+        ("entropy", "cood"), ("maxlogit", "cood"), ("mc_dropout", "cood"), ("msp", "cood"),
+        ("odin", "cood")]
+    plan = make_plan(exp)
+    assert {c.preset for c in plan.cells} == {"cood"}
+    plain = make_plan(parse_experiment(minimal(detectors=["odin"])))
+    coded = make_plan(parse_experiment(minimal(detectors=[{"name": "odin", "protocol": "cood"}])))
+    assert {c.key for c in plain.cells}.isdisjoint({c.key for c in coded.cells})

@@ -61,7 +61,7 @@ def test_tune_entries_parse_and_plan_one_cell_each():
      "expected one of"),
     ({"name": "react", "tune": {**HELD_OUT["tune"], "space": {}}}, "search space is empty"),
     ({"name": "react", "tune": {**HELD_OUT["tune"], "space": {"k": [5]}}},
-     "no hyper-parameter k; it takes percentile"),
+     "no hyper-parameter k; it takes fit_data, percentile"),
     ({"name": "react", "tune": {**HELD_OUT["tune"], "space": {"percentile": [90.0, 150.0]}}},
      "percentile"),
     ({"name": "react", "tune": {**HELD_OUT["tune"], "space": {"percentile": {"low": 80.0,

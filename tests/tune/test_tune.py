@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -131,3 +132,48 @@ def test_errors(data):
     perfect = id_val.subset(np.flatnonzero(id_val.correct))
     with pytest.raises(InvalidInputError, match="gets all"):
         oodbench.tune("react", {"percentile": [90.0]}, perfect, None, fit=train)
+
+
+def test_knn_k_grid_builds_the_bank_once(data, monkeypatch):
+    """k only changes scoring (declared in KNN.score_only_hyperparams): one fit for the grid."""
+    from oodbench.detectors.knn import KNN
+
+    fits = []
+    original = KNN._fit
+    monkeypatch.setattr(KNN, "_fit", lambda self, train, model: (fits.append(self.k), original(self, train, model)))
+    train, id_val, ood_val = data
+    result = oodbench.tune("knn", {"k": [1, 5, 20, 50]}, id_val, ood_val, fit=train)
+    assert fits == [1]
+    assert result.table["refit"].tolist() == [True, False, False, False]
+    for k, auroc in zip([1, 5, 20, 50], result.table["auroc"]):  # each k scored as a fresh fit would
+        det = create("knn", k=k).fit(train)
+        assert auroc == pytest.approx(metrics.auroc(det.score(id_val), det.score(ood_val)), abs=1e-12)
+    fits.clear()
+    oodbench.tune("knn", {"k": [1, 5], "fit_fraction": [0.5, 1.0]}, id_val, ood_val, fit=train)
+    assert len(fits) == 2  # one bank per fit_fraction
+
+
+def test_openood_grid_fits_on_id_val_in_openoods_order(data):
+    train, id_val, ood_val = data
+    result = oodbench.tune("react", "openood", id_val, ood_val, fit=train)
+    assert result.table["percentile"].tolist() == [85.0, 90.0, 95.0, 99.0]  # react.yml's list
+    best = result.best_params["percentile"]
+    # OpenOOD fits ReAct's threshold on ID-val (react_postprocessor.py setup: id_loader_dict['val'])
+    assert result.detector.threshold_ == pytest.approx(np.percentile(id_val.features.astype(np.float64), best))
+    assert result.detector.protocol in ("openood", "openood (modified: percentile)")
+    record = json.loads(result.detector.tuning)
+    assert record == json.loads(result.tuning_record())
+    assert (record["grid"], record["protocol"], record["best_params"]) == ("openood", "ood_val",
+                                                                          {"percentile": best})
+    # two swept keys: OpenOOD's recursive_generator varies the first key fastest
+    vra = oodbench.tune("vra", "openood", id_val, ood_val, fit=train)
+    assert vra.table[["upper_percentile", "lower_percentile"]].values[:5].tolist() == [
+        [85.0, 1.0], [90.0, 1.0], [95.0, 1.0], [99.0, 1.0], [85.0, 5.0]]
+    assert len(vra.table) == 16
+    # OpenOOD does not search DICE (APS_mode: False): its configured point only
+    dice = oodbench.tune("dice", "openood", id_val, ood_val, fit=train)
+    assert len(dice.table) == 1 and dice.detector.sparsity == 90.0
+    with pytest.raises(InvalidInputError, match="no 'openood' preset"):
+        oodbench.tune("ash_p", "openood", id_val, ood_val)
+    with pytest.raises(InvalidInputError, match="unknown named grid"):
+        oodbench.tune("react", "paper", id_val, ood_val, fit=train)

@@ -3,11 +3,16 @@
 A benchmark knows its ID test source and its OOD groups (C-OOD severity levels, near/far sets),
 extracts what it needs once through the cache, and evaluates any number of detectors:
 
-    table = bench.run(model, [create("msp"), create("knn")], fit_activations=train_acts)
+    table = bench.run(model, [create("msp"), create("knn")], fit_activations=train_acts,
+                      id_val=val_acts)
+
+Each detector that learns statistics is fitted on the ID data its ``fit_data`` names:
+``fit_activations`` (the ID training set) or ``id_val`` (held-out ID validation data).
 
 ``run`` returns a *wide* ``pandas.DataFrame``: one row per (detector, OOD group) with the columns
 ``detector``, ``hyperparams`` (a JSON string), ``group``, ``n_id``, ``n_ood``, every key of
-``oodbench.metrics.evaluate`` and any benchmark-specific columns (``severity``, ``percentile``,
+``oodbench.metrics.evaluate``, the provenance columns ``preset``, ``fit_data`` and ``tuning``
+(``Detector.provenance``) and any benchmark-specific columns (``severity``, ``percentile``,
 ``kind`` = near/far, ...). The results module turns it into the long results table.
 """
 
@@ -77,9 +82,11 @@ class Benchmark(ABC):
         detectors: Sequence[Detector],
         *,
         fit_activations: Activations | None = None,
+        id_val: Activations | None = None,
         **extract_options: Any,
     ) -> pd.DataFrame:
-        """Evaluate every detector on every OOD group (one wide row per detector x group)."""
+        """Evaluate every detector on every OOD group (one wide row per detector x group);
+        detectors are fitted on ``fit_activations`` or ``id_val`` as their ``fit_data`` says."""
 
     def evaluate(self, model: Any, detector: Detector, **kwargs: Any) -> pd.DataFrame:
         """``run`` for a single detector."""
@@ -109,19 +116,33 @@ def id_correctness(id_acts: Activations) -> np.ndarray | None:
 
 
 def ensure_fitted(
-    detectors: Sequence[Detector], fit_activations: Activations | None, model: Any
+    detectors: Sequence[Detector],
+    fit_activations: Activations | None,
+    model: Any,
+    id_val: Activations | None = None,
 ) -> None:
-    """Fit every detector that needs it and is not fitted yet (on ``fit_activations``)."""
+    """Fit every detector that is not fitted yet, on ``fit_activations`` or ``id_val`` as its
+    ``fit_data`` says (detectors fitted before are used as they are)."""
     for det in detectors:
-        if det.needs_fit and not getattr(det, "_fitted", False):
-            if "train" in det.requires and fit_activations is None:
-                raise InvalidInputError(
-                    f"detector {det.name!r} needs ID training statistics: pass "
-                    "fit_activations=extract(model, id_train_source) to the benchmark"
-                )
-            det.fit(fit_activations, model)
-        elif not det.needs_fit and not getattr(det, "_fitted", False):
-            det.fit(fit_activations, model)
+        if getattr(det, "_fitted", False):
+            continue
+        if det.fits_on_data and (fit_activations if det.fit_data == "train" else id_val) is None:
+            argument = (
+                "fit_activations=extract(model, id_train_source)" if det.fit_data == "train"
+                else "id_val=extract(model, id_val_source) (held-out ID validation images)"
+            )
+            raise InvalidInputError(
+                f"detector {det.name!r} fits on {det.fit_data!r} data: pass {argument} to the "
+                "benchmark's run"
+            )
+        det.fit(fit_activations, model, id_val=id_val)
+
+
+def needs_role(detectors: Sequence[Detector], role: str) -> bool:
+    """True when some detector that is not fitted yet fits on ``role`` data (``"id_val"``)."""
+    return any(
+        d.fits_on_data and d.fit_data == role and not getattr(d, "_fitted", False) for d in detectors
+    )
 
 
 def capture_for(detectors: Sequence[Detector]) -> tuple[str, ...]:

@@ -308,7 +308,11 @@ class CoodBenchmark(Benchmark):
         seed: seeds the per-class sampling and split.
         selection: ``"percentiles"`` (the paper) or ``"disjoint"`` (see ``severity_windows``).
         id_classes: treat only these model classes as ID: logits (and head rows) of both sets
-            are restricted to them (``Activations.restrict_classes``) and ID labels re-indexed.
+            are restricted to them (``Activations.restrict_classes``) and ID labels re-indexed;
+            detectors are fitted only on the rows of ``fit_activations`` / ``id_val`` whose label
+            is one of them (the other classes are OOD at test time, so a bank or a statistic
+            that saw them would leak), and the rows' ``fit_data`` says so. The fit activations
+            must carry class labels then.
 
     After ``run``: ``levels_[detector name]`` holds each level's pool class labels,
     ``severity_[detector name]`` the ``SeverityLevels`` (window indices refer to
@@ -425,6 +429,7 @@ class CoodBenchmark(Benchmark):
         detectors: Sequence[Detector],
         *,
         fit_activations: Activations | None = None,
+        id_val: Activations | None = None,
         **extract_options: Any,
     ) -> pd.DataFrame:
         """Build each detector's severity levels and evaluate them; one row per detector x level."""
@@ -438,12 +443,12 @@ class CoodBenchmark(Benchmark):
                     f"detectors {live} run the live network over all of its classes, which "
                     "id_classes= cannot restrict; run them without id_classes"
                 )
-            if fit_activations is not None:
-                fit_activations = fit_activations.restrict_classes(self.id_classes)
+            fit_activations = self._id_class_rows(fit_activations, "fit_activations")
+            id_val = self._id_class_rows(id_val, "id_val")
         id_acts, pool_acts = self._activations(model, detectors, extract_options)
         self.id_activations_, self.pool_activations_ = id_acts, pool_acts
         self.note_skipped(id_acts, pool_acts)
-        ensure_fitted(detectors, fit_activations, model)
+        ensure_fitted(detectors, fit_activations, model, id_val)
         pool_kappas = self._score_pool(detectors, pool_acts)
         id_correct = id_correctness(id_acts)
         window = self.window if self.window is not None else id_acts.num_classes
@@ -501,6 +506,7 @@ class CoodBenchmark(Benchmark):
                         **{k: float(v) for k, v in metrics.items()},
                         "id_mean_kappa": float(id_kappa.mean()),
                         "ood_mean_kappa": float(ood_kappa.mean()),
+                        **self._provenance(det),
                     }
                 )
             self.keep_scores(det, id_kappa, level_scores)
@@ -542,6 +548,30 @@ class CoodBenchmark(Benchmark):
         return chosen if level is None else chosen[0]
 
     # -- internals -----------------------------------------------------------------------------
+    def _id_class_rows(self, acts: Activations | None, what: str) -> Activations | None:
+        """``acts`` restricted to ``id_classes``: their logits and head, and only the rows whose
+        label is one of them."""
+        if acts is None or self.id_classes is None:
+            return acts
+        if not (np.asarray(acts.labels) >= 0).any():
+            raise InvalidInputError(
+                f"id_classes treats only some classes as ID, but {what} carry no class labels "
+                "(every label is -1), so the rows of the other classes cannot be left out of the "
+                f"fit; pass labelled {what} (the ID training / validation images with their classes)"
+            )
+        restricted = acts.restrict_classes(self.id_classes)
+        rows = np.flatnonzero(np.asarray(restricted.labels) >= 0)
+        if rows.size == 0:
+            raise EmptyInputError(f"{what} have no row of the id_classes {self.id_classes.tolist()}")
+        return restricted.subset(rows)
+
+    def _provenance(self, det: Detector) -> dict[str, str]:
+        """``det.provenance()``, with ``fit_data`` marking a fit on the id_classes rows only."""
+        out = det.provenance()
+        if self.id_classes is not None and det.fits_on_data:
+            out["fit_data"] += " (id_classes rows)"
+        return out
+
     def _score_pool(self, detectors: Sequence[Detector], pool: Activations) -> list[np.ndarray]:
         """kappa of every detector on every pool row, ``POOL_BLOCK`` rows at a time.
 

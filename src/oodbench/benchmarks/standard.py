@@ -33,6 +33,7 @@ from oodbench.benchmarks.base import (
     ensure_fitted,
     hyperparams_json,
     id_correctness,
+    needs_role,
 )
 from oodbench.data.source import Source
 from oodbench.detectors.base import Detector
@@ -102,15 +103,17 @@ class OodSetsBenchmark(Benchmark):
             positions), e.g. OpenOOD's 45,000-image test split of the 50,000 validation images.
         headline: the metric columns reports lead with.
         aggregate: ``"mean"`` (aggregate rows, OpenOOD's unweighted mean) or ``"none"``.
-        id_val, ood_val: OpenOOD's validation sets, for hyper-parameter search; ``run`` does
-            not use them.
+        id_val, ood_val: OpenOOD's validation sets, for hyper-parameter search; ``run`` fits
+            the detectors whose ``fit_data`` is ``"id_val"`` on ``id_val`` (as OpenOOD's
+            postprocessors do) unless it is given ``id_val`` itself.
         description, paper: for listings and reports.
 
     ``run`` returns one row per (detector, OOD set) and, with ``aggregate="mean"``, per
     (detector, kind present) and (detector, ``all``) when there are at least two sets. Columns:
     ``detector``, ``hyperparams``, ``group``, ``kind``, ``is_average`` (True on the mean rows),
     ``n_id``, ``n_ood``, every key of ``oodbench.metrics.evaluate`` (with ``id_correct``
-    when the ID labels are known), ``id_mean_kappa`` and ``ood_mean_kappa``.
+    when the ID labels are known), ``id_mean_kappa``, ``ood_mean_kappa`` and the provenance
+    columns ``preset``, ``fit_data``, ``tuning``.
     """
 
     def __init__(
@@ -171,6 +174,7 @@ class OodSetsBenchmark(Benchmark):
         detectors: Sequence[Detector],
         *,
         fit_activations: Activations | None = None,
+        id_val: Activations | None = None,
         **extract_options: Any,
     ) -> pd.DataFrame:
         """Score every OOD set (and the ID test set) with every detector; see the class doc."""
@@ -190,7 +194,9 @@ class OodSetsBenchmark(Benchmark):
                 f"{id_acts.num_classes} classes: the ID set and the model do not match"
             )
         id_correct = id_correctness(id_acts)
-        ensure_fitted(detectors, fit_activations, model)
+        if id_val is None and self.id_val is not None and needs_role(detectors, "id_val"):
+            id_val = self._activations(self.id_val, "the ID validation set", model, options)
+        ensure_fitted(detectors, fit_activations, model, id_val)
         rows: list[dict[str, Any]] = []
         for det in detectors:
             id_kappa = det.score(id_acts)
@@ -212,6 +218,7 @@ class OodSetsBenchmark(Benchmark):
                         **{k: float(v) for k, v in metrics.items()},
                         "id_mean_kappa": float(id_kappa.mean()),
                         "ood_mean_kappa": float(ood_kappa.mean()),
+                        **det.provenance(),
                     }
                 )
             rows += sets
@@ -261,6 +268,7 @@ def mean_rows(sets: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             "n_id": first["n_id"],
             "n_ood": int(sum(m["n_ood"] for m in members)),
         }
+        row.update({k: v for k, v in first.items() if k not in row and isinstance(v, str)})  # provenance
         numeric = [k for k, v in first.items()
                    if k not in row and isinstance(v, float) and "_ci_" not in k]
         row.update({k: float(np.mean([m[k] for m in members])) for k in numeric})

@@ -18,14 +18,15 @@ def list_cmd(what: str) -> None:
         from oodbench import detectors
 
         console.print(_registry_table(
-            "detectors (score: higher = more in-distribution)", "needs",
-            [(row, ", ".join(row["requires"])) for row in detectors.available()]))
+            "detectors (score: higher = more in-distribution)", ("needs", "fits on", "presets"),
+            [(row, (", ".join(row["requires"]), row["defaults"].get("fit_data", ""),
+                    ", ".join(row["presets"]))) for row in detectors.available()]))
     elif what == "losses":
         from oodbench import losses
 
         console.print(_registry_table(
-            "training losses (oodbench train, oodbench.train)", "needs outliers",
-            [(row, "yes" if row["needs_outliers"] else "") for row in losses.available()]))
+            "training losses (oodbench train, oodbench.train)", ("needs outliers",),
+            [(row, ("yes" if row["needs_outliers"] else "",)) for row in losses.available()]))
     elif what == "models":
         from oodbench import models
 
@@ -41,12 +42,15 @@ def list_cmd(what: str) -> None:
         console.print(table)
 
 
-def _registry_table(title: str, needs: str, rows: list[tuple[dict[str, Any], str]]) -> Table:
-    """name | ``needs`` | defaults | paper, one row per registry entry."""
+def _registry_table(
+    title: str, columns: tuple[str, ...], rows: list[tuple[dict[str, Any], tuple[str, ...]]]
+) -> Table:
+    """name | ``columns`` | defaults | paper, one row per registry entry (``fit_data``, shown in
+    its own column, is left out of the defaults)."""
     table = Table(title=title)
-    for col in ("name", needs, "defaults", "paper"):
+    for col in ("name", *columns, "defaults", "paper"):
         table.add_column(col)
-    for row, need in rows:
-        defaults = ", ".join(f"{k}={v}" for k, v in row["defaults"].items())
-        table.add_row(row["name"], need, defaults, row["paper"])
+    for row, values in rows:
+        defaults = ", ".join(f"{k}={v}" for k, v in row["defaults"].items() if k != "fit_data")
+        table.add_row(row["name"], *values, defaults, row["paper"])
     return table

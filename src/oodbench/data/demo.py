@@ -3,7 +3,9 @@
 Everything comes from files that ship inside installed packages (no download):
 
 * **ID**: scikit-learn's digits ``0 .. n_id_classes - 1`` (default 0-5), split per class with a seed
-  into a training part (the small CNN trains on it and detectors fit on it) and a test part.
+  into a training part (the small CNN trains on it and detectors fit on it; 60 %), a held-out
+  validation part (detectors that fit on ID-val data, e.g. temperature scaling; 20 %) and a
+  test part.
 * **C-OOD pool**: the held-out digits (default 6-9); the C-OOD benchmark builds its severity
   levels from them. Labels are pool class ids ``digit - n_id_classes`` (0-3), named by digit
   (``class_names = ["6", ..., "9"]``), so they never collide with the ID classes.
@@ -39,7 +41,7 @@ TEXT = ("text", "page")
 #: far/near kind of each non-digit set
 KINDS = {"letters": "near", "photos": "far", "textures": "far", "noise": "far"}
 #: every source name ``DemoData.source`` knows
-SOURCES = ("id_fit", "id_test", "pool", *KINDS)
+SOURCES = ("id_fit", "id_val", "id_test", "pool", *KINDS)
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,7 @@ class DemoData:
     """The demo's sources and the training arrays of the ID classes."""
 
     id_fit: Source
+    id_val: Source
     id_test: Source
     pool: Source
     ood: Mapping[str, Source]
@@ -57,8 +60,9 @@ class DemoData:
     ood_classes: tuple[int, ...]
 
     def source(self, name: str) -> Source:
-        """A source by name: ``id_fit``, ``id_test``, ``pool`` or a set of ``ood``."""
-        sources = {"id_fit": self.id_fit, "id_test": self.id_test, "pool": self.pool, **self.ood}
+        """A source by name: ``id_fit``, ``id_val``, ``id_test``, ``pool`` or a set of ``ood``."""
+        sources = {"id_fit": self.id_fit, "id_val": self.id_val, "id_test": self.id_test,
+                   "pool": self.pool, **self.ood}
         if name not in sources:
             raise UnknownNameError("demo source", name, sources)
         return sources[name]
@@ -125,12 +129,18 @@ def demo_data(
     *,
     n_id_classes: int = 6,
     fit_fraction: float = 0.6,
+    val_fraction: float = 0.2,
     n_ood: int = 300,
     seed: int = 0,
 ) -> DemoData:
     """Build every demo set (cached per arguments; the sources are immutable)."""
     if not 0.0 < fit_fraction < 1.0:
         raise InvalidInputError(f"fit_fraction must lie in (0, 1); got {fit_fraction}")
+    if not 0.0 < val_fraction < 1.0 - fit_fraction:
+        raise InvalidInputError(
+            f"val_fraction must lie in (0, 1 - fit_fraction) so that test images remain; got "
+            f"{val_fraction} with fit_fraction {fit_fraction}"
+        )
     if not 2 <= n_id_classes <= 9:
         raise InvalidInputError(
             f"n_id_classes must lie in [2, 9] (digits 0..n-1 are ID, the rest OOD); got {n_id_classes}"
@@ -140,12 +150,13 @@ def demo_data(
     digits = DigitsSource(id_set)
     rng = np.random.default_rng(seed)
     labels = digits.labels
-    is_fit = np.zeros(len(digits), dtype=bool)
+    part = np.full(len(digits), 2, dtype=np.int8)  # 0 fit, 1 val, 2 test
     for c in id_set:  # a seeded per-class split
-        members = np.flatnonzero(labels == c)
-        chosen = rng.permutation(members)[: int(round(fit_fraction * members.size))]
-        is_fit[chosen] = True
-    fit_idx, test_idx = np.flatnonzero(is_fit), np.flatnonzero(~is_fit)
+        members = rng.permutation(np.flatnonzero(labels == c))
+        n_fit = int(round(fit_fraction * members.size))
+        n_val = int(round(val_fraction * members.size))
+        part[members[:n_fit]], part[members[n_fit : n_fit + n_val]] = 0, 1
+    fit_idx, val_idx, test_idx = (np.flatnonzero(part == p) for p in range(3))
     makers: dict[str, Callable[[int], np.ndarray]] = {
         "letters": lambda s: patches(_skimage(TEXT), n_ood, seed=s, sizes=(20, 40), invert=True),
         "photos": lambda s: patches(_skimage(PHOTOS), n_ood, seed=s),
@@ -156,13 +167,14 @@ def demo_data(
         name: ArraySource(make(seed + 1 + i), np.full(n_ood, -1), name=name)
         for i, (name, make) in enumerate(makers.items())
     }
-    id_fit, id_test = digits.subset(fit_idx), digits.subset(test_idx)
-    id_fit.name, id_test.name = "digits-id-fit", "digits-id-test"
+    id_fit, id_val, id_test = digits.subset(fit_idx), digits.subset(val_idx), digits.subset(test_idx)
+    id_fit.name, id_val.name, id_test.name = "digits-id-fit", "digits-id-val", "digits-id-test"
     held_out = DigitsSource(ood_classes)
     pool = ArraySource(held_out.images, held_out.labels - n_id_classes, name="digits-held-out",
                        class_names=[str(c) for c in ood_classes], ids=held_out.ids)
     return DemoData(
         id_fit=id_fit,
+        id_val=id_val,
         id_test=id_test,
         pool=pool,
         ood=ood,

@@ -1,9 +1,10 @@
-"""The detector library: one file per detector, one registry.
+"""The detector library: one file per detector, one registry, protocol presets as data.
 
-    create(name, **hyperparams) -> Detector      available() -> list of dicts
+    create(name, preset=None, **hyperparams) -> Detector      available() -> list of dicts
+    preset_for(name, protocol) -> Preset   (``presets.toml``: "paper", "openood", "cood", ...)
 
-Every module in this package that does not start with an underscore defines detectors and
-registers them on import.
+Every module in this package that does not start with an underscore (besides ``base`` and
+``presets``) defines detectors and registers them on import.
 """
 
 from __future__ import annotations
@@ -19,9 +20,12 @@ from oodbench.detectors.base import (
     detector_class,
     register,
 )
+from oodbench.detectors.presets import preset_for
 
 for _mod in pkgutil.iter_modules(__path__):
-    if not _mod.name.startswith("_") and _mod.name != "base":
+    if not _mod.name.startswith("_") and _mod.name not in ("base", "presets"):
         importlib.import_module(f"{__name__}.{_mod.name}")
 
-__all__ = ["Detector", "NotFittedError", "available", "create", "detector_class", "register"]
+__all__ = [
+    "Detector", "NotFittedError", "available", "create", "detector_class", "preset_for", "register",
+]

@@ -116,6 +116,16 @@ def bank_rows(n: int, k: int, fit_fraction: float, seed: int, who: str) -> np.nd
     return rows
 
 
+def check_k_in_bank(k: int, bank_size: int, who: str) -> None:
+    """Raise when ``k`` exceeds the bank: k only affects scoring (a tuning grid changes it after
+    ``fit``), so the scoring checks it again."""
+    if k > bank_size:
+        raise InvalidInputError(
+            f"{who}: k={k} but the bank holds only {bank_size} training features; lower k or fit "
+            "on more data"
+        )
+
+
 def labelled_rows(train: Activations, who: str) -> np.ndarray:
     """Indices of the rows with an ID class label (label >= 0); raises if there are none."""
     labels = np.asarray(train.labels)

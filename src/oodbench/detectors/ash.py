@@ -63,6 +63,7 @@ class _ASH(Detector):
     variant: ClassVar[str] = ""
     requires = frozenset({"features", "head"})
     paper = _PAPER
+    score_only_hyperparams = frozenset({"percentile"})
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -3,11 +3,24 @@
 A detector is a small dataclass whose fields are its hyper-parameters (sklearn-style):
 
     det = oodbench.detectors.create("energy", temperature=1.0)
-    det.fit(train_activations, model)   # no-op for detectors that need no statistics
+    det = oodbench.detectors.create("react", preset="openood")   # OpenOOD v1.5's configuration
+    det.fit(train_activations, model, id_val=val_activations)   # each detector fits on its own data
     kappa = det.score(test_activations) # one float per sample, higher = more in-distribution
 
 ``score`` returns the C-OOD paper's confidence function kappa(x): higher means "more
 in-distribution". Every hyper-parameter that ran is in ``det.hyperparams``.
+
+**Fit data.** A detector that learns statistics (``"train"`` in ``requires``) fits on one of two
+roles of ID data (``FIT_DATA``): ``"train"``, the ID training activations (KNN's bank,
+Mahalanobis' class means), or ``"id_val"``, held-out ID validation activations (temperature
+scaling and KL-matching by their papers, ReAct's and VRA's thresholds in OpenOOD). The class
+declares its paper's role in ``default_fit_data``; a preset or ``create(..., fit_data=...)``
+changes it, and it is part of ``hyperparams`` (a different role is a different configuration).
+
+**Provenance.** ``create(name, preset=...)`` records the preset in ``det.preset``;
+``det.provenance()`` gives the ``preset`` / ``fit_data`` / ``tuning`` values that the benchmarks
+write into every results row (``protocol`` names a preset whose values were then changed, e.g.
+``"openood (modified: k)"``).
 """
 
 from __future__ import annotations
@@ -15,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
 import numpy as np
@@ -23,10 +36,15 @@ import numpy as np
 from oodbench.errors import InvalidInputError, NonFiniteError, OodbenchError, UnknownNameError
 from oodbench.extract.activations import Activations
 
-#: what a detector may declare in ``requires``
+#: what a detector may declare in ``requires`` (``"train"``: ``fit`` needs ID activations, of
+#: the role ``fit_data`` names)
 INPUTS = frozenset(
     {"logits", "features", "feature_map", "head", "train", "model", "text_embeddings", "groups"}
 )
+#: the roles of ID data a detector can fit on: the ID training set, held-out ID validation data
+FIT_DATA = ("train", "id_val")
+#: ``fit_data`` of a detector that learns nothing from ID data
+NO_FIT_DATA = "none"
 
 
 class NotFittedError(OodbenchError, RuntimeError):
@@ -39,39 +57,98 @@ class Detector(ABC):
 
     Class attributes every subclass sets:
         name: registry name (``"msp"``).
-        requires: inputs from ``INPUTS``; ``"train"`` means ``fit`` needs ID training activations,
-            ``"model"`` that it runs the live network, ``"head"`` the linear head's weights,
-            ``"groups"`` a group-softmax head (MOS), so ``"all"`` leaves it out.
+        requires: inputs from ``INPUTS``; ``"train"`` means ``fit`` needs ID activations (of the
+            role ``fit_data``), ``"model"`` that it runs the live network, ``"head"`` the linear
+            head's weights, ``"groups"`` a group-softmax head (MOS), so ``"all"`` leaves it out.
         paper: the citation (authors, venue, year, arXiv id).
+        default_fit_data: the role of ID data its paper fits on (``FIT_DATA``).
+        score_only_hyperparams: hyper-parameters that change only ``score``, not what ``fit``
+            learns (KNN's k: the bank is the same); a tuning grid over them fits once.
+
+    Fields every detector has besides its own: ``fit_data`` (keyword only; ``None`` = the class's
+    ``default_fit_data``, ``"none"`` for detectors that fit on no ID data), and the provenance
+    attributes ``preset`` and ``tuning`` (set by :func:`create` and :func:`oodbench.tune`).
     """
 
     name: ClassVar[str] = ""
     requires: ClassVar[frozenset[str]] = frozenset({"logits"})
     paper: ClassVar[str] = ""
+    default_fit_data: ClassVar[str] = "train"
+    score_only_hyperparams: ClassVar[frozenset[str]] = frozenset()
+
+    fit_data: str | None = field(default=None, kw_only=True)
+    preset: str = field(default="", init=False, repr=False, compare=False)
+    tuning: str = field(default="", init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._fitted = False
+        if not self.fits_on_data:
+            if self.fit_data not in (None, NO_FIT_DATA):
+                raise InvalidInputError(
+                    f"detector {self.name!r} learns nothing from ID data, so fit_data="
+                    f"{self.fit_data!r} has no meaning; leave it out"
+                )
+            self.fit_data = NO_FIT_DATA
+        elif self.fit_data is None:
+            self.fit_data = self.default_fit_data
+        elif self.fit_data not in FIT_DATA:
+            raise InvalidInputError(
+                f"detector {self.name!r}: fit_data must be one of {FIT_DATA} (the ID training "
+                f"set or held-out ID validation data); got {self.fit_data!r}"
+            )
 
     # -- public API -------------------------------------------------------------------------
     @property
     def hyperparams(self) -> dict[str, Any]:
-        """The hyper-parameters this detector runs with (its dataclass fields)."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init}
+        """The hyper-parameters this detector runs with (its dataclass fields; ``fit_data`` only
+        for detectors that fit on ID data)."""
+        return {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if f.init and (f.name != "fit_data" or self.fits_on_data)
+        }
+
+    @property
+    def fits_on_data(self) -> bool:
+        """True when ``fit`` learns statistics from ID activations (``"train"`` in ``requires``)."""
+        return "train" in self.requires
 
     @property
     def needs_fit(self) -> bool:
         """True when ``score`` needs ``fit`` first (training statistics, the live model or text)."""
         return bool({"train", "model", "text_embeddings"} & self.requires)
 
-    def fit(self, train: Activations | None = None, model: Any = None) -> Detector:
-        """Learn what the detector needs from ID training activations (and/or the live model)."""
-        if "train" in self.requires:
-            if train is None:
-                raise InvalidInputError(
-                    f"detector {self.name!r} needs ID training activations: call "
-                    f"fit(train_activations) with activations of the ID training set"
-                )
-            train.require(*self._array_inputs(), who=f"detector {self.name!r}")
+    @property
+    def protocol(self) -> str:
+        """The preset this detector was created from (``""``: none), with the names of the values
+        the preset sets that were changed since, e.g. ``"openood (modified: k)"`` (settings the
+        preset leaves alone, such as a batch size, are not a change of protocol)."""
+        if not self.preset:
+            return ""
+        from oodbench.detectors.presets import preset_for
+
+        current = self.hyperparams
+        changed = sorted(k for k, v in preset_for(self.name, self.preset).values().items()
+                         if current.get(k) != v)
+        return f"{self.preset} (modified: {', '.join(changed)})" if changed else self.preset
+
+    def provenance(self) -> dict[str, str]:
+        """How this detector's numbers were made, under the results table's column names."""
+        return {"preset": self.protocol, "fit_data": str(self.fit_data), "tuning": self.tuning}
+
+    def fit(
+        self, train: Activations | None = None, model: Any = None, *,
+        id_val: Activations | None = None,
+    ) -> Detector:
+        """Learn what the detector needs from ID activations (and/or the live model).
+
+        ``train``: ID training activations; ``id_val``: held-out ID validation activations. A
+        detector that learns statistics fits on the one its ``fit_data`` names (the other may be
+        ``None``); the rest ignore both.
+        """
+        data = self._fit_activations(train, id_val)
+        if data is not None:
+            data.require(*self._array_inputs(), who=f"detector {self.name!r}")
         if "model" in self.requires and model is None:
             raise InvalidInputError(
                 f"detector {self.name!r} runs the live network: call fit(train, model=classifier)"
@@ -81,9 +158,28 @@ class Detector(ABC):
                 f"detector {self.name!r} needs a CLIP model's text encoder: call "
                 "fit(train, model=oodbench.models.load('clip:<arch>/<pretrained tag>'))"
             )
-        self._fit(train, model)
+        self._fit(data, model)
         self._fitted = True
         return self
+
+    def _fit_activations(
+        self, train: Activations | None, id_val: Activations | None
+    ) -> Activations | None:
+        """The activations ``fit`` learns from (``fit_data``'s role), or an error naming it."""
+        if not self.fits_on_data:
+            return None
+        data = train if self.fit_data == "train" else id_val
+        if data is None:
+            what = (
+                "ID training activations: call fit(train_activations)"
+                if self.fit_data == "train"
+                else "held-out ID validation activations: call fit(train, id_val=val_activations), "
+                "or create it with fit_data='train' to fit on the training set instead"
+            )
+            raise InvalidInputError(
+                f"detector {self.name!r} fits on {self.fit_data!r} data, so it needs {what}"
+            )
+        return data
 
     def score(self, acts: Activations) -> np.ndarray:
         """kappa(x) for every row of ``acts``: float64, higher = more in-distribution."""
@@ -107,12 +203,14 @@ class Detector(ABC):
         return scores
 
     def describe(self) -> dict[str, Any]:
-        """Name, hyper-parameters and paper, for the results table."""
-        return {"detector": self.name, "hyperparams": self.hyperparams, "paper": self.paper}
+        """Name, hyper-parameters, paper and provenance, for the results table."""
+        return {"detector": self.name, "hyperparams": self.hyperparams, "paper": self.paper,
+                **self.provenance()}
 
     # -- for subclasses -----------------------------------------------------------------------
     def _fit(self, train: Activations | None, model: Any) -> None:  # noqa: B027 - optional hook
-        """Override to learn statistics; the default needs nothing."""
+        """Override to learn statistics from ``train`` (the activations of the ``fit_data``
+        role, ``None`` for detectors that fit on no ID data); the default needs nothing."""
 
     @abstractmethod
     def _score(self, acts: Activations) -> np.ndarray:
@@ -154,8 +252,13 @@ def detector_class(name: str) -> type[Detector]:
         raise UnknownNameError("detector", name, _REGISTRY) from None
 
 
-def create(name: str, **hyperparams: Any) -> Detector:
-    """Build a detector by registry name, e.g. ``create("knn", k=50)``."""
+def create(name: str, *, preset: str | None = None, **hyperparams: Any) -> Detector:
+    """Build a detector by registry name, e.g. ``create("knn", k=50)``.
+
+    ``preset``: start from a protocol's configuration (``"paper"``, ``"openood"``, ``"cood"``,
+    ``"cood_code"``; see :mod:`oodbench.detectors.presets`): its hyper-parameters and fit data;
+    explicit keyword arguments override them. ``None``: the class's defaults.
+    """
     cls = detector_class(name)
     valid = {f.name for f in dataclasses.fields(cls) if f.init}
     wrong = set(hyperparams) - valid
@@ -164,21 +267,27 @@ def create(name: str, **hyperparams: Any) -> Detector:
             f"detector {name!r} has no hyper-parameter {', '.join(sorted(wrong))}; "
             f"it takes {', '.join(sorted(valid)) or 'none'}"
         )
-    return cls(**hyperparams)
+    if preset is None:
+        return cls(**hyperparams)
+    from oodbench.detectors.presets import preset_for
+
+    chosen = preset_for(name, preset)
+    det = cls(**{**chosen.values(), **hyperparams})
+    det.preset = preset
+    return det
 
 
 def available() -> list[dict[str, Any]]:
-    """One entry per registered detector: name, required inputs, defaults and paper."""
+    """One entry per registered detector: name, required inputs, defaults (with ``fit_data``
+    for detectors that fit on ID data), the presets it has, and paper."""
+    from oodbench.detectors.presets import presets_of
+
     rows = []
     for name in sorted(_REGISTRY):
         cls = _REGISTRY[name]
-        defaults = {
-            f.name: (f.default if f.default is not dataclasses.MISSING else None)
-            for f in dataclasses.fields(cls)
-            if f.init
-        }
         rows.append(
-            {"name": name, "requires": sorted(cls.requires), "defaults": defaults, "paper": cls.paper,
+            {"name": name, "requires": sorted(cls.requires), "defaults": cls().hyperparams,
+             "presets": presets_of(name), "paper": cls.paper,
              "summary": (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""}
         )
     return rows

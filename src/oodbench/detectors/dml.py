@@ -80,6 +80,7 @@ class DML(Detector):
     name = "dml"
     requires = frozenset({"features", "head"})
     paper = "Zhang & Xiang, CVPR 2023"
+    score_only_hyperparams = frozenset({"lam"})
 
     lam: float = 0.002
 

@@ -32,6 +32,7 @@ class Energy(Detector):
     name = "energy"
     requires = frozenset({"logits"})
     paper = "Liu et al., NeurIPS 2020, arXiv 2010.03759"
+    score_only_hyperparams = frozenset({"temperature"})
 
     temperature: float = 1.0
 

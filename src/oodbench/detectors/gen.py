@@ -42,6 +42,7 @@ class GEN(Detector):
     name = "gen"
     requires = frozenset({"logits"})
     paper = "Liu, Lochman & Zach, CVPR 2023"
+    score_only_hyperparams = frozenset({"gamma", "M"})
 
     gamma: float = 0.1
     M: int = 100

@@ -44,6 +44,7 @@ class GradNorm(Detector):
     name = "gradnorm"
     requires = frozenset({"logits", "features"})
     paper = "Huang, Geng & Li, NeurIPS 2021, arXiv 2110.00218"
+    score_only_hyperparams = frozenset({"temperature"})
 
     def __post_init__(self) -> None:
         super().__post_init__()

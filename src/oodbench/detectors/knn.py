@@ -13,9 +13,12 @@ Exact search in float32 (squared distances, square-rooted here): a faiss ``Index
 CPU path, faiss on the GPU with ``faiss-gpu``, else chunked ``matmul`` + ``topk`` in torch
 (:mod:`oodbench.detectors._neighbours`).
 Default ``k=50``: the paper uses k=50 on CIFAR-10 and k=200 on CIFAR-100, and on ImageNet
-k=1000 with the full 1.28M training bank (k=10 with alpha=1%); OpenOOD uses 50 for CIFAR and
-1000 for ImageNet. The right k grows with the bank, so pass ``k=1000`` with a full ImageNet bank
-(or tune it). Invariant to rescaling any feature vector.
+k=1000 with the full 1.28M training bank (k=10 with alpha=1%; ``preset="paper"`` is k=1000);
+OpenOOD v1.5 configures k=50 and searches {50, 100, 200, 500, 1000} on its validation sets
+(``preset="openood"``, ``oodbench.tune(..., grid="openood")``; it scores the squared distance,
+the same ranking). The right k grows with the bank, so pass ``k=1000`` with a full ImageNet bank
+(or tune it). ``k`` only affects scoring: a grid over k fits the bank once. Invariant to
+rescaling any feature vector.
 
 pytorch-ood 0.4.0 ``KNN(k=k)`` (``fit_features`` then ``predict_features``) returns
 ``||z - z_(k)|| = -kappa`` (sklearn ``NearestNeighbors``); it drops fit rows with label < 0.
@@ -28,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from oodbench.detectors._neighbours import NeighbourIndex, normalized_float32
-from oodbench.detectors._stats import bank_rows, check_k, features_of, take_rows
+from oodbench.detectors._stats import bank_rows, check_k, check_k_in_bank, features_of, take_rows
 from oodbench.detectors.base import Detector, register
 from oodbench.extract.activations import Activations
 
@@ -41,6 +44,7 @@ class KNN(Detector):
     name = "knn"
     requires = frozenset({"features", "train"})
     paper = "Sun et al., ICML 2022, arXiv 2204.06507"
+    score_only_hyperparams = frozenset({"k"})
 
     k: int = 50
     fit_fraction: float = 1.0
@@ -57,5 +61,6 @@ class KNN(Detector):
         self.index_ = NeighbourIndex(normalized_float32(take_rows(features_of(train), rows)), "l2")
 
     def _score(self, acts: Activations) -> np.ndarray:
+        check_k_in_bank(int(self.k), self.index_.size, f"detector {self.name!r}")
         kth = self.index_.search(features_of(acts), int(self.k))[:, -1].astype(np.float64)
         return -np.sqrt(np.maximum(kth, 0.0))

@@ -24,6 +24,27 @@ keeps its running statistics. timm creates models with ``drop_rate=0``; load the
 e.g. ``oodbench.models.load("timm:resnet50", drop_rate=0.2)``. A model with neither form is an
 error: its passes would all be identical.
 
+**The C-OOD paper's ViTs** (``vit_drop_rate``). The paper's ``*_original`` ViTs are the original
+Google ViT weights (Dosovitskiy et al., ImageNet-21k pre-trained, fine-tuned on ImageNet-1k) as
+ported to timm 0.4.8, which the official code bundles (``utils/old_timm_lib``; model names
+without the suffix there, e.g. ``vit_large_patch32_384``); they ran MC-dropout with dropout 0.1
+("we gave dropout rate of 0.1", ``utils/misc.py``). In timm 0.4.x, ``drop_rate`` set the
+dropout after the position embedding (``pos_drop``), after the attention projection
+(``attn.proj_drop``) and after both MLP layers (one ``mlp.drop`` module, applied twice); the
+head had none. In timm 1.x ``drop_rate`` sets only the head's dropout (``head_drop``), and those
+sites are ``pos_drop_rate`` and ``proj_drop_rate`` (``attn.proj_drop``, ``mlp.drop1``,
+``mlp.drop2``), so ``timm:vit_large_patch32_384`` with ``drop_rate=0.1`` is *not* the paper's
+MC-dropout. ``vit_drop_rate=p`` sets p on exactly the old sites of every timm
+``VisionTransformer`` in the model for the passes (restored afterwards; the attention-probability
+dropout and the head stay off), which equals loading it with ``pos_drop_rate=p,
+proj_drop_rate=p``; models that are not timm ViTs keep their own dropout. ``preset="cood"`` sets
+30 passes and ``vit_drop_rate=0.1``. The timm 1.x weights of the ``*_original`` models:
+``vit_base_patch16_224.orig_in21k_ft_in1k``, ``vit_base_patch16_384.orig_in21k_ft_in1k`` and
+``vit_large_patch32_384.orig_in21k_ft_in1k``; ``vit_base_patch32_384``, ``vit_large_patch16_224``
+and ``vit_large_patch16_384`` original fine-tuned weights have no timm 1.x tag (its weights of
+those names are the later AugReg ones), and ``vit_small_patch16_224_original`` was a different
+architecture (768-d, depth 8, Ross Wightman's own training) that timm 1.x no longer has.
+
 Relation to pytorch-ood 0.4.0 ``MCD``: ``MCD.run_mean`` gives the same mean softmax p_bar (it
 puts the whole model in train mode except batch-norm); its ``mean`` mode scores
 ``-max_c p_bar_c`` and its ``var`` mode the class-averaged variance, not the entropy.
@@ -73,6 +94,25 @@ def functional_dropout_modules(model: nn.Module) -> list[nn.Module]:
     return modules
 
 
+def legacy_vit_dropout_sites(model: nn.Module) -> list[nn.Dropout]:
+    """The dropout modules that timm 0.4.x's ``drop_rate`` controlled in every timm
+    ``VisionTransformer`` of ``model``: ``pos_drop``, and per block ``attn.proj_drop``,
+    ``mlp.drop1`` and ``mlp.drop2`` (timm 0.4.x's single ``mlp.drop``, applied twice)."""
+    try:
+        from timm.models.vision_transformer import VisionTransformer
+    except ImportError:  # pragma: no cover - timm is a dependency
+        return []
+    sites: list[nn.Dropout] = []
+    for vit in (m for m in model.modules() if isinstance(m, VisionTransformer)):
+        names = ["pos_drop"] + [
+            f"blocks.{i}.{site}" for i in range(len(vit.blocks))
+            for site in ("attn.proj_drop", "mlp.drop1", "mlp.drop2")
+        ]
+        found = dict(vit.named_modules())
+        sites += [found[n] for n in names if isinstance(found.get(n), nn.Dropout)]
+    return sites
+
+
 @register
 @dataclass
 class MCDropout(Detector):
@@ -80,20 +120,27 @@ class MCDropout(Detector):
 
     passes: int = 30
     seed: int = 0
+    vit_drop_rate: float | None = None
     batch_size: int = 64
     device: str = "auto"
 
     name = "mc_dropout"
     requires = frozenset({"model"})
     paper = "Gal & Ghahramani, ICML 2016, arXiv 1506.02142"
+    score_only_hyperparams = frozenset({"passes", "seed", "vit_drop_rate", "batch_size", "device"})
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if isinstance(self.passes, bool) or not isinstance(self.passes, int) or self.passes < 1:
             raise InvalidInputError(f"MC-dropout passes must be a positive integer; got {self.passes!r}")
+        if self.vit_drop_rate is not None and not 0.0 <= self.vit_drop_rate < 1.0:
+            raise InvalidInputError(
+                f"MC-dropout vit_drop_rate is a probability in [0, 1); got {self.vit_drop_rate!r}"
+            )
 
     def _fit(self, train: Activations | None, model: Any) -> None:
-        if not dropout_layers(model) and not functional_dropout_modules(model):
+        vit_on = bool(self.vit_drop_rate) and bool(legacy_vit_dropout_sites(model))
+        if not vit_on and not dropout_layers(model) and not functional_dropout_modules(model):
             raise InvalidInputError(
                 f"MC-dropout needs dropout with p > 0, and model "
                 f"{getattr(model, 'spec', type(model).__name__)!r} has none: neither a dropout "
@@ -112,6 +159,10 @@ class MCDropout(Detector):
     def _score(self, acts: Activations) -> np.ndarray:
         model = self.model_
         was_training = model.training
+        vit_sites = legacy_vit_dropout_sites(model) if self.vit_drop_rate is not None else []
+        saved_p = [site.p for site in vit_sites]
+        for site in vit_sites:
+            site.p = float(self.vit_drop_rate)  # type: ignore[arg-type]
         model.eval()
         for layer in dropout_layers(model):
             layer.train()
@@ -134,3 +185,5 @@ class MCDropout(Detector):
                 )
         finally:
             model.train(was_training)
+            for site, p in zip(vit_sites, saved_p):
+                site.p = p

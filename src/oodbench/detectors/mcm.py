@@ -33,6 +33,7 @@ class MCM(Detector):
     name = "mcm"
     requires = frozenset({"features", "head"})
     paper = "Ming et al., NeurIPS 2022, arXiv 2211.13445"
+    score_only_hyperparams = frozenset({"temperature"})
 
     temperature: float = 1.0
 

@@ -42,6 +42,7 @@ class NCI(TrainMeanFit, Detector):
     name = "nci"
     requires = frozenset({"features", "logits", "head", "train"})
     paper = "Liu & Qin, CVPR 2025, arXiv 2311.01479"
+    score_only_hyperparams = frozenset({"alpha"})
 
     alpha: float = 1e-4
 

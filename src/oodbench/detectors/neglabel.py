@@ -59,6 +59,7 @@ class NegLabel(Detector):
     name = "neglabel"
     requires = frozenset({"features", "text_embeddings"})
     paper = "Jiang et al., ICLR 2024, arXiv 2403.20078"
+    score_only_hyperparams = frozenset({"temperature", "chunk_size"})
 
     neg_fraction: float = 0.15
     percentile: float = 0.95

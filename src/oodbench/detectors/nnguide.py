@@ -14,7 +14,9 @@ product with ``f(x) / ||f(x)||``:
 Exact search in float32 (a faiss ``IndexFlatIP`` on the CPU path; see
 :mod:`oodbench.detectors._neighbours` for the torch path). Defaults ``k=10`` (the official code) and
 ``fit_fraction=1.0``: the paper builds the ImageNet bank from a random 1% of the training set
-(OpenOOD: 1%, K=100), so pass ``fit_fraction=0.01`` with the full ImageNet training activations.
+(``preset="paper"``: k=10, 1%; ``preset="openood"``: K=100, 1%), so pass ``fit_fraction=0.01``
+with the full ImageNet training activations. ``k`` only affects scoring (one fit per bank).
+OpenOOD's bank is the first ~1% of its unshuffled training loader, oodbench's a seeded random 1%.
 
 pytorch-ood 0.4.0 ``NNGuide(encoder, head, k)`` returns ``-kappa`` (exact top-k by chunked
 matmul); it drops fit rows with label < 0.
@@ -28,7 +30,14 @@ import numpy as np
 
 from oodbench.detectors._math import neg_energy
 from oodbench.detectors._neighbours import NeighbourIndex, normalized_float32
-from oodbench.detectors._stats import bank_rows, by_chunks, check_k, features_of, take_rows
+from oodbench.detectors._stats import (
+    bank_rows,
+    by_chunks,
+    check_k,
+    check_k_in_bank,
+    features_of,
+    take_rows,
+)
 from oodbench.detectors.base import Detector, register
 from oodbench.extract.activations import Activations
 
@@ -41,6 +50,7 @@ class NNGuide(Detector):
     name = "nnguide"
     requires = frozenset({"features", "logits", "train"})
     paper = "Park, Jung & Teoh, ICCV 2023, arXiv 2309.14888"
+    score_only_hyperparams = frozenset({"k"})
 
     k: int = 10
     fit_fraction: float = 1.0
@@ -62,5 +72,6 @@ class NNGuide(Detector):
         self.index_ = NeighbourIndex(bank, "ip")
 
     def _score(self, acts: Activations) -> np.ndarray:
+        check_k_in_bank(int(self.k), self.index_.size, f"detector {self.name!r}")
         guidance = self.index_.search(features_of(acts), int(self.k)).astype(np.float64).mean(axis=1)
         return guidance * by_chunks(len(acts), lambda rows: neg_energy(acts.logits[rows]), acts.num_classes)

@@ -13,23 +13,22 @@ With z(x) the logits, T the temperature and y = argmax_c z_c(x):
 ``eps`` is a step in [0, 1] pixel units as in the ODIN code (which divides the signed gradient
 by its normalisation std, 63/255, 62.1/255, 66.7/255). ``input_std=None`` reads it from a
 ``Normalize`` in the model's ``transform``; without one the input tensor is taken to be in
-pixel units (sigma = 1). The value used is in ``input_std_`` after ``fit``. ``sign(0) = 0``
-(torch; the ODIN code maps 0 to +1, which only matters for exactly-zero gradients).
+pixel units (sigma = 1). The value used is in ``input_std_`` after ``fit``. ``sign_at_zero``
+is the step where a gradient entry is exactly 0: ``1`` is the ODIN code's ``(grad >= 0) * 2 - 1``
+(also OpenOOD's and the C-OOD code's), ``0`` is ``torch.sign`` (pytorch-ood).
 
-Presets: ``preset="cood"`` (default): T = 2, eps = 1e-5, the C-OOD paper's ODIN (Galil et al.,
-ICLR 2023); ``preset="odin"``: T = 1000, eps = 0.0014, the ODIN paper's ImageNet-scale
-setting. An explicit ``temperature`` / ``epsilon`` overrides the preset's value.
+Defaults: T = 1000, eps = 0.0014, the ODIN paper's setting (and OpenOOD's configured values).
+Presets (``oodbench.detectors.create("odin", preset=...)``): ``"cood"``: T = 2, eps = 1e-5, the
+C-OOD paper's ODIN (Galil et al., ICLR 2023) as it describes it; ``"cood_code"``: the variant
+the official C-OOD code computes, whose numbers are the published ones: ``gradient =
+"probabilities"`` (the loss is the cross-entropy of the *softmax probabilities* against the
+predicted class, ``F.cross_entropy(softmax(z), y)``, so a second softmax is applied to values in
+[0, 1] and T does not enter the gradient, which flattens it and can flip its sign), and
+``input_std`` = the ImageNet std (0.229, 0.224, 0.225) whatever the model's normalisation.
 
-The C-OOD code's ODIN differs in three ways, and we follow the ODIN paper, not it: (1) it
-takes the cross-entropy of the *softmax probabilities* (``F.cross_entropy(probs, pred)``, so
-a second softmax is applied to probabilities in [0, 1]) instead of the logits, which flattens
-and can even flip the gradient; (2) it perturbs with T = 1 (no temperature in the loss); (3) it
-always divides by the ImageNet std (0.229, 0.224, 0.225), whatever the model's normalisation.
-Its published numbers therefore belong to that variant, not to this one.
-
-Relation to pytorch-ood 0.4.0 ``ODIN``: the same perturbation (``norm_std`` = sigma) and score;
-it returns ``-kappa``. Scoring re-reads every image (two forward passes and one backward pass
-per image), through ``oodbench.extract.iterate_batches``.
+Relation to pytorch-ood 0.4.0 ``ODIN``: the same perturbation (``norm_std`` = sigma) and score
+with ``sign_at_zero=0``; it returns ``-kappa``. Scoring re-reads every image (two forward passes
+and one backward pass per image), through ``oodbench.extract.iterate_batches``.
 """
 
 from __future__ import annotations
@@ -46,8 +45,9 @@ from oodbench.detectors.base import Detector, register
 from oodbench.errors import InvalidInputError
 from oodbench.extract.activations import Activations
 
-#: preset name -> (temperature, epsilon)
-PRESETS = {"cood": (2.0, 1e-5), "odin": (1000.0, 0.0014)}
+#: what the input gradient differentiates: the cross-entropy of the logits / T (the ODIN paper)
+#: or of the softmax probabilities at T = 1 (the C-OOD code)
+GRADIENTS = ("logits", "probabilities")
 
 
 def normalisation_std(transform: Any) -> tuple[float, ...] | None:
@@ -60,15 +60,28 @@ def normalisation_std(transform: Any) -> tuple[float, ...] | None:
 
 
 def odin_perturb(
-    model: torch.nn.Module, x: torch.Tensor, temperature: float, epsilon: float, std: torch.Tensor
+    model: torch.nn.Module,
+    x: torch.Tensor,
+    temperature: float,
+    epsilon: float,
+    std: torch.Tensor,
+    *,
+    gradient: str = "logits",
+    sign_at_zero: int = 1,
 ) -> torch.Tensor:
-    """``x - eps * sign(grad_x CE(z(x) / T, argmax z(x))) / std`` (per-sample gradients)."""
+    """``x - eps * sign(grad_x L) / std`` with ``L = CE(z(x) / T, argmax z(x))`` (``gradient=
+    "logits"``) or ``CE(softmax(z(x)), argmax z(x))`` (``"probabilities"``), per sample."""
     with torch.enable_grad():
         x = x.detach().requires_grad_(True)
-        logits = model(x) / temperature
-        loss = F.cross_entropy(logits, logits.argmax(dim=1), reduction="sum")
+        logits = model(x)
+        target = logits.argmax(dim=1)
+        inputs = logits / temperature if gradient == "logits" else torch.softmax(logits, dim=1)
+        loss = F.cross_entropy(inputs, target, reduction="sum")
         (grad,) = torch.autograd.grad(loss, x)
-    return x.detach() - epsilon * grad.sign() / std.view(1, -1, *([1] * (x.ndim - 2)))
+    step = grad.sign()
+    if sign_at_zero:
+        step = torch.where(grad == 0, 1.0, step)
+    return x.detach() - epsilon * step / std.view(1, -1, *([1] * (x.ndim - 2)))
 
 
 @register
@@ -76,34 +89,39 @@ def odin_perturb(
 class ODIN(Detector):
     """Max softmax at temperature T of the input perturbed by one signed-gradient step."""
 
-    preset: str | None = "cood"
-    temperature: float | None = None
-    epsilon: float | None = None
+    temperature: float = 1000.0
+    epsilon: float = 0.0014
+    gradient: str = "logits"
     input_std: tuple[float, ...] | None = None
+    sign_at_zero: int = 1
     batch_size: int = 64
     device: str = "auto"
 
     name = "odin"
     requires = frozenset({"model"})
     paper = "Liang, Li & Srikant, ICLR 2018, arXiv 1706.02690"
+    score_only_hyperparams = frozenset(
+        {"temperature", "epsilon", "gradient", "sign_at_zero", "batch_size", "device"}
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.preset is not None:
-            if self.preset not in PRESETS:
-                raise InvalidInputError(
-                    f"unknown ODIN preset {self.preset!r}; use one of {sorted(PRESETS)} or "
-                    "preset=None with explicit temperature and epsilon"
-                )
-            t, eps = PRESETS[self.preset]
-            self.temperature = t if self.temperature is None else self.temperature
-            self.epsilon = eps if self.epsilon is None else self.epsilon
-        if self.temperature is None or self.epsilon is None:
-            raise InvalidInputError("ODIN with preset=None needs both temperature and epsilon")
         if not self.temperature > 0 or self.epsilon < 0:
             raise InvalidInputError(
                 f"ODIN needs temperature > 0 and epsilon >= 0; got {self.temperature}, {self.epsilon}"
             )
+        if self.gradient not in GRADIENTS:
+            raise InvalidInputError(
+                f"ODIN gradient must be one of {GRADIENTS} (cross-entropy of the logits / T, or "
+                f"of the softmax probabilities as in the C-OOD code); got {self.gradient!r}"
+            )
+        if self.sign_at_zero not in (0, 1):
+            raise InvalidInputError(
+                f"ODIN sign_at_zero must be 1 (the ODIN code's grad >= 0 -> +1) or 0 (torch.sign); "
+                f"got {self.sign_at_zero!r}"
+            )
+        if self.input_std is not None:
+            self.input_std = tuple(float(s) for s in self.input_std)
 
     def _fit(self, train: Activations | None, model: Any) -> None:
         self.model_ = model
@@ -111,13 +129,14 @@ class ODIN(Detector):
         self.input_std_ = tuple(std) if std is not None else (1.0,)
 
     def _score(self, acts: Activations) -> np.ndarray:
-        model, t, eps = self.model_, float(self.temperature), float(self.epsilon)  # type: ignore[arg-type]
+        model, t, eps = self.model_, float(self.temperature), float(self.epsilon)
         was_training = model.training
         model.eval()
 
         def batch_score(x: torch.Tensor) -> torch.Tensor:
             std = torch.tensor(self.input_std_, dtype=x.dtype, device=x.device)
-            x_hat = odin_perturb(model, x, t, eps, std)
+            x_hat = odin_perturb(model, x, t, eps, std, gradient=self.gradient,
+                                 sign_at_zero=self.sign_at_zero)
             with torch.no_grad():
                 return torch.softmax(model(x_hat).double() / t, dim=1).max(dim=1).values
 

@@ -69,6 +69,7 @@ class PLF(Detector):
     name = "plf"
     requires = frozenset({"features", "head", "train"})
     paper = "Mondal, Jiang & Sundaramoorthi, ICML 2025, arXiv 2506.14194"
+    score_only_hyperparams = frozenset({"slope"})
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -44,6 +44,7 @@ class SCALE(Detector):
     name = "scale"
     requires = frozenset({"features", "head"})
     paper = "Xu, Chen, Franchi & Yao, ICLR 2024, arXiv 2310.00227"
+    score_only_hyperparams = frozenset({"percentile"})
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -3,13 +3,22 @@
 Guo, Pleiss, Sun & Weinberger, "On Calibration of Modern Neural Networks", ICML 2017
 (arXiv 1706.04599).
 
-Fit: ``T = argmin_T mean_i -log softmax(z_i / T)_{y_i}`` over the labelled fit rows (the paper
-uses a held-out ID validation set; fitting on the training set gives a too small T). The NLL is
-convex in ``beta = 1/T``; we solve it with safeguarded Newton steps in float64 using the exact
-gradient ``mean(E_p[z] - z_y)`` and curvature ``mean(Var_p[z])`` until the gradient vanishes
+Fit: ``T = argmin_T mean_i -log softmax(z_i / T)_{y_i}`` over the labelled fit rows, by default
+held-out ID validation data (``fit_data="id_val"``, the paper's protocol and OpenOOD's; on the
+training set the model is over-confident and T comes out too small). The NLL is convex in
+``beta = 1/T``; we solve it with safeguarded Newton steps in float64 using the exact gradient
+``mean(E_p[z] - z_y)`` and curvature ``mean(Var_p[z])`` until the gradient vanishes
 (|g| <= 1e-10 * mean |z|). Score:
 
     kappa(x) = max_c softmax(z(x) / T)_c
+
+**When the data cannot determine T** (``UndeterminedStatisticError``): the NLL has a finite
+minimiser in T > 0 only if some fit sample is misclassified (its label's logit below the
+largest: then the NLL grows without bound as T -> 0) *and* the labels are more likely than
+average at T -> infinity (the gradient at beta = 0, ``mean(mean_c z_c - z_y)``, is negative). On
+a set the model classifies perfectly, such as its own training set, the NLL decreases all the
+way to T -> 0, and on a set whose labels the logits rank below average it decreases as
+T -> infinity; ``fit`` raises in both cases, naming the cause.
 
 pytorch-ood 0.4.0 ``TemperatureScaling`` returns ``-kappa`` for its own T, which it fits with
 50 L-BFGS iterations (lr 0.01) and so only approximately; given the same T the scores agree.
@@ -30,9 +39,8 @@ from oodbench.detectors._stats import (
     take_rows,
 )
 from oodbench.detectors.base import Detector, register
+from oodbench.errors import UndeterminedStatisticError
 from oodbench.extract.activations import Activations
-
-_BETA_RANGE = (1e-4, 1e4)
 
 
 def _nll_terms(logits: np.ndarray, labels: np.ndarray, beta: float) -> tuple[float, float, float]:
@@ -60,8 +68,33 @@ def _nll_terms(logits: np.ndarray, labels: np.ndarray, beta: float) -> tuple[flo
     return nll / n, grad / n, curv / n
 
 
+def check_temperature_determined(logits: np.ndarray, labels: np.ndarray) -> None:
+    """Raise ``UndeterminedStatisticError`` unless the NLL has a finite minimiser in T > 0."""
+    wrong = at_infinity = 0.0
+    for rows in chunks(len(logits)):
+        z = as_tensor(logits[rows])
+        z_y = z.gather(1, torch.from_numpy(np.array(labels[rows], dtype=np.int64))[:, None])[:, 0]
+        wrong += float((z_y < z.max(dim=1).values).sum())
+        at_infinity += float((z.mean(dim=1) - z_y).sum())
+    if wrong == 0:
+        raise UndeterminedStatisticError(
+            f"temperature scaling: the model classifies all {len(labels)} fit samples correctly, "
+            "so the NLL keeps decreasing as T -> 0 and has no finite minimiser (this happens on "
+            "the training set); fit it on held-out ID validation data the model partly gets "
+            "wrong (fit_data='id_val')"
+        )
+    if at_infinity >= 0:
+        raise UndeterminedStatisticError(
+            "temperature scaling: on average the logits rank the labels no higher than the mean "
+            "class, so the NLL keeps decreasing as T -> infinity; check that the fit labels "
+            "match the model's classes"
+        )
+
+
 def fit_temperature(logits: np.ndarray, labels: np.ndarray, max_iter: int = 100) -> float:
-    """The NLL-optimal temperature of ``logits`` for ``labels`` (Guo et al. 2017)."""
+    """The NLL-optimal temperature of ``logits`` for ``labels`` (Guo et al. 2017); raises
+    ``UndeterminedStatisticError`` when there is none (see the module docstring)."""
+    check_temperature_determined(logits, labels)
     scale = sum(float(np.abs(logits[rows]).sum(dtype=np.float64)) for rows in chunks(len(logits)))
     scale = scale / max(logits.size, 1) or 1.0
     beta = 1.0
@@ -70,8 +103,8 @@ def fit_temperature(logits: np.ndarray, labels: np.ndarray, max_iter: int = 100)
         if abs(grad) <= 1e-10 * scale:
             break
         step = grad / curv if curv > 0 else np.sign(grad) * beta / 2
-        while True:  # backtrack until the convex NLL decreases
-            cand = float(np.clip(beta - step, *_BETA_RANGE))
+        while True:  # backtrack until the convex NLL decreases (beta stays positive)
+            cand = beta - step if beta - step > 0 else beta / 2
             c_nll, c_grad, c_curv = _nll_terms(logits, labels, cand)
             if c_nll <= nll or abs(step) < 1e-15 * beta:
                 break
@@ -90,6 +123,7 @@ class TemperatureScaling(Detector):
     name = "temperature_scaling"
     requires = frozenset({"logits", "train"})
     paper = "Guo et al., ICML 2017, arXiv 1706.04599"
+    default_fit_data = "id_val"
 
     def _fit(self, train: Activations | None, model: object) -> None:
         assert train is not None

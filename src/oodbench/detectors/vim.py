@@ -16,15 +16,19 @@ Score (the log-odds form of the paper's virtual-logit softmax, the same ranking)
 
 The paper's softmax probability of the virtual logit ``v = alpha ||x^{P perp}||`` is
 ``e^v / (e^v + sum_c e^{z_c})``, a decreasing function of kappa. ``dim`` (the principal-space
-dimension D) defaults to 1000 when the feature dimension is >= 1536, 512 when it is >= 768, else
-half of it. This extends the paper's settings (D=1000 for 2048-d features, 512 for 768-d ViT
-features; the official ``benchmark.py`` uses 1000 if >= 2048 else 512) to other widths; the
-thresholds 1536 and "half" are our rule, not the paper's. The origin ``u`` is the minimum-norm
-least-squares solution of ``W u = -b`` (``origin``; equal to ``-pinv(W) b``), the scatter
-matrix and its eigendecomposition are float64 (``_stats.symmetric_eigh``: a float32 one moved
-the residual norms by 2.5e-4 relative; float32 products in the scatter matrix, 1e-5), the
+dimension D) defaults to the official ``benchmark.py`` rule, 1000 if the feature dimension is
+>= 2048 else 512 (the paper: D=1000 for 2048-d features, 512 for 768-d ViT features), and to
+half the feature dimension when it is 512 or less (where 512 is impossible; our extension).
+OpenOOD v1.5 uses D=256 and searches {256, 1000} (``preset="openood"``). The origin ``u`` is the
+minimum-norm least-squares solution of ``W u = -b`` (``origin``; equal to ``-pinv(W) b``), the
+scatter matrix and its eigendecomposition are float64 (``_stats.symmetric_eigh``: a float32 one
+moved the residual norms by 2.5e-4 relative; float32 products in the scatter matrix, 1e-5), the
 projections ``(f - u)^T R`` run in the features' precision on the backend's device
 (``oodbench.compute``; ~1e-7 relative).
+
+The residual space must be non-trivial on the fit data: with fewer fit rows than ``dim`` the
+principal space already holds every fit feature, the residual norms vanish and alpha would be
+infinite; ``fit`` raises :class:`~oodbench.errors.UndeterminedStatisticError` then.
 
 pytorch-ood 0.4.0 ``ViM(encoder, d, w, b)`` returns ``alpha ||x^{P perp}|| - logsumexp(z) =
 -kappa``, all in float32: ``u = -pinv(W) b`` in its constructor, ``cov = X^T X / N`` and
@@ -49,15 +53,16 @@ from oodbench.detectors._stats import (
     symmetric_eigh,
 )
 from oodbench.detectors.base import Detector, register
-from oodbench.errors import InvalidInputError
+from oodbench.errors import InvalidInputError, UndeterminedStatisticError
 from oodbench.extract.activations import Activations
 
 
 def default_principal_dim(feature_dim: int) -> int:
-    """The ViM paper's principal-space dimension for a feature dimension."""
-    if feature_dim >= 1536:
+    """The official ViM code's principal-space dimension (1000 if >= 2048 else 512), half the
+    feature dimension where 512 would leave no residual space."""
+    if feature_dim >= 2048:
         return 1000
-    if feature_dim >= 768:
+    if feature_dim > 512:
         return 512
     return feature_dim // 2
 
@@ -108,19 +113,30 @@ class ViM(Detector):
         max_logit = sum(
             float(np.max(train.logits[rows], axis=1).sum(dtype=np.float64)) for rows in chunks(len(train))
         ) / len(train)
-        self.alpha_ = float(max_logit / self._residual_norm(features_of(train)).mean())
+        residual = float(self._residual_norm(features_of(train)).mean())
+        total = float(self._residual_norm(features_of(train), full=True).mean())
+        if not residual > 1e-9 * total:
+            raise UndeterminedStatisticError(
+                f"detector {self.name!r}: the {dim}-d principal space spans the fit features "
+                f"({len(train)} rows), so their residual norms vanish and alpha "
+                f"(mean max-logit / mean residual norm) is undetermined; fit on more rows than "
+                f"dim or lower dim below {len(train)}"
+            )
+        self.alpha_ = float(max_logit / residual)
 
-    def _residual_norm(self, features: np.ndarray) -> np.ndarray:
-        """``||(f - u)^T R||`` per row, on the backend's device in the features' precision."""
+    def _residual_norm(self, features: np.ndarray, full: bool = False) -> np.ndarray:
+        """``||(f - u)^T R||`` per row (``||f - u||`` with ``full``), on the backend's device in
+        the features' precision."""
         backend = current()
         dtype = torch.float64 if features.dtype == np.float64 else torch.float32
         origin = backend.tensor(self.origin_, dtype)
         space = backend.tensor(self.residual_space_, dtype)
-        return by_chunks(
-            len(features),
-            lambda rows: ((backend.tensor(features[rows], dtype) - origin) @ space).norm(dim=1),
-            features.shape[1],
-        )
+
+        def norms(rows: slice) -> torch.Tensor:
+            centred = backend.tensor(features[rows], dtype) - origin
+            return (centred if full else centred @ space).norm(dim=1)
+
+        return by_chunks(len(features), norms, features.shape[1])
 
     def _score(self, acts: Activations) -> np.ndarray:
         energy = by_chunks(len(acts), lambda rows: neg_energy(acts.logits[rows]), acts.num_classes)

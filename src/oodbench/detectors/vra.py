@@ -6,14 +6,15 @@ NeurIPS 2023 (arXiv 2302.11716).
 Element-wise on the penultimate features z, with thresholds alpha < beta taken from the ID
 training features:
 
-    VRA(z) = 0          if z < alpha
+    VRA(z) = 0          if z < alpha          (alpha instead, with ``clip_low=True``)
              z + gamma  if alpha <= z <= beta
              beta       if z > beta
     kappa  = logsumexp(W VRA(f) + b)          (negative energy, T = 1)
 
 ``gamma = 0`` is VRA; ``gamma > 0`` is the paper's VRA+ (which lifts the kept middle range).
 This is the piecewise function of the paper and of the official code (``--case clip2``; values
-above beta become beta, not beta + gamma).
+above beta become beta, not beta + gamma). ``clip_low=True`` is the two-sided clip of OpenOOD's
+``VRAPostprocessor`` and pytorch-ood (values below alpha become alpha).
 
 Thresholds: ``alpha`` / ``beta`` are the ``lower_percentile`` / ``upper_percentile`` percentiles
 of the training features, per unit (``per_unit=True``, as the official code's
@@ -22,10 +23,11 @@ OpenOOD). Defaults: 60 / 90, gamma 0, per unit: the official CIFAR-10 VRA settin
 q2 = 0.9); for ImageNet ResNet-50 the official scripts pass absolute thresholds (0.5 and 1.0),
 which are model-specific and therefore not a default here.
 
-Relation to pytorch-ood 0.4.0 ``VRA``: it clips to [alpha, beta] (values below alpha become
-alpha, not 0) with per-element quantiles, so it is a different function whenever some
-activation lies below alpha; where none does (and gamma = 0), its score is exactly ``-kappa``.
-OpenOOD's ``VRAPostprocessor`` does the same two-sided clip with global percentiles.
+Presets: ``preset="openood"`` is OpenOOD v1.5's VRA: global 10 / 90 percentiles of the ID-val
+activations and the two-sided clip (``per_unit=False, clip_low=True, fit_data="id_val"``).
+
+Relation to pytorch-ood 0.4.0 ``VRA``: it clips to [alpha, beta] with per-element quantiles;
+with ``clip_low=True`` (and gamma = 0) its score is exactly ``-kappa``.
 """
 
 from __future__ import annotations
@@ -49,20 +51,24 @@ from oodbench.errors import InvalidInputError
 from oodbench.extract.activations import Activations
 
 
-def vra(z: torch.Tensor, alpha: torch.Tensor, beta: torch.Tensor, gamma: float) -> torch.Tensor:
+def vra(
+    z: torch.Tensor, alpha: torch.Tensor, beta: torch.Tensor, gamma: float, clip_low: bool = False
+) -> torch.Tensor:
     """The VRA piecewise function (broadcasting thresholds over rows) in ``z``'s precision, on
-    its device, equal to the float64 result rounded to that precision.
+    its device, equal to the float64 result rounded to that precision. ``clip_low`` maps values
+    below alpha to alpha instead of 0.
 
     The comparisons with the float64 thresholds decide jumps, so they must be exact: for ``z``
     of a precision with ``alpha`` rounded up and ``beta`` rounded down to it
     (``outward_thresholds``), ``z < alpha`` and ``z > beta`` hold exactly when they hold in
-    float64; clipped values become ``beta`` rounded to nearest, and ``z + gamma`` is summed in
-    float64 (VRA+), both as the float64 result cast to ``z``'s precision.
+    float64; values set to ``alpha`` or ``beta`` get them rounded to nearest, and ``z + gamma``
+    is summed in float64 (VRA+), all as the float64 result cast to ``z``'s precision.
     """
-    alpha_up, beta_down = outward_thresholds(alpha.to(z.device), beta.to(z.device), z.dtype)
+    alpha, beta = alpha.to(z.device), beta.to(z.device)
+    alpha_up, beta_down = outward_thresholds(alpha, beta, z.dtype)
     middle = z if gamma == 0.0 else (z.double() + gamma).to(z.dtype)
-    shaped = torch.where(z > beta_down, beta.to(z.device, z.dtype), middle)
-    return shaped.masked_fill_(z < alpha_up, 0.0)
+    shaped = torch.where(z > beta_down, beta.to(z.dtype), middle)
+    return torch.where(z < alpha_up, alpha.to(z.dtype) if clip_low else 0.0, shaped)
 
 
 def outward_thresholds(
@@ -109,10 +115,12 @@ class VRA(Detector):
     upper_percentile: float = 90.0
     gamma: float = 0.0
     per_unit: bool = True
+    clip_low: bool = False
 
     name = "vra"
     requires = frozenset({"features", "head", "train"})
     paper = "Xu, Lian, Liu & Tao, NeurIPS 2023, arXiv 2302.11716"
+    score_only_hyperparams = frozenset({"gamma", "clip_low"})
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -126,7 +134,7 @@ class VRA(Detector):
 
     def shape(self, features: torch.Tensor) -> torch.Tensor:
         """VRA applied to (B, D) features, with the fitted thresholds."""
-        return vra(features, self.alpha_, self.beta_, self.gamma)
+        return vra(features, self.alpha_, self.beta_, self.gamma, self.clip_low)
 
     def _score(self, acts: Activations) -> np.ndarray:
         return shaped_energy(acts, self.shape, self.name)

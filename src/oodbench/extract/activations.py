@@ -150,7 +150,10 @@ class Activations:
 
         Labels are re-indexed to positions in ``classes``; a label not in ``classes`` (or not a
         class of the model at all) becomes -1.
-        Used to treat part of a model's classes as ID and the rest as OOD.
+        Used to treat part of a model's classes as ID and the rest as OOD. Every row is kept:
+        before fitting a detector on restricted activations, keep only the rows with a label
+        (``labels >= 0``), or the statistics see the classes that are OOD at test time
+        (``CoodBenchmark(id_classes=...)`` does so).
         """
         classes = np.asarray(classes, dtype=np.int64)
         lookup = np.full(self.num_classes, -1, dtype=np.int64)

@@ -58,8 +58,10 @@ def is_severity(table: pd.DataFrame, benchmark: str) -> bool:
     return bool(len(rows)) and bool(rows["level"].notna().all())
 
 
-def detector_labels(rows: pd.DataFrame) -> pd.Series:
-    """``detector`` plus the hyper-parameters that differ between its configurations here."""
+def detector_labels(rows: pd.DataFrame, results: pd.DataFrame | None = None) -> pd.Series:
+    """``detector`` plus the hyper-parameters that differ between its configurations here, and
+    how the numbers were made when ``results`` (the long rows) record it: the preset and the
+    fit data, e.g. ``"react (percentile=95) [openood, fit on id_val]"``."""
     labels = rows["detector"].astype(str).copy()
     for name, group in rows.groupby("detector"):
         configs = [json.loads(h) for h in dict.fromkeys(group["hyperparams"].astype(str))]
@@ -70,6 +72,18 @@ def detector_labels(rows: pd.DataFrame) -> pd.Series:
             mask = (rows["detector"] == name) & (rows["hyperparams"] == json.dumps(hp, sort_keys=True))
             shown = ", ".join(f"{k}={hp[k]}" for k in varying)
             labels[mask] = f"{name} ({shown})"
+    if results is None or not {"preset", "fit_data"} <= set(results.columns):
+        return labels
+    made = results.drop_duplicates(KEYS).set_index(KEYS)[["preset", "fit_data"]]
+    for i, key in enumerate(zip(*(rows[k] for k in KEYS))):
+        if key not in made.index:
+            continue
+        preset, fit_data = (str(v) if pd.notna(v) else "" for v in made.loc[key])
+        notes = [preset] if preset else []
+        if fit_data and fit_data != "none":
+            notes.append(f"fit on {fit_data}")
+        if notes:
+            labels.iloc[i] += f" [{', '.join(notes)}]"
     return labels
 
 
@@ -94,7 +108,7 @@ def leaderboard(
     groups = rows[rows["metric"] == metrics[0]].groupby(KEYS)["group"].nunique()
     board = wide.reindex(columns=[m for m in wanted if m in wide.columns]).reset_index()
     board["groups"] = board.set_index(KEYS).index.map(groups).to_numpy()
-    board["label"] = detector_labels(board).to_numpy()
+    board["label"] = detector_labels(board, rows).to_numpy()
     if sort_by in board.columns:
         board = board.sort_values(sort_by, ascending=not HIGHER_IS_BETTER.get(sort_by, True),
                                   kind="stable")
@@ -118,7 +132,7 @@ def by_group(
     wide = rows.pivot_table(index=KEYS, columns="group", values=values, aggfunc="mean")
     wide = wide.reindex(columns=order).reset_index()
     wide.columns.name = None
-    wide.insert(3, "label", detector_labels(wide).to_numpy())
+    wide.insert(3, "label", detector_labels(wide, rows).to_numpy())
     return wide
 
 
@@ -138,7 +152,7 @@ def near_far(
     wide.columns = [f"{m} {k}" for m, k in wide.columns]
     ordered = [f"{m} {k}" for m in metrics for k in ("near", "far") if f"{m} {k}" in wide.columns]
     out = wide[ordered].reset_index()
-    out.insert(3, "label", detector_labels(out).to_numpy())
+    out.insert(3, "label", detector_labels(out, rows).to_numpy())
     sort = "auroc far" if "auroc far" in out.columns else ordered[0]
     return out.sort_values(sort, ascending=not HIGHER_IS_BETTER.get(sort.split()[0], True),
                            kind="stable").reset_index(drop=True)

@@ -26,10 +26,11 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import io
+import json
 import lzma
 import os
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import ROUND_DOWN, ROUND_HALF_EVEN, Decimal
 from functools import lru_cache
@@ -84,6 +85,19 @@ class PaperKappa:
     hyperparams: dict[str, Any] = field(default_factory=dict)
     note: str = ""
 
+    def reproduces(self, hyperparams: Mapping[str, Any]) -> bool:
+        """Whether a detector run with ``hyperparams`` computes this published kappa: every value
+        that ``create(detector, **self.hyperparams)`` sets on purpose (its preset's, or the
+        given ones) is the same."""
+        from oodbench.detectors import create, preset_for
+
+        wanted = dict(self.hyperparams)
+        preset = wanted.pop("preset", None)
+        if preset is not None:
+            wanted = {**preset_for(self.detector, preset).hyperparams, **wanted}
+        reference = create(self.detector, **self.hyperparams).hyperparams
+        return all(json.dumps(hyperparams.get(k)) == json.dumps(reference[k]) for k in wanted)
+
 
 #: every confidence function in the published results, in one table
 PAPER_KAPPAS: tuple[PaperKappa, ...] = (
@@ -94,16 +108,18 @@ PAPER_KAPPAS: tuple[PaperKappa, ...] = (
         "odin_temperature-2_noise_mag-1e-05",
         "odin",
         "odin",
-        {"preset": "cood"},
-        "ODIN with T=2 and noise 1e-5 (preset 'cood'); the paper's code takes the input "
-        "gradient through the softmax probabilities, oodbench through logits/T as ODIN does",
+        {"preset": "cood_code"},
+        "ODIN with T=2 and noise 1e-5 as the official code computes it (preset 'cood_code': "
+        "the input gradient of the cross-entropy of the softmax probabilities, divided by the "
+        "ImageNet std); preset 'cood' is ODIN as the paper describes it",
     ),
     PaperKappa(
         "mcd_entropy",
         "mc_dropout",
         "mc_dropout",
-        {"passes": 30},
-        "negative entropy of the mean softmax over 30 MC-dropout passes",
+        {"preset": "cood"},
+        "negative entropy of the mean softmax over 30 MC-dropout passes (preset 'cood'; the "
+        "'*_original' ViTs with old timm's dropout 0.1, vit_drop_rate)",
     ),
 )
 _BY_PAPER = {k.paper_name: k for k in PAPER_KAPPAS}
@@ -428,7 +444,10 @@ def rank(
         percentile_rank = 100 * (#published below + 0.5 * #published equal) / #published
         position        = 1 + #published strictly better
 
-    Rows whose detector has no published counterpart are returned with NaN ranks.
+    Rows whose detector has no published counterpart are returned with NaN ranks. When the
+    results carry ``hyperparams`` (JSON), ``like_for_like`` says whether the row's detector
+    configuration is the one behind the published numbers (:meth:`PaperKappa.reproduces`; e.g.
+    ODIN with ``preset="cood_code"``).
 
     The rows are first compared with the paper's benchmark (:func:`protocol_checks`): when the
     number of levels, the window or the ID set differ, a rank would mix two benchmarks, so
@@ -462,13 +481,18 @@ def rank(
     rows = []
     for (_, row), level in zip(model_results.iterrows(), levels):
         try:
-            k = kappa_for(kappa or str(row["detector"])).kappa
+            paper_kappa: PaperKappa | None = kappa_for(kappa or str(row["detector"]))
         except UnknownNameError:
-            k = None
+            paper_kappa = None
+        k = None if paper_kappa is None else paper_kappa.kappa
         ref = published.get((k, int(level)))
         value = float(row[metric])
         out: dict[str, Any] = {"model": row["model"]} if "model" in model_results.columns else {}
         out.update({"detector": row["detector"], "kappa": k, "level": int(level), metric: value})
+        if "hyperparams" in model_results.columns and paper_kappa is not None:
+            same_detector = paper_kappa.detector == row["detector"]
+            out["like_for_like"] = same_detector and paper_kappa.reproduces(
+                json.loads(str(row["hyperparams"])))
         if ref is None or ref.empty:
             out.update(n_published=0, position=np.nan, percentile_rank=np.nan,
                        published_best=np.nan, published_median=np.nan, best_model=None)

@@ -4,7 +4,7 @@
 stops with every problem found, before any extraction, instead of recording them as failed
 cells after minutes of work:
 
-* the data each pending cell needs: the ID test and fit sources and every benchmark's sources
+* the data each pending cell needs: the ID test, fit and validation sources and every benchmark's sources
   can be listed (folders exist, hold images, image lists parse; an empty OOD folder is caught
   here), and each benchmark can be built (C-OOD: pool labels, an explicit ``window``);
 * each model with pending cells: it loads (an unknown spec or missing weights are caught here),
@@ -24,7 +24,7 @@ from functools import partial
 from typing import Any
 
 from oodbench.errors import InvalidInputError
-from oodbench.run.local import Resources, not_applicable
+from oodbench.run.local import Resources, not_applicable, untuned
 from oodbench.run.plan import Plan
 
 
@@ -51,15 +51,15 @@ def check_plan(plan: Plan, resources: Resources | None = None, *, load_models: b
     executor to reuse, and with ``keep_first_model`` the first model it loaded. With
     ``load_models=False`` only the data are checked.
     """
-    from oodbench import detectors
-
     resources = resources or Resources(plan.experiment)
     problems = _Problems()
     benches = {c.benchmark.name: c.benchmark for c in plan.cells}
-    needs_fit = any("train" in detectors.detector_class(c.detector).requires for c in plan.cells)
+    needs_fit = any(_fits_on(c, "train") for c in plan.cells)
+    needs_val = any(_fits_on(c, "id_val") for c in plan.cells)
     needs_test = any(b.type != "standard" for b in benches.values())
     id_test = problems.attempt("[id].test", resources.id_test) if needs_test else None
     id_fit = problems.attempt("[id].fit", resources.id_fit) if needs_fit else None
+    id_val = problems.attempt("[id].val", resources.id_val) if needs_val else None
     built = {name: problems.attempt(f"benchmark {name!r}", partial(resources.benchmark, name))
              for name, spec in benches.items()
              if spec.type == "standard" or id_test is not None}  # else: [id].test's problem
@@ -69,8 +69,10 @@ def check_plan(plan: Plan, resources: Resources | None = None, *, load_models: b
             model = problems.attempt(label, model_plan.model.load)
             if model is not None:
                 sources = {"[id].test": id_test}
-                if not _fit_skipped(model_plan, model, plan.experiment):
+                if not _role_skipped(model_plan, model, plan.experiment, "train"):
                     sources["[id].fit"] = id_fit
+                if not _role_skipped(model_plan, model, plan.experiment, "id_val"):
+                    sources["[id].val"] = id_val
                 _check_model(model, label, sources, built, problems)
                 if keep_first_model and model_plan is plan.models[0]:
                     resources.keep_model(model_plan.model, model)  # the executor's first load
@@ -91,12 +93,17 @@ def _check_model(model: Any, label: str, sources: dict[str, Any], benchmarks: di
                              partial(bench.check_model, model.num_classes))
 
 
-def _fit_skipped(model_plan: Any, model: Any, experiment: Any) -> bool:
-    """Whether every cell of the model that needs the fit source is skipped as not applicable."""
-    from oodbench import detectors
+def _fits_on(cell: Any, role: str) -> bool:
+    """Whether the cell's detector fits on ``role`` data (``"train"`` or ``"id_val"``)."""
+    det = untuned(cell)[0]
+    return det.fits_on_data and det.fit_data == role
 
-    requires = [detectors.detector_class(c.detector).requires for c in model_plan.cells]
-    return all(not_applicable(r, model, experiment) for r in requires if "train" in r)
+
+def _role_skipped(model_plan: Any, model: Any, experiment: Any, role: str) -> bool:
+    """Whether every cell of the model whose detector fits on ``role`` data is skipped as not
+    applicable."""
+    return all(not_applicable(untuned(c)[0], model, experiment)
+               for c in model_plan.cells if _fits_on(c, role))
 
 
 def raise_problems(problems: list[str]) -> None:

@@ -9,6 +9,7 @@ of the TOML file. A complete, commented example is ``examples/experiment.toml``:
     output = "results/resnets"      # results.parquet, scores/, report.html go here
     device = "auto"                 # "cpu", "cuda", "cuda:1", "auto"
     batch_size = 64
+    protocol = "openood"            # detector presets: "paper", "openood", "cood", "cood_code"
 
     [[models]]
     spec = "timm:resnet50"          # anything oodbench.models.load accepts
@@ -16,6 +17,7 @@ of the TOML file. A complete, commented example is ``examples/experiment.toml``:
     [id]
     test = { folder = "/data/imagenet/val" }      # ImageFolder: <root>/<class>/<image>
     fit = { list = "train.txt", root = "/data/imagenet/train" }   # for KNN, ViM, ...
+    val = { folder = "/data/imagenet/holdout" }   # held-out ID data: temperature scaling, ...
 
     [[benchmarks]]
     type = "cood"                   # C-OOD severity benchmark (Galil et al., ICLR 2023)
@@ -25,6 +27,13 @@ of the TOML file. A complete, commented example is ``examples/experiment.toml``:
     [[detectors]]
     name = "knn"
     grid = { k = [10, 50, 100] }    # one cell per value
+    protocol = "paper"              # this detector's preset (overrides [experiment].protocol)
+
+``protocol`` starts every detector from that protocol's preset (its hyper-parameters and the ID
+data it fits on, see :mod:`oodbench.detectors.presets`); ``hyperparams`` and ``grid`` override
+its values, and ``protocol = ""`` on a detector keeps the class defaults. With a protocol,
+``"all"`` stands for the detectors that protocol configures. Detectors fit on ``[id] fit`` or
+``[id] val`` as their ``fit_data`` says.
 
 The schema is the pydantic models below (one mechanism for every config file:
 :mod:`oodbench.schema`). Every mistake raises :class:`ExperimentError` naming the file, the
@@ -485,6 +494,13 @@ class DetectorSpec(Schema):
     hyperparams: dict[str, Any] = Field(default_factory=dict)
     grid: dict[str, NonEmptyArray] = Field(default_factory=dict)
     tune: TuneSpec | None = None
+    protocol: StrictStr | None = Field(
+        None, description="a preset (\"paper\", \"openood\", \"cood\", \"cood_code\"); \"\" = none")
+
+    @field_validator("protocol")
+    @classmethod
+    def _known_protocol(cls, value: str | None) -> str | None:
+        return _check_protocol(value)
 
     @model_validator(mode="after")
     def _valid_configurations(self) -> DetectorSpec:
@@ -495,18 +511,28 @@ class DetectorSpec(Schema):
             if self.hyperparams or self.grid or self.tune:
                 raise ValueError("\"all\" takes no hyperparams, grid or tune; list detectors by name")
             return self
+        self.check(self.protocol)
+        return self
+
+    def check(self, protocol: str | None) -> None:
+        """Raise ``ValueError`` unless every configuration builds under ``protocol``."""
         from oodbench import detectors
 
         try:
             for config in self.configurations():
-                detectors.create(self.name, **config)
+                detectors.create(self.name, preset=protocol or None, **config)
             if self.tune is not None:
                 self._check_tune()
         except OodbenchError as err:
             raise ValueError(str(err)) from None
         except (TypeError, ValueError) as err:
             raise ValueError(f"invalid hyper-parameters for {self.name!r}: {err}") from None
-        return self
+
+    def preset(self, default: str | None) -> str | None:
+        """The preset this entry's detectors start from: its own ``protocol`` (``""``: none),
+        else the experiment's."""
+        chosen = default if self.protocol is None else self.protocol
+        return chosen or None
 
     def _check_tune(self) -> None:
         from oodbench.tune.space import detector_builder, grid_points, parse_space
@@ -535,7 +561,18 @@ class DetectorSpec(Schema):
                "grid": {k: list(v) for k, v in self.grid.items()}}
         if self.tune is not None:
             out["tune"] = self.tune.describe()
+        if self.protocol is not None:
+            out["protocol"] = self.protocol
         return out
+
+
+def _check_protocol(value: str | None) -> str | None:
+    """``value`` when it is a known protocol, ``""`` or ``None``; else a ``ValueError``."""
+    from oodbench.detectors.presets import protocols
+
+    if value and value not in protocols():
+        raise ValueError(str(UnknownNameError("protocol", value, protocols())))
+    return value
 
 
 # -- benchmarks ---------------------------------------------------------------------------------
@@ -775,6 +812,14 @@ class Settings(Schema):
     batch_size: StrictInt = 64
     num_workers: StrictInt | StrictStr = "auto"
     amp: StrictStr = "auto"
+    protocol: StrictStr | None = Field(
+        None, description="the preset every detector starts from (\"paper\", \"openood\", \"cood\", "
+        "\"cood_code\"); a detector's own protocol overrides it")
+
+    @field_validator("protocol")
+    @classmethod
+    def _known_protocol(cls, value: str | None) -> str | None:
+        return _check_protocol(value)
 
     @classmethod
     def prepare(cls, data: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
@@ -806,17 +851,20 @@ class Settings(Schema):
 
 
 class IdSources(Schema):
-    """``[id]``: the ID test set, and the ID training images detectors fit statistics on."""
+    """``[id]``: the ID test set, the ID training images detectors fit statistics on (``fit``),
+    and held-out ID validation images for the detectors that fit on those (``val``)."""
 
     test: SourceSpec | None = None
     fit: SourceSpec | None = None
+    val: SourceSpec | None = None
 
 
 class Experiment(Schema):
     """A parsed experiment file (see the module docstring for the TOML layout).
 
     The ``[experiment]`` settings are also attributes of the experiment itself
-    (``exp.output``, ``exp.batch_size``, ...); ``id_test`` / ``id_fit`` are ``[id]``'s sources.
+    (``exp.output``, ``exp.batch_size``, ``exp.protocol``, ...); ``id_test`` / ``id_fit`` /
+    ``id_val`` are ``[id]``'s sources.
     """
 
     experiment: Settings = Field(default_factory=dict, validate_default=True)  # type: ignore[arg-type]
@@ -849,6 +897,18 @@ class Experiment(Schema):
             fix = "give each a unique 'name'" if what == "model" else "set a unique 'name'"
             raise ValueError(f"{what} name(s) {dupes} appear twice; {fix}")
         return value
+
+    @model_validator(mode="after")
+    def _detectors_under_the_protocol(self) -> Experiment:
+        for i, spec in enumerate(self.detectors):
+            if spec.name != ALL_DETECTORS and spec.protocol is None and self.protocol:
+                try:
+                    spec.check(self.protocol)
+                except ValueError as err:
+                    raise At(f"[[detectors]] #{i + 1}", f"{err} (protocol {self.protocol!r} comes "
+                             "from [experiment]; set protocol = \"\" on this detector to use its "
+                             "defaults)") from None
+        return self
 
     @model_validator(mode="after")
     def _id_fit_when_tuning(self) -> Experiment:
@@ -892,12 +952,20 @@ class Experiment(Schema):
         return self.experiment.amp
 
     @property
+    def protocol(self) -> str | None:
+        return self.experiment.protocol
+
+    @property
     def id_test(self) -> SourceSpec | None:
         return self.id.test
 
     @property
     def id_fit(self) -> SourceSpec | None:
         return self.id.fit
+
+    @property
+    def id_val(self) -> SourceSpec | None:
+        return self.id.val
 
     @property
     def file(self) -> Path | None:
@@ -917,7 +985,7 @@ class Experiment(Schema):
 
     def sources(self) -> Iterator[tuple[str, SourceSpec]]:
         """Every image source with where it stands in the file (``[id].test``, ...)."""
-        for key, spec in (("test", self.id.test), ("fit", self.id.fit)):
+        for key, spec in (("test", self.id.test), ("fit", self.id.fit), ("val", self.id.val)):
             if spec is not None:
                 yield f"[id].{key}", spec
         for i, bench in enumerate(self.benchmarks):
@@ -947,9 +1015,11 @@ class Experiment(Schema):
             "batch_size": self.batch_size,
             "num_workers": self.num_workers,
             "amp": self.amp,
+            "protocol": self.protocol,
             "models": [m.describe() for m in self.models],
             "id": {"test": self.id_test.describe() if self.id_test else None,
-                   "fit": self.id_fit.describe() if self.id_fit else None},
+                   "fit": self.id_fit.describe() if self.id_fit else None,
+                   "val": self.id_val.describe() if self.id_val else None},
             "benchmarks": [b.describe() for b in self.benchmarks],
             "detectors": [d.describe() for d in self.detectors],
         }

@@ -1,7 +1,8 @@
 """Run a plan in this process, cell by cell, appending each result as soon as it exists.
 
-For each model: load it once; extract the ID fit source once (when a detector needs training
-statistics); create every detector configuration once and fit it on first use; then run each
+For each model: load it once; extract the ID fit and ID validation sources once each (when a
+detector fits on them: its ``fit_data``); create every detector configuration once (from its
+preset) and fit it on first use; then run each
 benchmark with one detector at a time, so one failing cell is recorded (status ``failed`` and the
 error) and the rest goes on. Every extraction goes through the activation cache with the same
 ``capture`` for all of a model's detectors, so each (model, source) pair is one forward pass.
@@ -99,19 +100,29 @@ class Resources:
         spec = self.experiment.id_fit
         return None if spec is None else self._get("id_fit", spec.build)
 
+    def id_val(self) -> Any:
+        spec = self.experiment.id_val
+        return None if spec is None else self._get("id_val", spec.build)
+
     def benchmark(self, name: str) -> Any:
         spec = next(b for b in self.experiment.benchmarks if b.name == name)
         needs_id = spec.type != "standard"
         return self._get(f"bench:{name}", lambda: spec.build(self.id_test() if needs_id else None))
 
 
-def not_applicable(requires: frozenset[str], model: Any, experiment: Experiment) -> str | None:
-    """Why a detector with these ``requires`` cannot run on ``model`` here (None: it can)."""
-    if "text_embeddings" in requires and not hasattr(model, "encode_text"):
+def not_applicable(det: Any, model: Any, experiment: Experiment, bench: Any = None) -> str | None:
+    """Why detector ``det`` cannot run on ``model`` here (None: it can); a standard benchmark
+    with its own ID validation split (OpenOOD's) provides ``id_val`` data."""
+    if "text_embeddings" in det.requires and not hasattr(model, "encode_text"):
         return f"needs CLIP text embeddings; {model.spec} is not a CLIP model (load a clip: spec)"
-    if "train" in requires and experiment.id_fit is None:
+    if det.fits_on_data and det.fit_data == "train" and experiment.id_fit is None:
         return ("needs ID training activations; add [id] fit = { folder = \"...\" } (ID training "
                 "images) to the experiment")
+    if (det.fits_on_data and det.fit_data == "id_val" and experiment.id_val is None
+            and getattr(bench, "id_val", None) is None):
+        return ("fits on held-out ID validation activations (fit_data = \"id_val\"); add [id] val = "
+                "{ folder = \"...\" } (ID images the model was not trained on) to the experiment, "
+                "or hyperparams = { fit_data = \"train\" }")
     return None
 
 
@@ -137,7 +148,8 @@ def run_model(
                "capture": model_plan.capture, "progress": progress}
     model_lazy = _Lazy(functools.partial(resources.load_model, model_plan.model))
     fit_lazy = _Lazy(lambda: extract(model_lazy.get(), resources.id_fit(), **options))
-    made: dict[tuple[str, str, str], _Lazy] = {}
+    val_lazy = _Lazy(lambda: extract(model_lazy.get(), resources.id_val(), **options))
+    made: dict[tuple[str, str, str, str], _Lazy] = {}
 
     def tuned(cell: Cell) -> tuple[Any, str]:
         """The detector with the hyper-parameters ``cell.tune`` chooses (unfitted: the benchmark
@@ -147,7 +159,8 @@ def run_model(
         model = model_lazy.get()
         result = spec.run(cell.detector, cell.params, model, fit_lazy.get(),
                           lambda source: extract(model, source, **options))
-        return detectors.create(cell.detector, **result.detector.hyperparams), result.tuning_record()
+        det = detectors.create(cell.detector, preset=cell.preset or None, **result.detector.hyperparams)
+        return det, result.tuning_record()
 
     for cell in model_plan.cells:
         if on_start is not None:
@@ -156,17 +169,20 @@ def run_model(
         try:
             model = model_lazy.get()
             requires = detectors.detector_class(cell.detector).requires
-            reason = not_applicable(requires, model, experiment)
+            reason = not_applicable(untuned(cell)[0], model, experiment,
+                                    resources.benchmark(cell.benchmark.name))
             if reason is not None:
                 sink(status_result(cell, "skipped", reason, experiment, start))
                 continue
-            key = (cell.detector, cell.hyperparams, cell.tune)
+            key = (cell.detector, cell.hyperparams, cell.tune, cell.preset)
             if key not in made:
                 made[key] = _Lazy(functools.partial(tuned if cell.tune else untuned, cell))
             det, tuning = made[key].get()
             bench = resources.benchmark(cell.benchmark.name)
-            fit = fit_lazy.get() if "train" in requires else None
-            wide = bench.run(model, [det], fit_activations=fit, **options)
+            role = det.fit_data if "train" in requires else None
+            fit = fit_lazy.get() if role == "train" else None
+            val = val_lazy.get() if role == "id_val" and experiment.id_val is not None else None
+            wide = bench.run(model, [det], fit_activations=fit, id_val=val, **options)
             if tuning:
                 wide["tuning"] = tuning
             rows = results_table.from_wide(
@@ -174,7 +190,8 @@ def run_model(
                 seconds=time.perf_counter() - start, time=results_table.now(),
                 experiment=experiment.name,
             )
-            skipped = {**bench.skipped_images_, **(skipped_images(fit) if fit is not None else {})}
+            skipped = {**bench.skipped_images_,
+                       **skipped_images(*(a for a in (fit, val) if a is not None))}
             sink(CellResult(cell, rows, bench.scores_.get((det.name, hyperparams_json(det))),
                             skipped_images=skipped))
         except Exception as err:
@@ -186,7 +203,7 @@ def untuned(cell: Cell) -> tuple[Any, str]:
     """The cell's detector with its own hyper-parameters, and an empty ``tuning`` record."""
     from oodbench import detectors
 
-    return detectors.create(cell.detector, **cell.params), ""
+    return detectors.create(cell.detector, preset=cell.preset or None, **cell.params), ""
 
 
 def failed(cell: Cell, message: str, experiment: Experiment) -> CellResult:

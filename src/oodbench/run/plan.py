@@ -1,7 +1,8 @@
 """The grid of an experiment: one *cell* per (model, detector configuration, benchmark).
 
 A cell's key is a digest of everything that determines its numbers (the model entry, the
-detector's name and full hyper-parameters, the benchmark's description and the ID sources), so
+detector's name, full hyper-parameters and preset, the benchmark's description and the ID
+sources), so
 re-running an experiment skips every cell whose key already has a finished result, and changing
 any of those settings makes a new cell. Keys use the configured data paths, not the image
 contents (after replacing images in place, write the results to a new output folder); a weights
@@ -35,6 +36,7 @@ class Cell:
     benchmark: BenchmarkSpec
     key: str
     tune: str = ""  # canonical JSON of the entry's ``tune`` table ("" = not tuned)
+    preset: str = ""  # the protocol preset the configuration started from ("" = none)
 
     @property
     def params(self) -> dict[str, Any]:
@@ -84,45 +86,51 @@ class Plan:
                 f"{len(benches)} benchmark(s) = {len(cells)} cell(s)")
 
 
-def detector_configurations(experiment: Experiment) -> list[tuple[str, dict[str, Any]]]:
-    """Every (detector name, full hyper-parameters) of the experiment, ``"all"`` expanded.
+def detector_configurations(experiment: Experiment) -> list[tuple[str, dict[str, Any], str]]:
+    """Every (detector name, full hyper-parameters, preset) of the experiment, ``"all"`` expanded.
 
-    ``"all"`` stands for every registered detector with its defaults, except those that need
-    CLIP text embeddings when no model is a CLIP model and those that need a group-softmax
-    head (``mos``: name it); the runner records the remaining ones
-    that do not apply to a given model as ``skipped`` with the reason.
+    ``"all"`` stands for every registered detector (with the entry's preset: every detector that
+    preset configures), except those that need CLIP text embeddings when no model is a CLIP
+    model and those that need a group-softmax head (``mos``: name it); the runner records the
+    remaining ones that do not apply to a given model as ``skipped`` with the reason.
     """
     from oodbench import detectors
 
     any_clip = any((m.spec or "").startswith("clip:") for m in experiment.models)
     runnable = _CLASSIFIER_INPUTS | ({"text_embeddings"} if any_clip else set())
-    out: list[tuple[str, dict[str, Any]]] = []
-    seen: set[tuple[str, str]] = set()
+    out: list[tuple[str, dict[str, Any], str]] = []
+    seen: set[tuple[str, str, str]] = set()
     for spec in experiment.detectors:
         if spec.tune is not None:
             continue  # tuned entries: see tuned_detectors
+        preset = spec.preset(experiment.protocol)
         if spec.name == ALL_DETECTORS:
             entries: list[tuple[str, dict[str, Any]]] = [
                 (row["name"], {}) for row in detectors.available()
-                if set(row["requires"]) <= runnable]
+                if set(row["requires"]) <= runnable and (preset is None or preset in row["presets"])]
         else:
             entries = [(spec.name, config) for config in spec.configurations()]
         for name, config in entries:
-            full = detectors.create(name, **config).hyperparams
-            key = (name, canonical_json(full))
+            full = detectors.create(name, preset=preset, **config).hyperparams
+            key = (name, canonical_json(full), preset or "")
             if key not in seen:
                 seen.add(key)
-                out.append((name, full))
+                out.append((name, full, preset or ""))
     return out
 
 
-def tuned_detectors(experiment: Experiment) -> list[tuple[str, dict[str, Any], str]]:
-    """(name, full fixed hyper-parameters, canonical JSON of ``tune``) of every tuned entry."""
+def tuned_detectors(experiment: Experiment) -> list[tuple[str, dict[str, Any], str, str]]:
+    """(name, full fixed hyper-parameters, preset, canonical JSON of ``tune``) of every tuned
+    entry."""
     from oodbench import detectors
 
-    return [(spec.name, detectors.create(spec.name, **spec.hyperparams).hyperparams,
-             canonical_json(spec.tune.describe()))
-            for spec in experiment.detectors if spec.tune is not None]
+    out = []
+    for spec in experiment.detectors:
+        if spec.tune is not None:
+            preset = spec.preset(experiment.protocol)
+            full = detectors.create(spec.name, preset=preset, **spec.hyperparams).hyperparams
+            out.append((spec.name, full, preset or "", canonical_json(spec.tune.describe())))
+    return out
 
 
 def make_plan(experiment: Experiment) -> Plan:
@@ -131,12 +139,14 @@ def make_plan(experiment: Experiment) -> Plan:
     from oodbench.benchmarks.base import capture_for
     from oodbench.data.download import file_digest
 
-    configs = [(name, params, "") for name, params in detector_configurations(experiment)]
+    configs = [(name, params, preset, "") for name, params, preset in detector_configurations(experiment)]
     configs += tuned_detectors(experiment)
     id_sources = {
         "test": experiment.id_test.describe() if experiment.id_test else None,
         "fit": experiment.id_fit.describe() if experiment.id_fit else None,
     }
+    if experiment.id_val is not None:  # (keys of experiments without [id] val stay as they were)
+        id_sources["val"] = experiment.id_val.describe()
     models = []
     for model in experiment.models:
         model_ident = model.describe()
@@ -144,15 +154,17 @@ def make_plan(experiment: Experiment) -> Plan:
             model_ident["weights_sha256"] = file_digest(model.weights, "sha256")
         cells = []
         for bench in experiment.benchmarks:
-            for name, params, tune in configs:
+            for name, params, preset, tune in configs:
                 ident = {"model": model_ident, "detector": name, "hyperparams": params,
                          "benchmark": bench.describe(), "id": id_sources}
                 if tune:
                     ident["tune"] = tune
+                if preset:
+                    ident["preset"] = preset
                 cells.append(Cell(model, name, canonical_json(params), bench,
                                   hashlib.sha256(canonical_json(ident).encode()).hexdigest()[:20],
-                                  tune))
-        capture = capture_for([detectors.create(name, **params) for name, params, _ in configs])
+                                  tune, preset))
+        capture = capture_for([detectors.create(name, **params) for name, params, _, _ in configs])
         if any(d.tune is not None and d.tune.protocol == "held_out_classes"
                for d in experiment.detectors):  # the variants' heads train on features
             capture = tuple(sorted({*capture, "features"}))

@@ -4,14 +4,24 @@ A package: the search itself lives here; protocol data and other search strategi
 sibling modules (``oodbench.tune.<name>``).
 
     result = oodbench.tune("react", {"percentile": [85, 90, 95, 99]}, id_val, ood_val, fit=train)
+    result = oodbench.tune("react", "openood", id_val, ood_val, fit=train)   # OpenOOD's own sweep
     result.best_params   # {"percentile": 90}
-    result.detector      # the detector with those hyper-parameters, fitted on ``fit``
+    result.detector      # the detector with those hyper-parameters, fitted on its fit data
     result.table         # one row per grid point: its hyper-parameters and every metric
+
+Detectors are fitted on the ID data their ``fit_data`` names: ``fit`` (the ID training set) or
+``id_val`` -- the same ID validation activations the grid points are scored on, as in OpenOOD,
+whose ReAct / VRA / KL-matching / temperature scaling fit on its ID-val split.
 
 **With OOD data** (``ood_val`` given) this is the OpenOOD v1.5 protocol: every point of the grid
 is scored on an ID validation set and an OOD validation set and the point with the best AUROC
 (``criterion="auroc"``, the default; any key of :func:`oodbench.metrics.evaluate` may be used)
-wins. Two differences from OpenOOD's implementation: (1) whenever a hyper-parameter can change
+wins. ``grid="openood"`` takes OpenOOD's own sweep for the detector (its configs'
+``postprocessor_sweep``, see :mod:`oodbench.detectors.presets`), starts from
+``preset="openood"`` when given a name, and visits the points in OpenOOD's order (its
+``recursive_generator``: the first swept hyper-parameter varies fastest), so ties break as they
+do there; a detector OpenOOD does not search (``APS_mode: False``) is evaluated at its
+configured values only. Two differences from OpenOOD's implementation: (1) whenever a hyper-parameter can change
 what ``fit`` learns (ReAct's percentile sets its threshold, DICE's sparsity its mask, KNN's
 subsampling its bank), the detector is fitted again for that grid point -- OpenOOD relies on
 each postprocessor's ``set_hyperparam`` to do that, and e.g. its ``DICEPostprocessor`` only
@@ -19,9 +29,13 @@ stores the new ``p`` and keeps the weight mask computed at the first grid point 
 sweep; (2) nothing runs the network: every point is scored from the cached activations (only
 live-model detectors such as ODIN and MC-dropout run their own passes).
 
-A detector class may declare ``score_only_hyperparams`` (a frozenset of field names that only
-affect scoring, e.g. a temperature); grid points that differ only in those share one fit.
-Without that declaration every grid point is fitted separately, which is always correct.
+A detector class declares ``score_only_hyperparams`` (field names that only affect scoring:
+KNN's k, whose bank stays the same, a temperature); grid points that differ only in those share
+one fit (the table's ``refit`` column says which points fitted). Without that declaration every
+grid point is fitted separately, which is always correct.
+
+The returned detector records the search in ``detector.tuning`` (:meth:`TuneResult.tuning_record`,
+the results table's ``tuning`` column; ``grid`` names the grid: ``"openood"`` or ``"custom"``).
 
 **Without OOD data** (``ood_val=None``) the criterion is ``"id_auroc"`` (default) or ``"aurc"``:
 how well the score separates the ID validation samples the model classifies correctly from
@@ -56,7 +70,8 @@ import numpy as np
 import pandas as pd
 
 from oodbench import metrics
-from oodbench.detectors import Detector
+from oodbench.detectors import Detector, create
+from oodbench.detectors.presets import preset_for
 from oodbench.errors import InvalidInputError
 from oodbench.extract.activations import Activations
 from oodbench.tune.space import Range, detector_builder, grid_points, parse_space
@@ -100,6 +115,28 @@ class TuneResult:
                           sort_keys=True, default=str)
 
 
+#: grids known by name: the protocol whose preset holds the sweep
+NAMED_GRIDS = ("openood",)
+
+
+def named_grid(name: str, detector: str) -> dict[str, list[Any]]:
+    """The grid a protocol's preset names for ``detector``: OpenOOD's sweep, or its configured
+    values as a single point where OpenOOD does not search (``APS_mode: False``)."""
+    if name not in NAMED_GRIDS:
+        raise InvalidInputError(
+            f"tune: unknown named grid {name!r}; use one of {NAMED_GRIDS} or a dict of lists"
+        )
+    preset = preset_for(detector, name)
+    if preset.grid:
+        return {k: list(v) for k, v in preset.grid.items()}
+    if not preset.hyperparams:
+        raise InvalidInputError(
+            f"tune: {name} has nothing to search for {detector!r} (no hyper-parameters); use "
+            f"create({detector!r}, preset={name!r}) directly"
+        )
+    return {k: [v] for k, v in preset.hyperparams.items()}
+
+
 def _resolve_criterion(criterion: str | None, with_ood: bool) -> tuple[str, bool]:
     name = criterion or ("auroc" if with_ood else "id_auroc")
     allowed = {**OOD_CRITERIA, **ID_CRITERIA} if with_ood else ID_CRITERIA
@@ -121,7 +158,7 @@ def _id_metrics(scores: np.ndarray, correct: np.ndarray) -> dict[str, float]:
 
 def tune(
     detector_or_name: Detector | str,
-    grid: Mapping[str, Sequence[Any]],
+    grid: Mapping[str, Sequence[Any]] | str,
     id_val: Activations,
     ood_val: Activations | None = None,
     *,
@@ -135,13 +172,16 @@ def tune(
     """Pick the detector's hyper-parameters from ``grid`` (see the module docstring).
 
     Args:
-        detector_or_name: a registry name (the grid overrides its defaults) or a detector (the
-            grid overrides its hyper-parameters).
+        detector_or_name: a registry name (the grid overrides its defaults, or the
+            ``"openood"`` preset's values with ``grid="openood"``) or a detector (the grid
+            overrides its hyper-parameters).
         grid: hyper-parameter name -> list of values; every combination is tried. With
             ``search="tpe"`` also ranges (``Range(low, high)`` or ``{"low": .., "high": ..}``).
-        id_val, ood_val: validation activations (``ood_val=None``: the OOD-free mode).
-        fit: ID training activations for detectors that learn statistics; model: the live
-            classifier for detectors that need it.
+            ``"openood"``: OpenOOD v1.5's sweep for this detector, in OpenOOD's order.
+        id_val, ood_val: validation activations (``ood_val=None``: the OOD-free mode);
+            detectors with ``fit_data="id_val"`` are also fitted on ``id_val``.
+        fit: ID training activations for detectors that learn statistics from them; model:
+            the live classifier for detectors that need it.
         criterion: a metric key; default ``"auroc"`` with OOD data, ``"id_auroc"`` without.
         protocol: ``"ood_val"`` (above) or ``"held_out_classes"`` (no OOD data: simulated by
             withholding ID classes of ``fit``; ``held_out={"n_variants": 5,
@@ -150,6 +190,12 @@ def tune(
         search: ``"grid"`` or ``"tpe"`` (``n_trials=50, seed=0, storage=None, study_name=None,
             progress=False``).
     """
+    grid_name = grid if isinstance(grid, str) else "custom"
+    if isinstance(grid, str):
+        det_name = detector_or_name.name if isinstance(detector_or_name, Detector) else detector_or_name
+        grid = named_grid(grid, det_name)
+        if not isinstance(detector_or_name, Detector):
+            detector_or_name = create(detector_or_name, preset=grid_name)
     if protocol != "ood_val" or search != "grid" or options:
         from oodbench.tune.dispatch import search as run_search
 
@@ -166,7 +212,8 @@ def tune(
             "right; use a larger labelled id_val or pass ood_val"
         )
 
-    points = grid_points(parse_space(grid, allow_ranges=False))  # type: ignore[arg-type]
+    points = grid_points(parse_space(grid, allow_ranges=False),  # type: ignore[arg-type]
+                         first_fastest=grid_name == "openood")
     built = [build(point) for point in points]  # validates every value up front
     groups: dict[tuple[Any, ...], list[int]] = {}  # grid points that share one fit
     for i, det in enumerate(built):
@@ -177,7 +224,7 @@ def tune(
     rows: list[dict[str, Any]] = [{} for _ in points]
     best: tuple[float, int, Detector] | None = None  # (signed value, -grid index, detector)
     for members in groups.values():
-        first = built[members[0]].fit(fit, model)
+        first = built[members[0]].fit(fit, model, id_val=id_val)
         for i in members:
             det = first
             if i != members[0]:  # same fitted statistics, other score-only values
@@ -200,14 +247,17 @@ def tune(
     winner = -best[1]
     table = pd.DataFrame(rows)
     table["best"] = np.arange(len(rows)) == winner
-    return TuneResult(
+    result = TuneResult(
         best_params=dict(points[winner]),
         detector=best[2],
         table=table,
         criterion=name,
         best_value=float(rows[winner][name]),
-        provenance={"protocol": "ood_val" if ood_val is not None else "id_only", "search": "grid"},
+        provenance={"protocol": "ood_val" if ood_val is not None else "id_only", "search": "grid",
+                    "grid": grid_name},
     )
+    result.detector.tuning = result.tuning_record()
+    return result
 
 
 class _CallableModule(types.ModuleType):

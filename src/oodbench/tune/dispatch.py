@@ -104,9 +104,11 @@ def search(
     table = pd.DataFrame(rows)
     table["best"] = np.arange(len(rows)) == winner
     best_params = {k: rows[winner][k] for k in dims}
-    detector = build(best_params).fit(fit, model)
-    return TuneResult(best_params=best_params, detector=detector, table=table, criterion=name,
-                      best_value=float(rows[winner][name]), provenance=provenance)
+    detector = build(best_params).fit(fit, model, id_val=id_val)
+    result = TuneResult(best_params=best_params, detector=detector, table=table, criterion=name,
+                        best_value=float(rows[winner][name]), provenance=provenance)
+    detector.tuning = result.tuning_record()
+    return result
 
 
 def _objective(
@@ -156,7 +158,7 @@ def _ood_val_objective(
     correct = np.asarray(id_val.correct)
 
     def objective(point: Mapping[str, Any]) -> dict[str, float]:
-        det = build(split_point(point)[0]).fit(fit, model)
+        det = build(split_point(point)[0]).fit(fit, model, id_val=id_val)
         id_scores = det.score(id_val)
         if ood_val is None:
             return id_metrics(id_scores, correct)

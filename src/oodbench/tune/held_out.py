@@ -373,7 +373,7 @@ def held_out_objective(
         variants = factory.variants(point.get("held_out_fraction"))
         per_variant = []
         for variant in variants:
-            det = build(point).fit(variant.fit)
+            det = build(point).fit(variant.fit, id_val=variant.id_val)
             id_scores = det.score(variant.id_val)
             per_variant.append(metrics.evaluate(id_scores, det.score(variant.ood),
                                                 id_correct=variant.id_val.correct))

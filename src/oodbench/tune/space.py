@@ -80,10 +80,12 @@ def parse_space(space: Mapping[str, Any], *, allow_ranges: bool) -> dict[str, Di
     return out
 
 
-def grid_points(space: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
-    """Every combination of a space of lists, in order (the last name varies fastest)."""
-    keys = list(space)
-    return [dict(zip(keys, combo)) for combo in itertools.product(*space.values())]
+def grid_points(space: Mapping[str, Sequence[Any]], first_fastest: bool = False) -> list[dict[str, Any]]:
+    """Every combination of a space of lists, in order: the last name varies fastest, or the
+    first (``first_fastest``: OpenOOD's ``recursive_generator`` order)."""
+    keys = list(space)[::-1] if first_fastest else list(space)
+    points = [dict(zip(keys, combo)) for combo in itertools.product(*(space[k] for k in keys))]
+    return [{k: p[k] for k in space} for p in points]
 
 
 def split_point(point: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -103,8 +105,9 @@ def detector_builder(
     """
     if isinstance(detector_or_name, Detector):
         cls, base = type(detector_or_name), dict(detector_or_name.hyperparams)
+        preset = detector_or_name.preset
     else:
-        cls, base = detector_class(detector_or_name), {}
+        cls, base, preset = detector_class(detector_or_name), {}, ""
     valid = {f.name for f in dataclasses.fields(cls) if f.init}
     unknown = {n for n in names if n not in valid and PROTOCOL_PARAMS.get(n) != protocol}
     if unknown:
@@ -115,6 +118,8 @@ def detector_builder(
 
     def build(point: Mapping[str, Any]) -> Detector:
         params = {**base, **split_point(point)[0]}
-        return cls(**params) if base else create(cls.name, **params)
+        det = cls(**params) if base else create(cls.name, **params)
+        det.preset = preset  # the protocol label follows the base detector's preset
+        return det
 
     return build
