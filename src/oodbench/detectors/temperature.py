@@ -8,7 +8,7 @@ held-out ID validation data (``fit_data="id_val"``, the paper's protocol and Ope
 training set the model is over-confident and T comes out too small). The NLL is convex in
 ``beta = 1/T``; we solve it with safeguarded Newton steps in float64 using the exact gradient
 ``mean(E_p[z] - z_y)`` and curvature ``mean(Var_p[z])`` until the gradient vanishes
-(|g| <= 1e-10 * mean |z|). Score:
+(|g| <= 1e-10 * mean |z|) or a Newton step moves beta by less than 1e-12 relative. Score:
 
     kappa(x) = max_c softmax(z(x) / T)_c
 
@@ -41,6 +41,11 @@ from oodbench.detectors._stats import (
 from oodbench.detectors.base import Detector, register
 from oodbench.errors import UndeterminedStatisticError
 from oodbench.extract.activations import Activations
+
+#: relative rounding of the mean NLL summed over chunks in float64 (a few hundred ulps)
+_NLL_ROUNDING = 1e-13
+#: a Newton step this small relative to beta ends the fit (T then holds ~1e-12 relative)
+_STEP_TOLERANCE = 1e-12
 
 
 def _nll_terms(logits: np.ndarray, labels: np.ndarray, beta: float) -> tuple[float, float, float]:
@@ -106,12 +111,16 @@ def fit_temperature(logits: np.ndarray, labels: np.ndarray, max_iter: int = 100)
         while True:  # backtrack until the convex NLL decreases (beta stays positive)
             cand = beta - step if beta - step > 0 else beta / 2
             c_nll, c_grad, c_curv = _nll_terms(logits, labels, cand)
-            if c_nll <= nll or abs(step) < 1e-15 * beta:
+            # near the minimum the NLL changes by less than its own rounding: accept a step
+            # that does not raise it beyond that
+            if c_nll <= nll + _NLL_ROUNDING * abs(nll) or abs(step) < 1e-15 * beta:
                 break
             step /= 2
         if cand == beta:
             break
         beta, nll, grad, curv = cand, c_nll, c_grad, c_curv
+        if abs(step) <= _STEP_TOLERANCE * beta:  # Newton has converged: the next step is ~step^2
+            break
     return 1.0 / beta
 
 
