@@ -225,7 +225,9 @@ def _host_scatter(
         x = np.subtract(features[rows], centre, dtype=np.float64)
         # the row-major (n, D) chunk is the column-major (D, n) matrix A = X^T: C += A A^T
         lower = scipy.linalg.blas.dsyrk(1.0, x.T, beta=1.0, c=lower, lower=1, overwrite_c=1)
-    return np.tril(lower) + np.tril(lower, -1).T
+    full = lower + lower.T  # the untouched upper triangle is zero: the diagonal is doubled
+    np.fill_diagonal(full, np.diagonal(lower))
+    return full
 
 
 def symmetric_eigh(matrix: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
