@@ -58,17 +58,25 @@ def vra(
     its device, equal to the float64 result rounded to that precision. ``clip_low`` maps values
     below alpha to alpha instead of 0.
 
-    The comparisons with the float64 thresholds decide jumps, so they must be exact: for ``z``
-    of a precision with ``alpha`` rounded up and ``beta`` rounded down to it
-    (``outward_thresholds``), ``z < alpha`` and ``z > beta`` hold exactly when they hold in
-    float64; values set to ``alpha`` or ``beta`` get them rounded to nearest, and ``z + gamma``
-    is summed in float64 (VRA+), all as the float64 result cast to ``z``'s precision.
+    The comparisons with the float64 thresholds decide jumps, so they must be exact: with
+    ``alpha`` rounded up and ``beta`` rounded down to ``z``'s precision (``outward_thresholds``),
+    ``z < alpha`` and ``z > beta`` hold exactly when they hold in float64. Values set to alpha or
+    beta get them rounded to nearest, and ``z + gamma`` is summed in float64 (VRA+), as the
+    float64 result cast to ``z``'s precision. For gamma = 0 the clipping is ``min(z, beta)`` (and
+    ``max(z, alpha)``) with the thresholds rounded to nearest: the same for every ``z`` of that
+    precision, since none lies strictly between a threshold and its nearest value. Zeroing below
+    alpha multiplies by the 0/1 mask (a -inf feature gives NaN, which ``score`` reports).
     """
     alpha, beta = alpha.to(z.device), beta.to(z.device)
     alpha_up, beta_down = outward_thresholds(alpha, beta, z.dtype)
-    middle = z if gamma == 0.0 else (z.double() + gamma).to(z.dtype)
-    shaped = torch.where(z > beta_down, beta.to(z.dtype), middle)
-    return torch.where(z < alpha_up, alpha.to(z.dtype) if clip_low else 0.0, shaped)
+    alpha_near, beta_near = alpha.to(z.dtype), beta.to(z.dtype)
+    if gamma == 0.0:
+        shaped = z.clamp(min=alpha_near if clip_low else None, max=beta_near)
+    else:
+        shaped = torch.where(z > beta_down, beta_near, (z.double() + gamma).to(z.dtype))
+        if clip_low:
+            shaped = torch.where(z < alpha_up, alpha_near, shaped)
+    return shaped if clip_low else shaped.mul_(z >= alpha_up)
 
 
 def outward_thresholds(
