@@ -109,12 +109,18 @@ def max_softmax(logits: np.ndarray | torch.Tensor, temperature: float = 1.0) -> 
 
 def softmax(logits: np.ndarray, temperature: float = 1.0) -> torch.Tensor:
     """softmax(logits / T) along the class axis, in float64."""
-    return torch.softmax(as_tensor(logits) / temperature, dim=1)
+    return torch.softmax(_scaled(logits, temperature), dim=1)
 
 
 def log_softmax(logits: np.ndarray, temperature: float = 1.0) -> torch.Tensor:
     """log softmax(logits / T) along the class axis, in float64."""
-    return torch.log_softmax(as_tensor(logits) / temperature, dim=1)
+    return torch.log_softmax(_scaled(logits, temperature), dim=1)
+
+
+def _scaled(logits: np.ndarray, temperature: float) -> torch.Tensor:
+    """``logits / T`` in float64 (no division pass for T = 1)."""
+    z = as_tensor(logits)
+    return z if temperature == 1.0 else z / temperature
 
 
 def cosine_similarities(features: np.ndarray, weight: np.ndarray) -> torch.Tensor:

@@ -85,6 +85,7 @@ class NeighbourIndex:
         with the GPU index."""
         if self.gpu_index_ is not None:
             return self.gpu_index_.search(query, k)[0]
+        assert self.host_bank_ is not None
         metric = faiss.METRIC_L2 if self.metric == "l2" else faiss.METRIC_INNER_PRODUCT
         return faiss.knn(query, self.host_bank_, k, metric=metric)[0]
 
