@@ -10,7 +10,8 @@ Full size: 50,000 scored rows x 2,048 features, 1,000 classes, a 100,000-row tra
 float32 (what the extraction cache holds for a ResNet-50 on ImageNet); feature-map detectors
 (RankFeat) on 2,000 x 2,048 x 7 x 7 maps. ``--quick`` divides every row count by 10 (features,
 classes and map sizes stay). The arrays are synthetic but shaped like real ones: non-negative
-(post-ReLU) features with class structure and logits = features @ W.T + b of a linear head.
+(post-ReLU) features with class structure and logits = features @ W.T + b of a linear head;
+a fifth of the rows look like another class than their label, as a real model's mistakes.
 
 Detectors that run the live network (ODIN, MC-dropout) or need a CLIP text encoder are listed
 as skipped: their cost is forward/backward passes, not array maths. pytorch-ood is given the
