@@ -69,6 +69,23 @@ def test_neighbour_search_is_exact(backend):
     np.testing.assert_allclose(ip, -np.sort(-(q @ b.T), axis=1)[:, :4], rtol=1e-5, atol=1e-6)
 
 
+def test_normalized_float32_is_within_one_ulp_of_the_float64_quotient():
+    """Rows divided in float32 by their float64 norm: at most one float32 ulp from the correctly
+    rounded f / ||f||; zero rows stay zero; float16 rows are widened first."""
+    rng = np.random.default_rng(5)
+    features = np.abs(rng.normal(size=(300, 2048))).astype(np.float32) * 7.0
+    features[3] = 0.0
+    for rows in (features, features.astype(np.float16)):
+        exact = rows.astype(np.float64)
+        norms = np.linalg.norm(exact, axis=1, keepdims=True)
+        expected = (exact / np.where(norms > 0, norms, 1.0)).astype(np.float32)
+        got = normalized_float32(rows)
+        assert got.dtype == np.float32 and got.flags.c_contiguous
+        ulps = np.abs(got.view(np.int32).astype(np.int64) - expected.view(np.int32))
+        assert ulps.max() <= 1
+        assert not got[3].any()
+
+
 def test_subsample():
     np.testing.assert_array_equal(_stats.subsample(10, 1.0, 0, "t"), np.arange(10))
     rows = _stats.subsample(1000, 0.1, 3, "t")

@@ -5,7 +5,7 @@ import torch
 from sklearn.covariance import EmpiricalCovariance
 
 from oodbench.detectors import create
-from oodbench.detectors.vim import default_principal_dim
+from oodbench.detectors.vim import default_principal_dim, origin
 from oodbench.errors import InvalidInputError, MissingActivationError
 from tests.detectors._reference import assert_rel, float32_casts_as_float64, pod, tensor
 
@@ -68,3 +68,18 @@ def test_errors(id_train, make_acts):
         create("vim", dim=32).fit(id_train)
     with pytest.raises(MissingActivationError, match="head_weight"):
         create("vim").fit(make_acts(40, 10, 32, with_head=False))
+
+
+@pytest.mark.parametrize(
+    "case", ["full row rank", "more classes than features", "rank deficient"]
+)
+def test_origin_is_minus_pinv_w_times_b(case):
+    """u = -pinv(W) b: by Cholesky of W W^T where that is exact, else by gelsy."""
+    rng = np.random.default_rng(0)
+    shape = (40, 24) if case == "more classes than features" else (12, 24)
+    weight = rng.normal(size=shape)
+    if case == "rank deficient":
+        weight[6:] = rng.normal(size=(6, 6)) @ weight[:6]  # rank 6 < 12 classes
+    bias = rng.normal(size=shape[0])
+    u = origin(torch.from_numpy(weight), torch.from_numpy(bias)).numpy()
+    np.testing.assert_allclose(u, -np.linalg.pinv(weight) @ bias, rtol=1e-9, atol=1e-12)

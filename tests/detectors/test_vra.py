@@ -10,6 +10,7 @@ from pytorch_ood.detector import VRA as PoodVRA
 from scipy.special import logsumexp
 
 from oodbench.detectors import create
+from oodbench.detectors.vra import vra
 from oodbench.errors import InvalidInputError
 
 
@@ -34,6 +35,29 @@ def test_matches_numpy(id_train, id_test, ood_test, per_unit, gamma):
         shaped = _numpy_vra(acts.features.astype(np.float64), alpha, beta, gamma)
         expected = logsumexp(shaped @ acts.head_weight.T.astype(np.float64) + acts.head_bias, axis=1)
         np.testing.assert_allclose(det.score(acts), expected, rtol=1e-6)  # float32 head product (oodbench.compute)
+
+
+@pytest.mark.parametrize("clip_low", [False, True])
+@pytest.mark.parametrize("gamma", [0.0, 0.1])
+def test_float32_shaping_equals_the_float64_function_rounded(gamma, clip_low):
+    """Features shaped in float32 against float64 thresholds that lie on, just above and just
+    below float32 values: the same as shaping in float64, then rounding to float32."""
+    rng = np.random.default_rng(3)
+    z = torch.from_numpy((rng.random((400, 16)) * 3).astype(np.float32))
+    on = z[0].double()
+    nudge = torch.tensor([0.0, 1e-12, -1e-12, 2e-8] * 4, dtype=torch.float64)
+    alpha, beta = on + nudge, on + 1.0 + nudge
+    for row, threshold in ((1, alpha), (4, beta)):  # features at the thresholds' float32 neighbours
+        near = threshold.float()
+        z[row], z[row + 1] = near, torch.nextafter(near, torch.tensor(np.inf, dtype=torch.float32))
+        z[row + 2] = torch.nextafter(near, torch.tensor(-np.inf, dtype=torch.float32))
+    z64 = z.double()
+    low = alpha if clip_low else torch.zeros_like(alpha)
+    expected = torch.where(z64 < alpha, low, torch.where(z64 > beta, beta, z64 + gamma))
+    got = vra(z, alpha, beta, gamma, clip_low)
+    assert got.dtype == torch.float32
+    assert torch.equal(got, expected.float())
+    assert torch.equal(vra(z64, alpha, beta, gamma, clip_low), expected)
 
 
 def test_matches_pytorch_ood_where_no_activation_is_below_alpha(id_train):

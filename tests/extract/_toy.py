@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import signal
 import time
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -127,3 +131,55 @@ def reference_forward(model: TinyNet, source: Source, rows: Sequence[int]) -> di
             out["features"].append(feats[0].numpy())
             out["logits"].append(model.head(feats)[0].numpy())
     return {k: np.stack(v) for k, v in out.items()}
+
+
+
+class CountingNet(TinyNet):
+    """A :class:`TinyNet` that counts its forward passes over every process (one byte appended
+    to the file ``counter`` per pass): for models that run in other processes (Ray workers).
+    The same spec and weights as ``TinyNet()``, so the same cache key."""
+
+    def __init__(self, counter: str | Path, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.counter = str(counter)
+
+    def forward_feature_map(self, x: torch.Tensor) -> torch.Tensor:
+        with open(self.counter, "ab") as f:
+            f.write(b".")
+        self.passes_so_far(os.path.getsize(self.counter))
+        return super().forward_feature_map(x)
+
+    def passes_so_far(self, count: int) -> None:
+        """Called with the number of forward passes so far, this one included."""
+
+
+class KillOnceNet(CountingNet):
+    """Its process SIGKILLs itself at the ``kill_at``-th forward pass over all processes, once:
+    the process that creates ``counter + ".killed"`` is the one that dies."""
+
+    def __init__(self, counter: str | Path, kill_at: int, **kwargs: Any):
+        super().__init__(counter, **kwargs)
+        self.kill_at = kill_at
+
+    def passes_so_far(self, count: int) -> None:
+        if count < self.kill_at:
+            return
+        try:
+            os.close(os.open(self.counter + ".killed", os.O_CREAT | os.O_EXCL))
+        except FileExistsError:
+            return
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+class NanNet(CountingNet):
+    """Its logits are NaN from the ``nan_at``-th forward pass over all processes on."""
+
+    def __init__(self, counter: str | Path, nan_at: int, **kwargs: Any):
+        super().__init__(counter, **kwargs)
+        self.nan_at = nan_at
+
+    def head(self, features: torch.Tensor) -> torch.Tensor:
+        logits = super().head(features)
+        if os.path.getsize(self.counter) >= self.nan_at:
+            return torch.full_like(logits, float("nan"))
+        return logits

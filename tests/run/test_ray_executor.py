@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 
 import pytest
@@ -29,13 +30,17 @@ def test_without_ray_the_error_names_the_extra(tmp_path, monkeypatch):
 @pytest.mark.heavy
 @pytest.mark.skipif(not HAVE_RAY, reason="ray is not installed (pip install oodbench[ray])")
 def test_ray_gives_the_local_results(tmp_path, monkeypatch):
+    """Model tasks whose extractions run as Ray shard tasks (``oodbench run --ray``) give the
+    local run's values exactly."""
     import ray
 
-    monkeypatch.setenv("OODBENCH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("OODBENCH_CACHE", str(tmp_path / "local_cache"))
     path = write_tiny_experiment(tmp_path)
     local = oodbench.run_experiment(path, progress=False)
     (tmp_path / "out" / "results.parquet").unlink()
-    ray.init(num_cpus=1, include_dashboard=False)
+    ray_cache = tmp_path / "ray_cache"  # nothing cached: every extraction runs on Ray
+    monkeypatch.setenv("OODBENCH_CACHE", str(ray_cache))
+    ray.init(num_cpus=1, include_dashboard=False, object_store_memory=100 * 2**20)
     try:
         remote = oodbench.run_experiment(path, executor="ray", progress=False)
     finally:
@@ -45,3 +50,6 @@ def test_ray_gives_the_local_results(tmp_path, monkeypatch):
     b = remote.sort_values(key).reset_index(drop=True)
     assert a[[*key, "status"]].equals(b[[*key, "status"]])
     assert a["value"].equals(b["value"])
+    manifests = [json.loads(p.read_text()) for p in ray_cache.glob("activations/*/manifest.json")]
+    assert len(manifests) == 5  # id fit, id test, pool, noise, stripes
+    assert all(m["complete"] and m["timings"]["shard_tasks"] >= 1 for m in manifests)

@@ -14,7 +14,9 @@ from oodbench.cli.report import console, leaderboard_tables
 @click.command("run")
 @click.argument("experiment", type=click.Path(path_type=Path))
 @click.option("--ray", "use_ray", is_flag=True,
-              help="One Ray task per model on a Ray cluster (pip install oodbench[ray]).")
+              help="Run on a Ray cluster (pip install oodbench[ray]): one task per model, and "
+                   "each extraction split into one task per cache shard (one GPU each when the "
+                   "cluster has GPUs).")
 @click.option("--dry-run", is_flag=True,
               help="Show the plan and what is left to run, and check it (data, models, labels, "
                    "C-OOD windows) without a forward pass; run nothing.")

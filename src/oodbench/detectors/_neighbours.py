@@ -3,7 +3,8 @@
 One ``NeighbourIndex`` for every backend (:mod:`oodbench.compute`), chosen when the bank is
 built:
 
-- ``"numpy"``: faiss-cpu ``IndexFlatL2`` / ``IndexFlatIP`` (exact, float32);
+- ``"numpy"``: faiss-cpu's exact brute-force search (``faiss.knn``, the search of its
+  ``IndexFlatL2`` / ``IndexFlatIP``, float32) over the bank array itself: no index copy of it;
 - ``"torch"`` on a GPU with ``faiss-gpu`` installed (``pip install oodbench[gpu]``): the same
   flat index moved to that GPU (``faiss.index_cpu_to_gpu``);
 - ``"torch"`` otherwise: the bank as a float32 tensor on the device, searched exactly by
@@ -21,36 +22,35 @@ import numpy as np
 import torch
 
 from oodbench.compute import Backend, current
-from oodbench.detectors._math import l2_normalize
 
 METRICS = ("l2", "ip")
 
 
 def normalized_float32(features: np.ndarray) -> np.ndarray:
-    """Unit-L2 rows as a C-contiguous float32 array (what faiss indexes), chunk by chunk."""
+    """Unit-L2 rows as a C-contiguous float32 array (what faiss searches), chunk by chunk.
+
+    Each row is divided in float32 by its norm accumulated in float64 (within one float32 ulp
+    of the correctly rounded quotient; float16 rows are widened first); zero rows stay zero.
+    """
     out = np.empty(features.shape, dtype=np.float32)
     for rows in current().rows(len(features), features.shape[1], 8):
-        out[rows] = l2_normalize(features[rows]).numpy()
+        chunk = np.asarray(features[rows], dtype=np.float32)
+        norms = np.sqrt(np.einsum("ij,ij->i", chunk, chunk, dtype=np.float64))
+        np.divide(chunk, np.maximum(norms, 1e-12).astype(np.float32)[:, None], out=out[rows])
     return out
 
 
-def _faiss_index(bank: np.ndarray, metric: str, backend: Backend) -> tuple[faiss.Index, object]:
-    """A flat faiss index of ``bank`` (on the backend's GPU when it has one) and the GPU
-    resources it needs kept alive (``None`` on the CPU)."""
-    bank = np.ascontiguousarray(bank, dtype=np.float32)
+def _gpu_index(bank: np.ndarray, metric: str, backend: Backend) -> tuple[faiss.Index, object]:
+    """A flat faiss index of ``bank`` on the backend's GPU and the GPU resources it needs kept
+    alive."""
     index = faiss.IndexFlatL2(bank.shape[1]) if metric == "l2" else faiss.IndexFlatIP(bank.shape[1])
-    index.add(bank)
-    if not backend.on_gpu:
-        return index, None
+    index.add(np.ascontiguousarray(bank, dtype=np.float32))
     resources = faiss.StandardGpuResources()
     return faiss.index_cpu_to_gpu(resources, backend.device.index or 0, index), resources
 
 
-def _faiss_on(backend: Backend) -> bool:
-    """Whether faiss searches on this backend: always on the CPU path, on a GPU when faiss-gpu is
-    installed and sees one."""
-    if backend.kind == "numpy":
-        return True
+def _faiss_gpu(backend: Backend) -> bool:
+    """Whether faiss searches on the backend's GPU: faiss-gpu installed and seeing one."""
     return backend.on_gpu and hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0
 
 
@@ -60,7 +60,7 @@ class NeighbourIndex:
 
     Args:
         bank: (M, D) L2-normalised float32 rows (``normalized_float32``), or any rows for
-            ``"ip"`` (NNGuide scales them).
+            ``"ip"`` (NNGuide scales them). Kept, not copied, on the NumPy path.
         metric: ``"l2"`` or ``"ip"``.
     """
 
@@ -70,21 +70,33 @@ class NeighbourIndex:
         self.metric = metric
         self.backend = current()
         self.size = len(bank)
-        self.faiss_: faiss.Index | None = None
-        if _faiss_on(self.backend):
-            self.faiss_, self.faiss_resources_ = _faiss_index(bank, metric, self.backend)
-            return
-        self.bank_ = self.backend.tensor(bank, torch.float32)
-        self.bank_sq_ = (self.bank_ * self.bank_).sum(dim=1)
+        self.host_bank_: np.ndarray | None = None
+        self.gpu_index_: faiss.Index | None = None
+        if self.backend.kind == "numpy":
+            self.host_bank_ = np.ascontiguousarray(bank, dtype=np.float32)
+        elif _faiss_gpu(self.backend):
+            self.gpu_index_, self.gpu_resources_ = _gpu_index(bank, metric, self.backend)
+        else:
+            self.bank_ = self.backend.tensor(bank, torch.float32)
+            self.bank_sq_ = (self.bank_ * self.bank_).sum(dim=1)
+
+    def _faiss_search(self, query: np.ndarray, k: int) -> np.ndarray:
+        """faiss' exact search of normalised float32 ``query`` rows: over the host bank, or
+        with the GPU index."""
+        if self.gpu_index_ is not None:
+            return self.gpu_index_.search(query, k)[0]
+        assert self.host_bank_ is not None
+        metric = faiss.METRIC_L2 if self.metric == "l2" else faiss.METRIC_INNER_PRODUCT
+        return faiss.knn(query, self.host_bank_, k, metric=metric)[0]
 
     def search(self, features: np.ndarray, k: int) -> np.ndarray:
         """The ``k`` best values for every row of ``features`` after L2 normalisation, float32
         (N, k), best first; the queries are normalised and searched chunk by chunk."""
         out = np.empty((len(features), k), dtype=np.float32)
         backend = self.backend
-        if self.faiss_ is not None:
+        if self.host_bank_ is not None or self.gpu_index_ is not None:
             for rows in backend.rows(len(features), features.shape[1], 8):
-                out[rows] = self.faiss_.search(normalized_float32(features[rows]), k)[0]
+                out[rows] = self._faiss_search(normalized_float32(features[rows]), k)
             return out
         # query rows per tile: the (rows x bank block) similarity tile stays within chunk_bytes
         query_rows = max(1, min(1024, backend.chunk_bytes // (4 * max(k, 1024))))

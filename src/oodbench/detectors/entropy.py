@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from oodbench.detectors._math import working
+from oodbench.detectors._math import row_max, working
 from oodbench.detectors._stats import by_chunks
 from oodbench.detectors.base import Detector, register
 from oodbench.extract.activations import Activations
@@ -39,10 +39,10 @@ class Entropy(Detector):
     def _score(self, acts: Activations) -> np.ndarray:
         def chunk(rows: slice) -> torch.Tensor:
             z = working(acts.logits[rows])
-            top, where = z.max(dim=1, keepdim=True)
+            top, where = row_max(z)
             d = z - top
             e = torch.exp(d).scatter_(1, where, 0.0)  # the top term (d = 0) adds nothing to sum e d
             others = e.sum(dim=1).double()
-            return (e * d).sum(dim=1).double() / (1.0 + others) - torch.log1p(others)
+            return torch.linalg.vecdot(e, d).double() / (1.0 + others) - torch.log1p(others)
 
         return by_chunks(len(acts), chunk, acts.num_classes)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from oodbench.detectors._math import other_mass, working
+from oodbench.detectors._math import other_mass, row_max, top_values, working
 from oodbench.detectors._stats import by_chunks
 from oodbench.detectors.base import Detector, register
 from oodbench.errors import InvalidInputError
@@ -59,10 +59,10 @@ class GEN(Detector):
 
     def _chunk(self, logits: np.ndarray) -> torch.Tensor:
         z = working(logits)
-        values, index = torch.topk(z, k=min(int(self.M), z.shape[1]), dim=1, sorted=False)
-        first = values.argmax(dim=1, keepdim=True)  # the top class among the M
-        top = values.gather(1, first)
-        others = other_mass(z, top, index.gather(1, first))
+        top, where = row_max(z)
+        others = other_mass(z, top, where)
+        values = top_values(z, self.M)
+        first = row_max(values)[1]  # the top class among the M
         log_norm = torch.log1p(others)  # log(1 + s), float64
         # the other M - 1 classes (p <= 1/2): log p and log(1 - p) in the working precision
         log_p = (values - top) - log_norm[:, None].to(values.dtype)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from oodbench.detectors._math import log_softmax
+from oodbench.detectors._math import log_softmax, row_max, softmax
 from oodbench.detectors._stats import (
     by_chunks,
     chunks,
@@ -54,8 +54,8 @@ class KLMatching(Detector):
         sums = torch.zeros(num_classes, num_classes, dtype=torch.float64)
         counts = torch.zeros(num_classes, dtype=torch.int64)
         for rows in chunks(len(train)):
-            p = log_softmax(train.logits[rows]).exp()
-            pred = p.argmax(dim=1)
+            p = softmax(train.logits[rows])
+            pred = row_max(p)[1][:, 0]
             sums.index_add_(0, pred, p)
             counts += torch.bincount(pred, minlength=num_classes)
         present = counts > 0

@@ -38,23 +38,34 @@ from oodbench.errors import InvalidInputError
 from oodbench.extract.activations import Activations
 
 
-def remove_rank1(fmap: torch.Tensor) -> torch.Tensor:
-    """``X - s1 u1 v1^T`` for each (C, H*W) matrix X of a (B, C, H, W) batch.
+def rank1_factors(fmap: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(l, r)``, (B, C, 1) and (B, HW, 1), with ``l r^T = s1 u1 v1^T``, the rank-1 SVD term of
+    each (C, H*W) matrix X of a (B, C, H, W) batch.
 
-    The rank-1 SVD term is computed from the top eigenvector of the smaller Gram matrix:
-    with v1 the top eigenvector of X^T X, ``s1 u1 v1^T = X v1 v1^T`` (and with u1 that of
-    X X^T, ``u1 u1^T X``). This is the same matrix as the SVD's, at a fraction of the cost of a
-    batched SVD of (C x HW) matrices.
+    Computed from the top eigenvector of the smaller Gram matrix: with v1 the top eigenvector of
+    X^T X, ``s1 u1 v1^T = (X v1) v1^T``; with u1 that of X X^T, ``u1 (X^T u1)^T``. This is the
+    same matrix as the SVD's, at a fraction of the cost of a batched SVD of (C x HW) matrices.
     """
     b, c, h, w = fmap.shape
     x = fmap.reshape(b, c, h * w)
     if h * w <= c:
         v = torch.linalg.eigh(x.transpose(1, 2) @ x).eigenvectors[:, :, -1:]  # (B, HW, 1)
-        rank1 = (x @ v) @ v.transpose(1, 2)
-    else:
-        u = torch.linalg.eigh(x @ x.transpose(1, 2)).eigenvectors[:, :, -1:]  # (B, C, 1)
-        rank1 = u @ (u.transpose(1, 2) @ x)
-    return (x - rank1).reshape(b, c, h, w)
+        return x @ v, v
+    u = torch.linalg.eigh(x @ x.transpose(1, 2)).eigenvectors[:, :, -1:]  # (B, C, 1)
+    return u, x.transpose(1, 2) @ u
+
+
+def remove_rank1(fmap: torch.Tensor) -> torch.Tensor:
+    """``X - s1 u1 v1^T`` for each (C, H*W) matrix X of a (B, C, H, W) batch."""
+    left, right = rank1_factors(fmap)
+    return fmap - (left @ right.transpose(1, 2)).reshape(fmap.shape)
+
+
+def pooled_without_rank1(fmap: torch.Tensor) -> torch.Tensor:
+    """The global average pool of ``remove_rank1(fmap)``, (B, C), without forming it:
+    ``mean_j (X - l r^T)_{:, j} = mean_j X_{:, j} - l mean_j r_j``."""
+    left, right = rank1_factors(fmap)
+    return fmap.mean(dim=(2, 3)) - left[:, :, 0] * right.mean(dim=1)
 
 
 @register
@@ -70,15 +81,17 @@ class RankFeat(Detector):
         self.model_ = model
 
     def _logits(self, fmap: torch.Tensor, acts: Activations) -> torch.Tensor:
+        """Logits of the rank-1-removed maps: the live model's pool and head, else the cached
+        linear head on their global average pool."""
         model = getattr(self, "model_", None)
         if model is None:
             weight, bias = head_tensors(acts)
-            return fmap.mean(dim=(2, 3)) @ weight.T + bias
+            return pooled_without_rank1(fmap) @ weight.T + bias
         param = next(model.parameters(), None)
         device = param.device if param is not None else torch.device("cpu")
         dtype = param.dtype if param is not None else torch.float32
         with torch.no_grad():
-            return model.head(model.pool(fmap.to(device=device, dtype=dtype))).cpu()
+            return model.head(model.pool(remove_rank1(fmap).to(device=device, dtype=dtype))).cpu()
 
     def _score(self, acts: Activations) -> np.ndarray:
         fmap = required(acts, "feature_map")
@@ -89,6 +102,6 @@ class RankFeat(Detector):
             )
         out = np.empty(len(fmap), dtype=np.float64)
         for sl in row_slices(len(fmap), int(np.prod(fmap.shape[1:]))):
-            logits = self._logits(remove_rank1(as_tensor(fmap[sl])), acts)
+            logits = self._logits(as_tensor(fmap[sl]), acts)
             out[sl] = neg_energy(logits.numpy()).numpy()
         return out

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from oodbench.detectors._math import top_values
 from oodbench.detectors._shaping import (
     check_percentile,
     keep_count,
@@ -50,7 +51,7 @@ class SCALE(Detector):
         check_percentile(self.percentile, "SCALE percentile", below_100=True)
 
     def _shape(self, f: torch.Tensor) -> torch.Tensor:
-        kept = torch.topk(f, keep_count(f.shape[1], self.percentile), dim=1).values
+        kept = top_values(f, keep_count(f.shape[1], self.percentile))
         return f * sharpening(f, kept)[:, None]
 
     def _score(self, acts: Activations) -> np.ndarray:

@@ -8,7 +8,7 @@ held-out ID validation data (``fit_data="id_val"``, the paper's protocol and Ope
 training set the model is over-confident and T comes out too small). The NLL is convex in
 ``beta = 1/T``; we solve it with safeguarded Newton steps in float64 using the exact gradient
 ``mean(E_p[z] - z_y)`` and curvature ``mean(Var_p[z])`` until the gradient vanishes
-(|g| <= 1e-10 * mean |z|). Score:
+(|g| <= 1e-10 * mean |z|) or a Newton step moves beta by less than 1e-12 relative. Score:
 
     kappa(x) = max_c softmax(z(x) / T)_c
 
@@ -36,25 +36,39 @@ from oodbench.detectors._stats import (
     by_chunks,
     chunks,
     labelled_rows,
+    take_rows,
 )
 from oodbench.detectors.base import Detector, register
 from oodbench.errors import UndeterminedStatisticError
 from oodbench.extract.activations import Activations
 
+#: relative rounding of the mean NLL summed over chunks in float64 (a few hundred ulps)
+_NLL_ROUNDING = 1e-13
+#: a Newton step this small relative to beta ends the fit (T then holds ~1e-12 relative)
+_STEP_TOLERANCE = 1e-12
+
 
 def _nll_terms(logits: np.ndarray, labels: np.ndarray, beta: float) -> tuple[float, float, float]:
-    """Mean NLL of softmax(beta z) and its first and second derivatives in beta."""
+    """Mean NLL of softmax(beta z) and its first and second derivatives in beta.
+
+    With ``d = z - max z`` (float64), ``e = exp(beta d)`` and ``S = sum_c e_c``, per row:
+    ``NLL = log S - beta d_y``, ``dNLL/dbeta = E_p[d] - d_y`` (= E_p[z] - z_y) and
+    ``d2NLL/dbeta2 = Var_p[d] = E_p[d^2] - E_p[d]^2`` (= Var_p[z]; the shift keeps the
+    difference small).
+    """
     nll = grad = curv = 0.0
     for rows in chunks(len(logits)):
-        z = as_tensor(logits[rows])
-        y = torch.from_numpy(np.array(labels[rows], dtype=np.int64))
-        log_p = torch.log_softmax(beta * z, dim=1)
-        p = log_p.exp()
-        z_y = z.gather(1, y[:, None]).squeeze(1)
-        mean_z = (p * z).sum(dim=1)
-        nll -= float(log_p.gather(1, y[:, None]).sum())
-        grad += float((mean_z - z_y).sum())
-        curv += float(((p * z * z).sum(dim=1) - mean_z**2).clamp(min=0).sum())
+        z = as_tensor(logits[rows])  # may share float64 logits' memory: not modified
+        d = z - z.amax(dim=1, keepdim=True)
+        d_y = d.gather(1, torch.from_numpy(np.array(labels[rows], dtype=np.int64))[:, None])[:, 0]
+        e = torch.exp(d * beta)
+        total = e.sum(dim=1)
+        e *= d
+        mean_d = e.sum(dim=1) / total
+        mean_d2 = torch.einsum("ij,ij->i", e, d) / total
+        nll += float((total.log() - beta * d_y).sum())
+        grad += float((mean_d - d_y).sum())
+        curv += float((mean_d2 - mean_d**2).clamp(min=0).sum())
     n = len(logits)
     return nll / n, grad / n, curv / n
 
@@ -86,7 +100,8 @@ def fit_temperature(logits: np.ndarray, labels: np.ndarray, max_iter: int = 100)
     """The NLL-optimal temperature of ``logits`` for ``labels`` (Guo et al. 2017); raises
     ``UndeterminedStatisticError`` when there is none (see the module docstring)."""
     check_temperature_determined(logits, labels)
-    scale = float(np.abs(np.asarray(logits, dtype=np.float64)).mean()) or 1.0
+    scale = sum(float(np.abs(logits[rows]).sum(dtype=np.float64)) for rows in chunks(len(logits)))
+    scale = scale / max(logits.size, 1) or 1.0
     beta = 1.0
     nll, grad, curv = _nll_terms(logits, labels, beta)
     for _ in range(max_iter):
@@ -96,12 +111,16 @@ def fit_temperature(logits: np.ndarray, labels: np.ndarray, max_iter: int = 100)
         while True:  # backtrack until the convex NLL decreases (beta stays positive)
             cand = beta - step if beta - step > 0 else beta / 2
             c_nll, c_grad, c_curv = _nll_terms(logits, labels, cand)
-            if c_nll <= nll or abs(step) < 1e-15 * beta:
+            # near the minimum the NLL changes by less than its own rounding: accept a step
+            # that does not raise it beyond that
+            if c_nll <= nll + _NLL_ROUNDING * abs(nll) or abs(step) < 1e-15 * beta:
                 break
             step /= 2
         if cand == beta:
             break
         beta, nll, grad, curv = cand, c_nll, c_grad, c_curv
+        if abs(step) <= _STEP_TOLERANCE * beta:  # Newton has converged: the next step is ~step^2
+            break
     return 1.0 / beta
 
 
@@ -118,7 +137,7 @@ class TemperatureScaling(Detector):
     def _fit(self, train: Activations | None, model: object) -> None:
         assert train is not None
         rows = labelled_rows(train, f"detector {self.name!r}")
-        self.temperature_ = fit_temperature(np.asarray(train.logits)[rows], np.asarray(train.labels)[rows])
+        self.temperature_ = fit_temperature(take_rows(train.logits, rows), take_rows(train.labels, rows))
 
     def _score(self, acts: Activations) -> np.ndarray:
         return by_chunks(

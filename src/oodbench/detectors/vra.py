@@ -54,13 +54,40 @@ from oodbench.extract.activations import Activations
 def vra(
     z: torch.Tensor, alpha: torch.Tensor, beta: torch.Tensor, gamma: float, clip_low: bool = False
 ) -> torch.Tensor:
-    """The VRA piecewise function (broadcasting thresholds over rows), in float64 on ``z``'s
-    device: the comparisons with the float64 thresholds decide jumps, so they are exact.
-    ``clip_low`` maps values below alpha to alpha instead of 0."""
-    z = z.double()
+    """The VRA piecewise function (broadcasting thresholds over rows) in ``z``'s precision, on
+    its device, equal to the float64 result rounded to that precision. ``clip_low`` maps values
+    below alpha to alpha instead of 0.
+
+    The comparisons with the float64 thresholds decide jumps, so they must be exact: with
+    ``alpha`` rounded up and ``beta`` rounded down to ``z``'s precision (``outward_thresholds``),
+    ``z < alpha`` and ``z > beta`` hold exactly when they hold in float64. Values set to alpha or
+    beta get them rounded to nearest, and ``z + gamma`` is summed in float64 (VRA+), as the
+    float64 result cast to ``z``'s precision. For gamma = 0 the clipping is ``min(z, beta)`` (and
+    ``max(z, alpha)``) with the thresholds rounded to nearest: the same for every ``z`` of that
+    precision, since none lies strictly between a threshold and its nearest value. Zeroing below
+    alpha multiplies by the 0/1 mask (a -inf feature gives NaN, which ``score`` reports).
+    """
     alpha, beta = alpha.to(z.device), beta.to(z.device)
-    low = alpha if clip_low else torch.zeros_like(alpha)
-    return torch.where(z < alpha, low, torch.where(z > beta, beta, z + gamma))
+    alpha_up, beta_down = outward_thresholds(alpha, beta, z.dtype)
+    alpha_near, beta_near = alpha.to(z.dtype), beta.to(z.dtype)
+    if gamma == 0.0:
+        shaped = z.clamp(min=alpha_near if clip_low else None, max=beta_near)
+    else:
+        shaped = torch.where(z > beta_down, beta_near, (z.double() + gamma).to(z.dtype))
+        if clip_low:
+            shaped = torch.where(z < alpha_up, alpha_near, shaped)
+    return shaped if clip_low else shaped.mul_(z >= alpha_up)
+
+
+def outward_thresholds(
+    lower: torch.Tensor, upper: torch.Tensor, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``lower`` rounded up and ``upper`` rounded down to ``dtype``: for any ``z`` of that
+    precision, ``z < lower`` and ``z > upper`` then hold exactly as against the originals."""
+    up, down = lower.to(dtype), upper.to(dtype)
+    up = torch.where(up.to(lower.dtype) < lower, torch.nextafter(up, up.new_tensor(torch.inf)), up)
+    down = torch.where(down.to(upper.dtype) > upper, torch.nextafter(down, down.new_tensor(-torch.inf)), down)
+    return up, down
 
 
 def check_thresholds(who: str, lower_percentile: float, upper_percentile: float) -> None:
@@ -114,7 +141,7 @@ class VRA(Detector):
         )
 
     def shape(self, features: torch.Tensor) -> torch.Tensor:
-        """VRA applied to (B, D) float64 features, with the fitted thresholds."""
+        """VRA applied to (B, D) features, with the fitted thresholds."""
         return vra(features, self.alpha_, self.beta_, self.gamma, self.clip_low)
 
     def _score(self, acts: Activations) -> np.ndarray:

@@ -22,8 +22,7 @@ from __future__ import annotations
 import math
 import sys
 import time
-from collections.abc import Iterable
-from dataclasses import replace
+from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from typing import Any
 
@@ -39,11 +38,11 @@ from oodbench.errors import (
     InvalidInputError,
     UnknownNameError,
 )
-from oodbench.extract import sharding
 from oodbench.extract.activations import Activations
-from oodbench.extract.forward import ForwardPass, stack_outputs
+from oodbench.extract.forward import Chunk, ForwardPass, stack_outputs
 from oodbench.extract.key import cache_key, identity, reusable_identities
 from oodbench.extract.loader import check_batch_size, warn_skipped
+from oodbench.extract.ray_shards import RayShardDriver, RayShards, ray_driver
 from oodbench.extract.runtime import (
     precision_name,
     resolve_amp,
@@ -53,15 +52,13 @@ from oodbench.extract.runtime import (
 from oodbench.extract.sharding import (
     UNMEASURED_BATCHES,
     check_shard_size,
-    measured_shard_size,
+    measure_shard_size,
     shard_bounds,
 )
 from oodbench.extract.store import FORMAT_VERSION, SOURCE_ARRAYS, ActivationStore
 from oodbench.models.classifier import CAPTURABLE, Classifier
 
 FEATURE_MAP_DTYPES = {"float32": torch.float32, "float16": torch.float16}
-#: the output of one or more batches: per-row arrays and the skipped-image records
-Chunk = tuple[dict[str, np.ndarray], list[dict[str, Any]]]
 
 
 def extract(
@@ -78,6 +75,7 @@ def extract(
     shard_size: int | None = None,
     feature_map_dtype: str = "float32",
     repair: bool = False,
+    executor: str | RayShards = "local",
 ) -> Activations:
     """Run ``model`` once over ``source`` and return what it computed, memory-mapped from the cache.
 
@@ -108,6 +106,10 @@ def extract(
             Logits and features are always float32.
         repair: when a cache entry that would be used is damaged (an array does not match its
             checksum), delete it and extract again instead of raising ``CacheError``.
+        executor: ``"local"`` (this process) or ``"ray"`` / :class:`RayShards`: each shard of
+            the pass is a Ray task (one GPU each, or ``num_cpus`` CPUs), written into the same
+            cache entry, bit-identical to a local pass (see :mod:`oodbench.extract.ray_shards`).
+            ``device`` is then the tasks' (``"auto"``: CUDA when they get GPUs).
 
     Returns:
         :class:`Activations` with logits (N, C), features (N, D), feature_map, labels, ids
@@ -138,16 +140,21 @@ def extract(
         )
     source, labels = model_labels(model, source)
     check_batch_size(batch_size)
-    dev = resolve_device(device)
-    amp_dtype = resolve_amp(amp, dev)
-    resolve_num_workers(num_workers, dev, 0)  # checks the value
     shard_size = check_shard_size(shard_size)
+    driver = ray_driver(executor, cache)
+    if driver is None:
+        dev = resolve_device(device)
+        amp_dtype = resolve_amp(amp, dev)
+    else:
+        dev, amp_dtype = driver.runtime(device, amp)
+    resolve_num_workers(num_workers, dev, 0)  # checks the value
     ident = identity(model, source, capture, precision_name(amp_dtype), feature_map_dtype)
     key = cache_key(ident)
     run = ForwardPass(model, source, capture, batch_size, dev, amp_dtype, num_workers,
                 FEATURE_MAP_DTYPES[feature_map_dtype], progress)
     if cache:
-        arrays, manifest, store, hit = _extract_cached(run, ident, key, shard_size, labels, repair)
+        arrays, manifest, store, hit = _extract_cached(run, ident, key, shard_size, labels, repair,
+                                                       driver)
         key, cache_path = store.key, str(store.path)
     else:
         size = shard_size or UNMEASURED_BATCHES * batch_size
@@ -203,8 +210,10 @@ def _extract_cached(
     shard_size: int | None,
     labels: np.ndarray,
     repair: bool,
+    driver: RayShardDriver | None,
 ) -> tuple[dict[str, np.ndarray], dict[str, Any], ActivationStore, bool]:
-    """``(arrays, manifest, store, cache_hit)``: a reusable complete entry, else a (resumed) pass."""
+    """``(arrays, manifest, store, cache_hit)``: a reusable complete entry, else a (resumed) pass
+    in this process, or on Ray with ``driver``."""
     wanted = (*run.capture, "source_indices", *SOURCE_ARRAYS)
     found = _reuse(ident, wanted, repair)
     if found is not None:
@@ -213,8 +222,12 @@ def _extract_cached(
     with store.lock() as waited:
         if waited and (found := _reuse(ident, wanted, repair)) is not None:
             return (*found, True)  # another process finished it while we waited
-        manifest, head = _resume_or_start(run, store, ident, key, shard_size)
-        _write_shards(run, store, manifest, head)
+        measure = measure_shard_size if driver is None else driver.measure_shard_size
+        manifest, head = _resume_or_start(run, store, ident, key, shard_size, measure)
+        if driver is None:
+            _write_shards(run, store, manifest, head)
+        else:
+            driver.write_shards(run, store, manifest)
         _require_rows(run.source, manifest)
         manifest["timings"] = dict(run.timings)
         manifest["finished"] = _now()
@@ -307,9 +320,11 @@ def _resume_or_start(
     ident: dict[str, Any],
     key: str,
     shard_size: int | None,
+    measure: Callable[[ForwardPass], tuple[int, Chunk | None, dict[str, Any]]],
 ) -> tuple[dict[str, Any], Chunk | None]:
     """The manifest of an interrupted run of the same key (keeping only intact shards), or a
-    new one; for a new one without a given ``shard_size``, also the measured first batch."""
+    new one; for a new one without a given ``shard_size``, the size ``measure`` gives, and the
+    first batch's output when it keeps it."""
     old = store.read_manifest()
     head = None
     if old and old.get("key") == key and old.get("format") == FORMAT_VERSION and not old.get("complete"):
@@ -318,26 +333,10 @@ def _resume_or_start(
     elif shard_size is not None:
         manifest = _new_manifest(run.source, ident, key, shard_size)
     else:
-        shard_size, head, sizing = _measure_shard_size(run)
+        shard_size, head, sizing = measure(run)
         manifest = {**_new_manifest(run.source, ident, key, shard_size), "shard_sizing": sizing}
     store.write_manifest(manifest)
     return manifest, head
-
-
-def _measure_shard_size(run: ForwardPass) -> tuple[int, Chunk, dict[str, Any]]:
-    """Run and time the first batch; the shard size it implies, its output, and the record."""
-    n = len(run.source)
-    images = min(run.batch_size, n)
-    tic = time.perf_counter()
-    ((_, arrays, skipped),) = replace(run, progress=False).shards([(0, 0, images)], 0)
-    seconds = time.perf_counter() - tic
-    rows = len(arrays["source_indices"])
-    bytes_per_row = sum(a.nbytes for a in arrays.values()) / rows if rows else 0.0
-    size = measured_shard_size(n, run.batch_size, seconds / images, bytes_per_row)
-    sizing = {"first_batch_images": images, "first_batch_s": seconds,
-              "bytes_per_row": bytes_per_row, "target_s": sharding.SHARD_SECONDS,
-              "target_bytes": sharding.SHARD_BYTES}
-    return size, (arrays, skipped), sizing
 
 
 def _new_manifest(source: Source, ident: dict[str, Any], key: str, shard_size: int) -> dict[str, Any]:

@@ -29,6 +29,14 @@ from oodbench.extract.progress import progress_bar
 from oodbench.extract.runtime import autocast, place_model, precision_name
 from oodbench.models.classifier import Classifier
 
+#: the output of one or more batches: per-row arrays and the skipped-image records
+Chunk = tuple[dict[str, np.ndarray], list[dict[str, Any]]]
+
+
+def fresh_timings() -> dict[str, float]:
+    """The counters of a pass: seconds loading, in the model and writing, and images done."""
+    return {"data_s": 0.0, "forward_s": 0.0, "write_s": 0.0, "images": 0}
+
 
 @dataclass
 class ForwardPass:
@@ -43,9 +51,7 @@ class ForwardPass:
     num_workers: int | str
     feature_map_dtype: torch.dtype
     progress: bool
-    timings: dict[str, float] = field(
-        default_factory=lambda: {"data_s": 0.0, "forward_s": 0.0, "write_s": 0.0, "images": 0}
-    )
+    timings: dict[str, float] = field(default_factory=fresh_timings)
 
     @property
     def channels_last(self) -> bool:

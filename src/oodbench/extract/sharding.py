@@ -25,8 +25,14 @@ without the cache.
 from __future__ import annotations
 
 import math
+import time
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from oodbench.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from oodbench.extract.forward import Chunk, ForwardPass
 
 #: target seconds of work per shard (what a kill may lose)
 SHARD_SECONDS = 10.0
@@ -59,6 +65,23 @@ def measured_shard_size(
     size = min(by_bytes, max(by_time, n / MAX_SHARDS))
     batches = min(int(size // batch_size), math.ceil(n / batch_size))
     return max(batches, 1) * batch_size
+
+
+def measure_shard_size(run: ForwardPass) -> tuple[int, Chunk, dict[str, Any]]:
+    """Run and time the first batch of ``run``; the shard size it implies (see the module
+    docstring), the batch's output (the start of shard 0) and the record kept in the manifest."""
+    n = len(run.source)
+    images = min(run.batch_size, n)
+    tic = time.perf_counter()
+    ((_, arrays, skipped),) = replace(run, progress=False).shards([(0, 0, images)], 0)
+    seconds = time.perf_counter() - tic
+    rows = len(arrays["source_indices"])
+    bytes_per_row = sum(a.nbytes for a in arrays.values()) / rows if rows else 0.0
+    size = measured_shard_size(n, run.batch_size, seconds / images, bytes_per_row)
+    sizing = {"first_batch_images": images, "first_batch_s": seconds,
+              "bytes_per_row": bytes_per_row, "target_s": SHARD_SECONDS,
+              "target_bytes": SHARD_BYTES}
+    return size, (arrays, skipped), sizing
 
 
 def shard_bounds(n: int, shard_size: int) -> list[tuple[int, int, int]]:

@@ -163,15 +163,24 @@ class ActivationStore:
         skipped: Sequence[dict[str, Any]],
     ) -> None:
         """Write one complete shard, then record it in the manifest (atomically)."""
+        record = self.write_shard_files(index, arrays, skipped)
+        self.record_shard(manifest, index, record)
+
+    def write_shard_files(
+        self, index: int, arrays: dict[str, np.ndarray], skipped: Sequence[dict[str, Any]]
+    ) -> dict[str, Any]:
+        """Write shard ``index``'s array files (atomically) and return its manifest record
+        (rows, file checksums, skipped images); the manifest itself is left alone, so a worker
+        that does not own the entry can write shards for the process that does."""
         folder = self.shard_dir(index)
         with self.disk_errors():
             folder.mkdir(parents=True, exist_ok=True)
             files = {f"{n}.npy": save_npy(folder / f"{n}.npy", a) for n, a in arrays.items()}
-        manifest["shards"][str(index)] = {
-            "rows": int(len(arrays["source_indices"])),
-            "files": files,
-            "skipped": list(skipped),
-        }
+        return {"rows": int(len(arrays["source_indices"])), "files": files, "skipped": list(skipped)}
+
+    def record_shard(self, manifest: dict[str, Any], index: int, record: dict[str, Any]) -> None:
+        """Add a written shard's record to ``manifest`` and rewrite it (atomically)."""
+        manifest["shards"][str(index)] = record
         self.write_manifest(manifest)
 
     def _shard_array(self, index: int, name: str) -> np.ndarray:

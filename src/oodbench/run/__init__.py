@@ -46,8 +46,9 @@ def run_experiment(
         experiment: a TOML file path, a parsed :class:`~oodbench.run.experiment.Experiment`, or
             a mapping with the TOML's structure (relative paths resolved against the current
             folder).
-        executor: ``"local"`` (this process), ``"ray"`` (one Ray task per model; needs
-            ``pip install oodbench[ray]``) or an object with ``run(plan, table)``.
+        executor: ``"local"`` (this process), ``"ray"`` (one Ray task per model, whose
+            extractions run as one Ray task per cache shard; needs ``pip install
+            oodbench[ray]``) or an object with ``run(plan, table)``.
         progress: show the progress bar over cells.
         extract_progress: show each extraction's progress bar (default: as ``progress``).
         extract_options: keyword arguments of :func:`oodbench.extract.extract` for every
