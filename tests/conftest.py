@@ -64,3 +64,12 @@ def cifar10_test() -> Path:
 @pytest.fixture
 def cood_paper_csv() -> Path:
     return shared_path("cood_paper_results.csv")
+
+
+@pytest.fixture
+def one_thread():
+    """torch with one intra-op thread in the test (bit-identical comparisons; tiny models)."""
+    from oodbench.extract.runtime import torch_threads
+
+    with torch_threads(1):
+        yield

@@ -25,14 +25,13 @@ and a fixed thread count keeps the floating-point results identical from run to 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from oodbench.data.demo import KINDS, demo_data
+from oodbench.extract.runtime import torch_threads
 from oodbench.models.small_cnn import train_small_cnn
 
 DEMO_WINDOW = 1
@@ -104,19 +103,6 @@ name = "all"          # every registered detector that applies to this model
 """
 
 
-@contextmanager
-def single_thread() -> Iterator[None]:
-    """Run torch on one intra-op thread inside the block (restored afterwards)."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def run_demo(out: str | Path = "oodbench-demo", *, seed: int = 0, progress: bool = True) -> DemoResult:
     """Train, benchmark and report (see the module docstring); starts from a clean output."""
     from safetensors.torch import save_file
@@ -136,7 +122,7 @@ def run_demo(out: str | Path = "oodbench-demo", *, seed: int = 0, progress: bool
             path.unlink()
     folder.mkdir(parents=True, exist_ok=True)
     data = demo_data(n_id_classes=N_ID_CLASSES, seed=seed)
-    with single_thread():
+    with torch_threads(1):
         model = train_small_cnn(data.train_images, data.train_labels, num_classes=N_ID_CLASSES,
                                 seed=seed)
         save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(folder / WEIGHTS))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 from click.testing import CliRunner
 
 from oodbench.cli.main import main
@@ -19,12 +18,9 @@ def invoke(*args: str):
 
 
 @pytest.fixture
-def tiny(tmp_path, monkeypatch):
+def tiny(tmp_path, monkeypatch, one_thread):  # a tiny CNN: one thread beats two contending ones
     monkeypatch.setenv("OODBENCH_CACHE", str(tmp_path / "cache"))
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # a tiny CNN: one thread beats two contending ones
-    yield write_tiny_experiment(tmp_path)
-    torch.set_num_threads(threads)
+    return write_tiny_experiment(tmp_path)
 
 
 def test_help_lists_the_commands():

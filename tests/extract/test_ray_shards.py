@@ -84,19 +84,6 @@ def ray_cluster() -> Iterator[None]:
             ray.shutdown()
 
 
-@pytest.fixture
-def one_thread() -> Iterator[None]:
-    """torch with 1 thread, as a Ray task with num_cpus=1 runs (see ray_shards' docstring)."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
 def _single_process(shard_size: int | None = SHARD):
     with pytest.warns(UserWarning):  # the corrupt images
         return extract(TinyNet(), RandomImages(N, corrupt=CORRUPT), capture=ALL, batch_size=BATCH,

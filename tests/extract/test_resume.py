@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from oodbench.extract import extract
+from oodbench.extract.runtime import torch_threads
 from oodbench.extract.store import ActivationStore
 from tests.conftest import REPO
 from tests.extract._toy import RandomImages, TinyNet
@@ -83,11 +84,7 @@ def _start_and_kill(root: Path, min_shards: int, extra_wait: float) -> dict:
 
 @pytest.mark.heavy
 def test_sigkilled_run_resumes_bit_identical(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # the same process configuration as the child
-    try:
+    with torch_threads(1):  # the same process configuration as the child
         clean = _clean_run(tmp_path / "clean", monkeypatch)
         killed = tmp_path / "killed"
         # killed twice: once right after a shard completed, once between shard writes
@@ -99,8 +96,6 @@ def test_sigkilled_run_resumes_bit_identical(tmp_path: Path, monkeypatch: pytest
         with pytest.warns(UserWarning):
             resumed = extract(model, RandomImages(N, corrupt=CORRUPT), capture=ALL,
                               batch_size=BATCH, shard_size=SHARD, progress=False)
-    finally:
-        torch.set_num_threads(threads)
     remaining = N // SHARD - len(_kept_shards(second))
     assert model.calls == remaining * SHARD // BATCH  # only the missing shards were computed
     assert not resumed.meta["cache_hit"]
@@ -202,8 +197,6 @@ def test_a_kill_early_in_the_first_extraction_keeps_its_first_shards(
 ):
     """Default shard sizes: killed after about 1 s of work (three shard targets; the old fixed
     16-batch shards took 1.6 s), the run keeps shards and resumes bit-identical."""
-    import torch
-
     root = tmp_path / "cache"
     env = {**os.environ, "OODBENCH_CACHE": str(root), "PYTHONWARNINGS": "ignore"}
     child = subprocess.Popen([sys.executable, "-c", _EARLY_CHILD], env=env,
@@ -218,16 +211,12 @@ def test_a_kill_early_in_the_first_extraction_keeps_its_first_shards(
     assert kept >= 1, "a kill 1 s into the pass lost every image"
     size = manifest["shard_size"]
     assert size % 2 == 0 and size < 32  # whole batches, well below the old 16 batches
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with torch_threads(1):
         monkeypatch.setenv("OODBENCH_CACHE", str(root))
         model = TinyNet()
         resumed = extract(model, RandomImages(N), capture=ALL, batch_size=2, progress=False)
         clean = extract(TinyNet(), RandomImages(N), capture=ALL, batch_size=2, cache=False,
                         progress=False)
-    finally:
-        torch.set_num_threads(threads)
     assert model.calls == (N - sum(r["rows"] for r in manifest["shards"].values())) // 2
     for name in FIELDS:
         assert np.array_equal(getattr(resumed, name), getattr(clean, name)), name

@@ -6,7 +6,6 @@ import json
 import shutil
 
 import pytest
-import torch
 from click.testing import CliRunner
 
 from oodbench.cli.main import main
@@ -17,14 +16,11 @@ from tests.run.tiny import write_tiny_experiment
 
 
 @pytest.fixture
-def tiny(tmp_path, monkeypatch):
+def tiny(tmp_path, monkeypatch, one_thread):
     monkeypatch.setenv("OODBENCH_CACHE", str(tmp_path / "cache"))
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
     experiment = write_tiny_experiment(tmp_path)
     shutil.copy(REPO / "examples" / "train_tiny.toml", tmp_path / "train.toml")
-    yield experiment
-    torch.set_num_threads(threads)
+    return experiment
 
 
 def invoke(*args: str):

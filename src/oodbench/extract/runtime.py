@@ -79,6 +79,21 @@ def autocast(device: torch.device, amp_dtype: torch.dtype | None) -> Iterator[No
         yield
 
 
+@contextlib.contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    """Run torch with ``n`` intra-op threads inside the block; the previous count is restored.
+
+    Float32 sums of a real network can differ in the last bit between thread counts, so runs
+    that must be bit-identical (the demo, a resumed or sharded extraction) fix the count.
+    """
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def place_model(model: torch.nn.Module, device: torch.device, channels_last: bool = False) -> None:
     """Move ``model`` to ``device`` (and channels-last), skipping moves that change nothing.
 
