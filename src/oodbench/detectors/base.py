@@ -33,8 +33,9 @@ from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
-from oodbench.errors import InvalidInputError, NonFiniteError, OodbenchError, UnknownNameError
+from oodbench.errors import InvalidInputError, NonFiniteError, OodbenchError
 from oodbench.extract.activations import Activations
+from oodbench.registry import Registry, summary
 
 #: what a detector may declare in ``requires`` (``"train"``: ``fit`` needs ID activations, of
 #: the role ``fit_data`` names)
@@ -227,29 +228,22 @@ class Detector(ABC):
 
 
 # -- registry -------------------------------------------------------------------------------
-_REGISTRY: dict[str, type[Detector]] = {}
+_REGISTRY: Registry[Detector] = Registry("detector")
 D = TypeVar("D", bound=type[Detector])
 
 
 def register(cls: D) -> D:
     """Class decorator: add a detector to the registry under ``cls.name``."""
-    if not cls.name:
-        raise TypeError(f"{cls.__name__} must set the class attribute 'name'")
-    if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
-        raise TypeError(f"detector name {cls.name!r} registered twice")
     unknown = set(cls.requires) - INPUTS
     if unknown:
         raise TypeError(f"{cls.__name__}.requires has unknown inputs {sorted(unknown)}")
-    _REGISTRY[cls.name] = cls
+    _REGISTRY.add(cls)
     return cls
 
 
 def detector_class(name: str) -> type[Detector]:
     """The registered class for ``name`` (``UnknownNameError`` with the closest names)."""
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise UnknownNameError("detector", name, _REGISTRY) from None
+    return _REGISTRY.lookup(name)
 
 
 def create(name: str, *, preset: str | None = None, **hyperparams: Any) -> Detector:
@@ -283,12 +277,11 @@ def available() -> list[dict[str, Any]]:
     from oodbench.detectors.presets import presets_of
 
     rows = []
-    for name in sorted(_REGISTRY):
-        cls = _REGISTRY[name]
+    for name, cls in sorted(_REGISTRY.items()):
         rows.append(
             {"name": name, "requires": sorted(cls.requires), "defaults": cls().hyperparams,
              "presets": presets_of(name), "paper": cls.paper,
-             "summary": (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""}
+             "summary": summary(cls)}
         )
     return rows
 

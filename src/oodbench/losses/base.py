@@ -20,7 +20,8 @@ from typing import Any, ClassVar, TypeVar
 import torch
 from torch import nn
 
-from oodbench.errors import ClassCountMismatchError, InvalidInputError, UnknownNameError
+from oodbench.errors import ClassCountMismatchError, InvalidInputError
+from oodbench.registry import Registry, summary
 
 
 class Loss(nn.Module):
@@ -91,26 +92,19 @@ class Loss(nn.Module):
 
 
 # -- registry -------------------------------------------------------------------------------
-_REGISTRY: dict[str, type[Loss]] = {}
+_REGISTRY: Registry[Loss] = Registry("loss")
 L = TypeVar("L", bound=type[Loss])
 
 
 def register(cls: L) -> L:
     """Class decorator: add a loss to the registry under ``cls.name``."""
-    if not cls.name:
-        raise TypeError(f"{cls.__name__} must set the class attribute 'name'")
-    if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
-        raise TypeError(f"loss name {cls.name!r} registered twice")
-    _REGISTRY[cls.name] = cls
+    _REGISTRY.add(cls)
     return cls
 
 
 def loss_class(name: str) -> type[Loss]:
     """The registered class for ``name`` (``UnknownNameError`` with the closest names)."""
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise UnknownNameError("loss", name, _REGISTRY) from None
+    return _REGISTRY.lookup(name)
 
 
 def create(name: str, **options: Any) -> Loss:
@@ -128,12 +122,11 @@ def create(name: str, **options: Any) -> Loss:
 def available() -> list[dict[str, Any]]:
     """One entry per registered loss: name, options with defaults, paper, first doc line."""
     rows = []
-    for name in sorted(_REGISTRY):
-        cls = _REGISTRY[name]
+    for name, cls in sorted(_REGISTRY.items()):
         params = inspect.signature(cls.__init__).parameters
         defaults = {k: (None if p.default is inspect.Parameter.empty else p.default)
                     for k, p in params.items() if k != "self"}
         rows.append({"name": name, "defaults": defaults, "paper": cls.paper,
                      "needs_outliers": cls.needs_outliers,
-                     "summary": (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""})
+                     "summary": summary(cls)})
     return rows

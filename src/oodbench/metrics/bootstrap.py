@@ -81,14 +81,19 @@ def bootstrap_replicates(
     out: dict[str, list[np.ndarray]] = {name: [] for name in metrics}
     for start in range(0, n_boot, chunk):
         b = min(chunk, n_boot - start)
-        offsets = (np.arange(b) * m)[:, None]
-        pos = np.bincount((ids[rng.integers(0, ids.size, (b, ids.size))] + offsets).ravel(),
-                          minlength=b * m).reshape(b, m)
-        neg = np.bincount((oods[rng.integers(0, oods.size, (b, oods.size))] + offsets).ravel(),
-                          minlength=b * m).reshape(b, m)
+        pos = _resampled_counts(ids, b, m, rng)
+        neg = _resampled_counts(oods, b, m, rng)
         for name in metrics:
             out[name].append(functions[name](pos, neg))
     return {name: np.concatenate(values) for name, values in out.items()}
+
+
+def _resampled_counts(positions: np.ndarray, b: int, m: int, rng: np.random.Generator) -> np.ndarray:
+    """(b, m) counts per distinct score of ``b`` resamples (with replacement) of ``positions``,
+    the rows' indices into the ``m`` distinct scores."""
+    draws = positions[rng.integers(0, positions.size, (b, positions.size))]
+    offsets = (np.arange(b) * m)[:, None]
+    return np.bincount((draws + offsets).ravel(), minlength=b * m).reshape(b, m)
 
 
 def bootstrap_ci(
