@@ -59,3 +59,42 @@ def test_bad_names_are_one_line_errors_with_exit_code_2(args: tuple[str, ...],
     result = _invoke("published", *args)
     assert result.exit_code == 2
     assert expected in result.output and result.output.count("\n") == 1
+
+
+def _results_folder(tmp_path, rows):
+    import pandas as pd
+
+    from oodbench.results.table import ResultsTable
+
+    table = ResultsTable(tmp_path / "results")
+    frame = pd.DataFrame(rows)
+    table.append(frame.assign(cell=[f"c{i}" for i in range(len(frame))],
+                              time="2026-01-01T00:00:00"))
+    return tmp_path / "results"
+
+
+def test_compare_prints_matches_and_what_differs(tmp_path) -> None:
+    from tests.published.test_compare import _row
+
+    folder = _results_folder(tmp_path, [_row(), _row(model="efficientnet_lite0", n_id=300)])
+    result = _invoke("published", "compare", str(folder), "--table", "imagenet1k-vs-sun",
+                     "--format", "json")
+    assert result.exit_code == 0, result.output
+    shown = {r["model"]: r for r in json.loads(result.output)}
+    assert shown["timm:resnet50.tv_in1k"]["published"] == "88.16"
+    assert shown["timm:resnet50.tv_in1k"]["comparison"] == "comparable"
+    assert shown["efficientnet_lite0"]["published"] == ""
+    assert shown["efficientnet_lite0"]["comparison"].startswith("not comparable: backbone")
+    table = _invoke("published", "compare", str(folder))
+    assert table.exit_code == 0 and "1 of 2 rows match a published row" in table.output
+
+
+def test_compare_without_matching_rows_or_results_is_a_one_line_error(tmp_path) -> None:
+    from tests.published.test_compare import _row
+
+    folder = _results_folder(tmp_path, [_row(group="letters")])
+    result = _invoke("published", "compare", str(folder))
+    assert result.exit_code == 2 and result.output.count("\n") == 1
+    assert "nothing to compare" in result.output and "react on letters" in result.output
+    missing = _invoke("published", "compare", str(tmp_path / "nowhere"))
+    assert missing.exit_code == 2 and "has no results.parquet" in missing.output

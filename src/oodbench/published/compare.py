@@ -315,18 +315,22 @@ def compare(
 
 
 def nothing_matched(rows: pd.DataFrame, published: pd.DataFrame) -> str:
-    """Why no results row has a published counterpart, in one line."""
+    """Why no results row has a published counterpart, in one line: per detector of yours,
+    your OOD sets and the published ones."""
     detectors = sorted(set(rows["detector"].astype(str)))
-    groups = sorted(set(rows["group"].astype(str)))
-    metrics = sorted(set(rows["metric"].astype(str)))
     have = published[published["detector"].isin(detectors)]
     if have.empty:
         return (f"nothing to compare: no published row uses your detectors {detectors} "
                 f"(published detectors: {_few(published['detector'])})")
-    sets = _few(have["ood_set"])
-    return (f"nothing to compare: the published rows of your detectors {detectors} are on the "
-            f"OOD sets {sets}; yours are {groups} with metrics {metrics}. A comparison needs "
-            "the same detector, OOD set and metric (see `oodbench published show TABLE`)")
+    parts = []
+    for det in detectors:
+        mine = _few(rows[rows["detector"].astype(str) == det]["group"])
+        theirs = _few(have[have["detector"] == det]["ood_set"]) or "none"
+        parts.append(f"{det} on {mine} (published: {theirs})")
+    metrics = sorted(set(rows["metric"].astype(str)))
+    return ("nothing to compare: a comparison needs the same detector, OOD set and metric; "
+            f"yours: {'; '.join(parts)}; metrics {metrics} "
+            "(see `oodbench published show TABLE`)")
 
 
 def _few(values: Iterable[str], limit: int = 12) -> str:
