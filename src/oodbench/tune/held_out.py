@@ -15,6 +15,8 @@ What this module does, per variant i = 1..N (all seeded, see below):
             retrain="head": a new linear head on the cached, frozen features (train_head);
             retrain="full": the model fine-tuned (oodbench.train.train) from its own weights,
                             its head cut to the rows of K_i, on the images of those rows
+            retrain="last_block": the last block and the head retrained from cached inputs
+                            of the last block (oodbench.tune.last_block), no image pass
     simulated ID  = id_val rows of a class in K_i            (never used for training)
     simulated OOD = fit and id_val rows of any other class   (the variant never saw them)
     m_i(phi) = metric(detector_phi fitted on fit rows of K_i through net_i,
@@ -59,7 +61,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import functools
 import hashlib
 import json
 import tempfile
@@ -81,7 +82,7 @@ from oodbench.extract.activations import Activations
 
 #: bump when the variant layout or the cached file format changes
 _FORMAT = 1
-RETRAIN = ("head", "full")
+RETRAIN = ("head", "full", "last_block")
 
 
 @dataclass(frozen=True)
@@ -118,10 +119,11 @@ class HeldOutClasses:
         allowed = _TRAIN_OPTIONS[self.retrain]
         unknown = set(self.train) - allowed
         if unknown:
-            trainer = "train_head" if self.retrain == "head" else "train"
+            trainer = {"head": "oodbench.train.train_head", "full": "oodbench.train.train",
+                       "last_block": "oodbench.tune.last_block"}[self.retrain]
             raise InvalidInputError(
                 f"held_out_classes: unknown train option(s) {sorted(unknown)} for "
-                f"retrain={self.retrain!r}; oodbench.train.{trainer} takes {sorted(allowed)}"
+                f"retrain={self.retrain!r}; {trainer} takes {sorted(allowed)}"
             )
 
     def describe(self) -> dict[str, Any]:
@@ -134,7 +136,9 @@ _COMMON = {"loss", "loss_options", "epochs", "batch_size", "lr", "weight_decay",
            "schedule", "warmup_epochs", "device"}
 #: retrain -> the trainer options a user may set (seed, data and output are the protocol's)
 _TRAIN_OPTIONS = {"head": frozenset(_COMMON),
-                  "full": frozenset(_COMMON | {"trainable", "amp", "num_workers"})}
+                  "full": frozenset(_COMMON | {"trainable", "amp", "num_workers"}),
+                  "last_block": frozenset({"epochs", "batch_size", "lr", "weight_decay",
+                                           "optimizer", "schedule", "warmup_epochs"})}
 
 
 def check_fraction(value: Any) -> None:
@@ -218,11 +222,16 @@ class VariantFactory:
         self.classes = fit_classes(fit)
         withheld_count(len(self.classes), config.held_out_fraction)  # fail before any training
         self._digest: str | None = None
+        self._inputs: dict[str, np.ndarray] | None = None
         self._memo: dict[int, list[Variant]] = {}
 
     def variants(self, fraction: float | None = None) -> list[Variant]:
-        m = withheld_count(len(self.classes), self.config.held_out_fraction if fraction is None
-                           else fraction)
+        """The variants withholding ``round(fraction * n)`` classes (default: the config's)."""
+        return self.variants_m(withheld_count(
+            len(self.classes), self.config.held_out_fraction if fraction is None else fraction))
+
+    def variants_m(self, m: int) -> list[Variant]:
+        """The ``n_variants`` variants that withhold ``m`` classes each."""
         if m not in self._memo:
             self._memo[m] = [self._variant(i, m) for i in range(self.config.n_variants)]
         return self._memo[m]
@@ -239,19 +248,39 @@ class VariantFactory:
                 "sample of any of them; id_val needs samples of the classes in fit"
             )
         seed = self.config.seed * 1000 + index
+        fit_kept = np.isin(fit_labels, kept)
+        part: Callable[[Activations, np.ndarray], Activations]
         if self.config.retrain == "head":
             head, from_cache = self._head(kept, withheld, seed)
-            apply: Callable[[Activations], Activations] = head.apply
+            part = lambda acts, rows: head.apply(acts.subset(rows))  # noqa: E731
+        elif self.config.retrain == "last_block":
+            from oodbench.tune.last_block import LastBlockVariant
+
+            inputs = self._block_inputs()
+            train_rows = np.flatnonzero(fit_kept)
+            block = LastBlockVariant(self.model, kept, inputs["fit"][train_rows],
+                                     reindex(fit_labels[train_rows], kept), self.config.train, seed)
+            from_cache = block.from_cache
+            part = lambda acts, rows: block.apply(  # noqa: E731
+                acts.subset(rows), inputs["fit" if acts is self.fit else "id_val"][rows])
         else:
             net, from_cache = self._network(kept, seed)
-            apply = functools.partial(through, net, kept)
-        fit_kept = np.isin(fit_labels, kept)
-        ood = Activations.concatenate([apply(self.fit.subset(np.flatnonzero(~fit_kept))),
-                                       apply(self.id_val.subset(np.flatnonzero(~sim_id)))])
+            part = lambda acts, rows: through(net, kept, acts.subset(rows))  # noqa: E731
+        ood = Activations.concatenate([part(self.fit, np.flatnonzero(~fit_kept)),
+                                       part(self.id_val, np.flatnonzero(~sim_id))])
         return Variant(index=index, kept=kept, withheld=withheld,
-                       fit=apply(self.fit.subset(np.flatnonzero(fit_kept))),
-                       id_val=apply(self.id_val.subset(np.flatnonzero(sim_id))),
+                       fit=part(self.fit, np.flatnonzero(fit_kept)),
+                       id_val=part(self.id_val, np.flatnonzero(sim_id)),
                        ood=ood, from_cache=from_cache)
+
+    def _block_inputs(self) -> dict[str, np.ndarray]:
+        """The last block's input for every fit and id_val row (one cached pass each)."""
+        if self._inputs is None:
+            from oodbench.tune.last_block import block_inputs
+
+            self._inputs = {"fit": block_inputs(self.model, self.fit),
+                            "id_val": block_inputs(self.model, self.id_val)}
+        return self._inputs
 
     def _key(self, **parts: Any) -> str:
         return hashlib.sha256(json.dumps({"format": _FORMAT, "retrain": self.config.retrain,
