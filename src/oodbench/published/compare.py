@@ -121,7 +121,9 @@ def wanted_hyperparams(published: Mapping[str, str]) -> dict[str, Any] | None:
     return wanted
 
 
-def _configuration(published: Mapping[str, str], yours: Mapping[str, Any]) -> Check:
+def configuration_check(published: Mapping[str, str], yours: Mapping[str, Any]) -> Check:
+    """The detector configuration of a published row (its preset's hyper-parameters and its
+    own ``hyperparams``) against the ``hyperparams`` JSON of a results row."""
     wanted = wanted_hyperparams(published)
     shown = f"{published['detector']} ({published['method']})"
     if wanted is None:
@@ -188,7 +190,7 @@ def row_checks(published: Mapping[str, str], yours: Mapping[str, Any],
     mine_tuning = tuning_protocol(yours.get("tuning"))
     pub_tuning = published["tuning"]
     checks = [
-        _configuration(published, yours),
+        configuration_check(published, yours),
         _weights(published, yours),
         _simple("benchmark", benchmark,
                 benchmark + f" ({published['id_set']})" if benchmark
