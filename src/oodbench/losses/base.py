@@ -32,11 +32,15 @@ class Loss(nn.Module):
         paper: the citation (authors, venue, year, arXiv id).
         needs_outliers: ``True`` when training needs a batch of outlier images as well
             (Outlier Exposure).
+        trainer: the training path of ``oodbench.train`` that runs this loss: ``"classifier"``
+            (the model's head logits, :mod:`oodbench.train.finetune`), ``"cma"`` or ``"npos"``
+            (CLIP fine-tuning, :mod:`oodbench.train.cma` / :mod:`oodbench.train.npos`).
     """
 
     name: ClassVar[str] = ""
     paper: ClassVar[str] = ""
     needs_outliers: ClassVar[bool] = False
+    trainer: ClassVar[str] = "classifier"
 
     @property
     def hyperparams(self) -> dict[str, Any]:

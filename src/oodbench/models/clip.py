@@ -165,6 +165,14 @@ class ClipClassifier(Classifier):
         emb = self.encode_text(prompts).reshape(self.num_classes, len(self.templates), -1)
         return F.normalize(emb.mean(dim=1), dim=-1)
 
+    def refresh_text_head(self) -> None:
+        """Recompute the zero-shot head (and the logit scale) from the current towers, e.g.
+        after fine-tuning the text tower (CMA)."""
+        self._digest = None
+        scale = float(self.clip.logit_scale.detach().exp())  # type: ignore[operator]
+        self.logit_scale = scale
+        self._head_weight = self.zero_shot_text_embeddings() * scale
+
     # -- Classifier contract --------------------------------------------------------------------
     def forward_feature_map(self, x: torch.Tensor) -> torch.Tensor:
         return self.clip.encode_image(x).float()  # type: ignore[operator]
