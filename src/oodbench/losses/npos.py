@@ -95,6 +95,5 @@ class NPOS(Loss):
         if outlier_logits is None or not len(outlier_logits):
             return value
         scores = torch.cat([logits[:, -1], outlier_logits[:, -1]])
-        targets = torch.cat([torch.ones(len(logits), device=scores.device),
-                             torch.zeros(len(outlier_logits), device=scores.device)])
+        targets = torch.cat([scores.new_ones(len(logits)), scores.new_zeros(len(outlier_logits))])
         return value + self.weight * F.binary_cross_entropy_with_logits(scores, targets)
