@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-import torch
 
 from oodbench.errors import InvalidInputError
 from oodbench.losses import create

@@ -72,9 +72,9 @@ class NPOS(Loss):
                 "boundary <= queue_size")
         if keep > samples:
             raise InvalidInputError(f"npos: keep={keep} is larger than samples={samples}")
-        for key, value in (("tau", tau), ("sigma", sigma), ("mlp_lr_ratio", mlp_lr_ratio)):
-            if not value > 0:
-                raise InvalidInputError(f"npos: {key} must be > 0; got {value!r}")
+        for key, positive in (("tau", tau), ("sigma", sigma), ("mlp_lr_ratio", mlp_lr_ratio)):
+            if not positive > 0:
+                raise InvalidInputError(f"npos: {key} must be > 0; got {positive!r}")
         if not weight >= 0:
             raise InvalidInputError(f"npos: weight must be >= 0; got {weight!r}")
         self.tau, self.weight, self.sigma = float(tau), float(weight), float(sigma)

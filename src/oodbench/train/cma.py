@@ -36,8 +36,8 @@ from oodbench.extract.loader import make_loader, to_device
 from oodbench.extract.runtime import autocast, place_model, resolve_amp
 from oodbench.losses.cma import CMA
 from oodbench.models.classifier import Classifier
-from oodbench.train import ddp
 from oodbench.train import checkpoint as ckpt
+from oodbench.train import ddp
 from oodbench.train.labels import select_classes
 from oodbench.train.method_loop import (
     Placement,

@@ -50,9 +50,9 @@ from oodbench.train import checkpoint as ckpt
 from oodbench.train import ddp
 from oodbench.train.cma import train_cma
 from oodbench.train.labels import select_classes
+from oodbench.train.npos import train_npos
 from oodbench.train.optim import OptimSettings
 from oodbench.train.parts import network, trainable_modules
-from oodbench.train.npos import train_npos
 from oodbench.train.progress import training_bar
 from oodbench.train.result import TrainResult
 

@@ -37,7 +37,7 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -127,7 +127,8 @@ def train_npos(
     """Fine-tune a CLIP ViT classifier with NPOS (see the module docstring); the files under
     ``out`` are those of :func:`oodbench.train.train`, plus the frozen blocks' cache."""
     clip_model = require_clip(model, "npos")
-    split = VisionSplit(clip_model.clip.visual, criterion.frozen_blocks, model.spec)
+    split = VisionSplit(cast(nn.Module, clip_model.clip.visual), criterion.frozen_blocks,
+                        model.spec)
     n_classes = clip_model.num_classes
     _, rows, _ = select_classes(source.labels, None, n_classes, f"source {source.name!r}")
     size, rank, _ = ddp.world()
@@ -165,9 +166,9 @@ def train_npos(
     params = [*visual_params, *phi.parameters()]
     for p in params:
         p.requires_grad_(True)
-    opt = settings.make_optimizer([  # type: ignore[list-item]
-        {"params": visual_params},
-        {"params": list(phi.parameters()), "lr": settings.lr * criterion.mlp_lr_ratio}])
+    groups: Any = [{"params": visual_params},
+                   {"params": list(phi.parameters()), "lr": settings.lr * criterion.mlp_lr_ratio}]
+    opt = settings.make_optimizer(groups)
     if settings.optimizer == "sgd":
         for group in opt.param_groups:
             group["nesterov"] = True
