@@ -4,12 +4,9 @@ bit-identical, 2 gloo processes under torchrun equal one process, bad input fail
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -23,15 +20,9 @@ from oodbench.models.small_cnn import SmallCNN
 from oodbench.train import checkpoint as ckpt
 from oodbench.train import train
 from tests.train._clip_run import model, run, toy_source
+from tests.train._subprocess import REPO, kill_after_first_checkpoint, subprocess_env
 
-REPO = Path(__file__).resolve().parents[2]
 METHODS = ["cma", "npos"]
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), str(REPO), env.get("PYTHONPATH", "")])
-    return env
 
 
 def _same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
@@ -73,16 +64,8 @@ def test_killed_run_resumes_bit_identical(tmp_path, method):
     """A subprocess is SIGKILLed after its first checkpoint; the resumed run ends with the
     weights of an uninterrupted one."""
     epochs, out = 12, tmp_path / "killed"
-    proc = subprocess.Popen([sys.executable, "-m", "tests.train._clip_run", method, str(out),
-                             str(epochs)], cwd=REPO, env=_env())
-    deadline = time.monotonic() + 240
-    while not (out / "train.json").exists() and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.005)
-    time.sleep(0.1)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert proc.returncode == -signal.SIGKILL
-    done = json.loads((out / "train.json").read_text())["epochs_done"]
+    done = kill_after_first_checkpoint(["tests.train._clip_run", method, str(out), str(epochs)],
+                                       out, pause=0.1, timeout=240)
     assert 1 <= done < epochs, "the kill came too late to test resuming"
     resumed = run(method, str(out), epochs)
     straight = run(method, str(tmp_path / "straight"), epochs)
@@ -102,7 +85,7 @@ def test_two_gloo_processes_equal_one_process(tmp_path, method):
     out = tmp_path / "ddp"
     subprocess.run([torchrun, "--standalone", "--nproc_per_node=2", "-m",
                     "tests.train._clip_run", method, str(out), "3"],
-                   cwd=REPO, env=_env(), check=True, timeout=600)
+                   cwd=REPO, env=subprocess_env(), check=True, timeout=600)
     single = run(method, str(tmp_path / "single"), epochs=3)
     record = json.loads((out / "train.json").read_text())
     assert record["config"]["world_size"] == 2
