@@ -2,8 +2,9 @@
 
     <out>/model.safetensors   the network's weights (``models.load(spec, weights=...)`` reads it)
     <out>/optimizer.safetensors   optimiser tensors (momentum, Adam moments) for resuming
-    <out>/method.safetensors  a method's own state beside the network, when it has one (NPOS:
-                              the MLP phi and the class queues)
+    <out>/method.safetensors  a method's own state beside the network, when it has one (UMAP:
+                              the mask scores; DOE: the averaged weight perturbation; NPOS: the
+                              MLP phi and the class queues)
     <out>/train.json          the config, epochs done, per-epoch history, optimiser scalars,
                               scheduler state, and the sha256 of both tensor files
 
