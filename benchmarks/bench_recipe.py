@@ -79,6 +79,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="result file (default: see doc)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    torch.backends.cudnn.benchmark = True
     device = resolve_device(args.device)
     recipe = RECIPES[args.recipe].scaled(epochs=1, warmup_fraction=0.0)
     per_class = -(-args.images // len(ID))

@@ -3,15 +3,15 @@
 # each of the 6 ID classes, all test images) on a device machine, in one call.
 #
 #   here:    bash benchmarks/gpu_loss_table.sh pack
-#            -> .gpu-data.tar (git-ignored): the 6 ID class folders of cifar10-train, cifar10-test,
+#            -> .gpu-data.tar.gz (git-ignored): the 6 ID class folders of cifar10-train, cifar10-test,
 #               and imagenet-val-1300 down-sampled once to 32 px PNGs (the pixels the CPU study
-#               computes on the fly); about 40 MB, within a device call's 64 MiB.
-#   device:  run(command="bash benchmarks/gpu_loss_table.sh run", carry=[".gpu-data.tar"],
+#               computes on the fly); about 30 MB gzipped, within a device call's 64 MiB.
+#   device:  run(command="bash benchmarks/gpu_loss_table.sh run", carry=[".gpu-data.tar.gz"],
 #                timeout_s=600)
-#            EPOCHS (default 30) and SEEDS (default 1) size it: the paper's schedule is
+#            EPOCHS (default 15) and SEEDS (default 1) size it: the paper's schedule is
 #            EPOCHS=200 SEEDS=3, about 15 x 200 ResNet-18 epochs of 30,000 images, far more than
 #            one 10-minute call; bench_recipe's images/s (printed first) says what fits.
-#   after:   rm .gpu-data.tar   (a copy of ../shared/data: never commit it)
+#   after:   rm .gpu-data.tar.gz   (a copy of ../shared/data: never commit it)
 #
 # Writes $OUT/bench_recipe_gpu-resnet18.json and $OUT/loss_table_gpu-resnet18.json.
 set -euo pipefail
@@ -41,14 +41,14 @@ out.mkdir(parents=True)
 for i, image in enumerate(far.images.permute(0, 2, 3, 1).numpy()):
     Image.fromarray(image).save(out / f"{i:04d}.png")
 PY
-    tar cf .gpu-data.tar -C "$staging" .
+    tar czf .gpu-data.tar.gz -C "$staging" .
     rm -rf "$staging"
-    ls -la .gpu-data.tar
+    ls -la .gpu-data.tar.gz
     ;;
 run)
     out=${OUT:-/tmp/out}
     mkdir -p /tmp/data "$out"
-    tar xf .gpu-data.tar -C /tmp/data
+    tar xzf .gpu-data.tar.gz -C /tmp/data
     # the loss table uses no faiss detector; the image may lack faiss, which oodbench.detectors
     # imports at start: a stand-in module that fails loudly if anything does use it
     if ! python3 -c "import faiss" 2>/dev/null; then
@@ -62,7 +62,7 @@ run)
     python3 benchmarks/bench_recipe.py --recipe gpu-resnet18 --device cuda --threads 8 \
         --data-root /tmp/data --images 12000 --rounds 3 --out "$out/bench_recipe_gpu-resnet18.json"
     python3 benchmarks/loss_table.py --recipe gpu-resnet18 --device cuda --threads 8 \
-        --data-root /tmp/data --epochs "${EPOCHS:-30}" --seeds "${SEEDS:-1}" \
+        --data-root /tmp/data --epochs "${EPOCHS:-15}" --seeds "${SEEDS:-1}" \
         --out "$out/loss_table_gpu-resnet18.json"
     ;;
 *)
