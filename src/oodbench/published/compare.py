@@ -121,7 +121,9 @@ def wanted_hyperparams(published: Mapping[str, str]) -> dict[str, Any] | None:
     return wanted
 
 
-def _configuration(published: Mapping[str, str], yours: Mapping[str, Any]) -> Check:
+def configuration_check(published: Mapping[str, str], yours: Mapping[str, Any]) -> Check:
+    """The detector configuration of a published row (its preset's hyper-parameters and its
+    own ``hyperparams``) against the ``hyperparams`` JSON of a results row."""
     wanted = wanted_hyperparams(published)
     shown = f"{published['detector']} ({published['method']})"
     if wanted is None:
@@ -188,7 +190,7 @@ def row_checks(published: Mapping[str, str], yours: Mapping[str, Any],
     mine_tuning = tuning_protocol(yours.get("tuning"))
     pub_tuning = published["tuning"]
     checks = [
-        _configuration(published, yours),
+        configuration_check(published, yours),
         _weights(published, yours),
         _simple("benchmark", benchmark,
                 benchmark + f" ({published['id_set']})" if benchmark
@@ -224,22 +226,30 @@ def _family(metric: str) -> str | None:
     return METRIC_FAMILY.get(metric)
 
 
-def candidates(published: pd.DataFrame, yours: Mapping[str, Any]) -> pd.DataFrame:
-    """The published rows a results row could be compared with (same detector, OOD set and
-    metric family; only its own weights in ``compare_by = "weights"`` tables)."""
+def candidate_index(published: pd.DataFrame) -> dict[tuple[str, str, str], pd.DataFrame]:
+    """The published rows by (detector, OOD set, metric family): the rows a results row with
+    those keys can be compared with (built once per comparison)."""
+    keyed = published.assign(_family=published["metric"].map(_family))
+    return {(det, ood_set, family): rows.drop(columns="_family")
+            for (det, ood_set, family), rows in keyed.groupby(["detector", "ood_set", "_family"])}
+
+
+def candidates(index: Mapping[tuple[str, str, str], pd.DataFrame],
+               yours: Mapping[str, Any]) -> pd.DataFrame | None:
+    """The published rows a results row could be compared with: the same detector, OOD set and
+    metric family; in ``compare_by = "weights"`` tables only the rows of its own weights.
+    ``None`` when there are none."""
     family = _family(str(yours.get("metric", "")))
-    if family is None:
-        return published.iloc[0:0]
-    metric_ok = published["metric"].map(_family) == family
     group = "" if yours.get("metric") in ID_ONLY_METRICS else str(yours.get("group", ""))
-    rows = published[metric_ok & (published["detector"] == str(yours.get("detector", "")))
-                     & (published["ood_set"] == group)]
+    rows = index.get((str(yours.get("detector", "")), group, family or ""))
+    if family is None or rows is None:
+        return None
     by_weights = [name for name, info in tables().items() if info.compare_by == "weights"]
-    if by_weights and len(rows):
+    if by_weights:
         model = str(yours.get("model", ""))
         own = rows["weights"].str.split(";").map(lambda specs: model in specs)
         rows = rows[~rows["table"].isin(by_weights) | own]
-    return rows
+    return rows if len(rows) else None
 
 
 def display_value(value: float, unit: str, printed: str) -> str:
@@ -281,15 +291,22 @@ def compare(
         raise EmptyInputError("no finished results rows to compare (no row has status 'ok')")
     names = list(tables()) if tables_ is None else [table_info(n).name for n in tables_]
     published = load_all(names)
+    index = candidate_index(published)
     infos = {n: table_info(n) for n in names}
     out = []
-    for _, row in rows.iterrows():
-        yours = row.to_dict()
-        options = candidates(published, yours)
-        if options.empty:
+    seen_id_only: set[tuple[str, ...]] = set()
+    for yours in rows.to_dict(orient="records"):
+        if yours["metric"] in ID_ONLY_METRICS:  # one value per cell, whatever its OOD group
+            key = tuple(str(yours.get(k)) for k in ("model", "detector", "hyperparams",
+                                                   "benchmark", "metric"))
+            if key in seen_id_only:
+                continue
+            seen_id_only.add(key)
+        options = candidates(index, yours)
+        if options is None:
             continue
         scored = []
-        for _, pub in options.iterrows():
+        for pub in options.to_dict(orient="records"):
             checks = row_checks(pub, yours, infos[pub["table"]])
             scored.append((sum(c.status == "differs" for c in checks), pub, checks))
         n_diff, pub, checks = min(scored, key=lambda s: s[0])
