@@ -53,6 +53,10 @@ TAG_PREFIX = "type="
 M = TypeVar("M", bound=BaseModel)
 
 
+class DeprecatedKeyWarning(FutureWarning):
+    """A configuration file uses a key under its old name (it still works; rename it)."""
+
+
 class At(ValueError):
     """A validation problem whose location the validator knows better than pydantic
     (e.g. a check across sections): ``raise At("[id]", "add a test set ...")``."""

@@ -308,3 +308,14 @@ def build(
         description=spec.description,
         paper=spec.paper,
     )
+
+
+def build_with_options(parsed: BenchmarkSpec, options: Mapping[str, Any],
+                       base_dir: Path | None) -> OodSetsBenchmark:
+    """:func:`build` with the options of ``benchmarks.get`` (``root`` and ``paths`` only)."""
+    unknown = sorted(set(options) - {"root", "paths"})
+    if unknown:
+        raise InvalidInputError(
+            f"benchmark {parsed.name!r} takes the options root= and paths=; got {unknown}"
+        )
+    return build(parsed, root=options.get("root"), paths=options.get("paths"), base_dir=base_dir)

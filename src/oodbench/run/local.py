@@ -22,9 +22,14 @@ from typing import Any
 
 import pandas as pd
 
+from oodbench import detectors
 from oodbench.benchmarks.base import GroupScores, hyperparams_json, skipped_images
+from oodbench.benchmarks.kinds import kind_of
+from oodbench.extract import extract
 from oodbench.results import table as results_table
 from oodbench.results.table import ResultsTable
+from oodbench.run import build
+from oodbench.run.build import build_benchmark, build_source, run_tuning
 from oodbench.run.experiment import Experiment
 from oodbench.run.plan import Cell, ModelPlan, Plan, canonical_json
 
@@ -87,27 +92,28 @@ class Resources:
         if self._kept is not None and self._kept[0] == spec:
             model, self._kept = self._kept[1], None
             return model
-        return spec.load()
+        return build.load_model(spec)
 
     def _get(self, key: str, build: Callable[[], Any]) -> Any:
         return self._lazy.setdefault(key, _Lazy(build)).get()
 
+    def _source(self, key: str, spec: Any) -> Any:
+        return None if spec is None else self._get(key, functools.partial(build_source, spec))
+
     def id_test(self) -> Any:
-        spec = self.experiment.id_test
-        return None if spec is None else self._get("id_test", spec.build)
+        return self._source("id_test", self.experiment.id_test)
 
     def id_fit(self) -> Any:
-        spec = self.experiment.id_fit
-        return None if spec is None else self._get("id_fit", spec.build)
+        return self._source("id_fit", self.experiment.id_fit)
 
     def id_val(self) -> Any:
-        spec = self.experiment.id_val
-        return None if spec is None else self._get("id_val", spec.build)
+        return self._source("id_val", self.experiment.id_val)
 
     def benchmark(self, name: str) -> Any:
         spec = next(b for b in self.experiment.benchmarks if b.name == name)
-        needs_id = spec.type != "standard"
-        return self._get(f"bench:{name}", lambda: spec.build(self.id_test() if needs_id else None))
+        needs_id = "id_test" in kind_of(spec).needs
+        return self._get(f"bench:{name}",
+                         lambda: build_benchmark(spec, self.id_test() if needs_id else None))
 
 
 def not_applicable(det: Any, model: Any, experiment: Experiment, bench: Any = None) -> str | None:
@@ -140,9 +146,6 @@ def run_model(
 
     ``extract_options`` override the experiment's keyword arguments of ``extract``.
     """
-    from oodbench import detectors
-    from oodbench.extract import extract
-
     resources = resources or Resources(experiment)
     options = {**experiment.extract_options, **(extract_options or {}),
                "capture": model_plan.capture, "progress": progress}
@@ -157,8 +160,8 @@ def run_model(
         spec = next(d.tune for d in experiment.detectors
                     if d.tune is not None and canonical_json(d.tune.describe()) == cell.tune)
         model = model_lazy.get()
-        result = spec.run(cell.detector, cell.params, model, fit_lazy.get(),
-                          lambda source: extract(model, source, **options))
+        result = run_tuning(spec, cell.detector, cell.params, model, fit_lazy.get(),
+                            lambda source: extract(model, source, **options))
         det = detectors.create(cell.detector, preset=cell.preset or None, **result.detector.hyperparams)
         return det, result.tuning_record()
 
@@ -201,8 +204,6 @@ def run_model(
 
 def untuned(cell: Cell) -> tuple[Any, str]:
     """The cell's detector with its own hyper-parameters, and an empty ``tuning`` record."""
-    from oodbench import detectors
-
     return detectors.create(cell.detector, preset=cell.preset or None, **cell.params), ""
 
 

@@ -70,6 +70,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from pydantic import StrictFloat, StrictInt, StrictStr
 
 from oodbench import metrics
 from oodbench.config import cache_dir
@@ -78,6 +79,9 @@ from oodbench.detectors import Detector
 from oodbench.errors import InvalidInputError
 from oodbench.extract._atomic import atomic_path
 from oodbench.extract.activations import Activations
+from oodbench.schema import Schema
+from oodbench.tune.criteria import resolve_criterion
+from oodbench.tune.protocol import Builder, Objective, TuningData, TuningProtocol, register
 
 #: bump when the variant layout or the cached file format changes
 _FORMAT = 1
@@ -383,3 +387,60 @@ def held_out_objective(
         return row
 
     return objective
+
+
+class HeldOutSettings(Schema):
+    """The held-out-class keys of an experiment's ``tune = {...}`` table (see
+    :class:`HeldOutClasses`; ``seed`` is the table's own)."""
+
+    n_variants: StrictInt | None = None
+    held_out_fraction: StrictFloat | None = None
+    retrain: StrictStr | None = None
+    train: dict[str, Any] | None = None
+
+
+@register
+class HeldOutProtocol(TuningProtocol):
+    """Mondal et al. (arXiv 2602.05935): no OOD data; OOD simulated by withheld ID classes."""
+
+    name = "held_out_classes"
+    settings = HeldOutSettings
+    keyword = "held_out"
+    needs = frozenset({"fit", "features"})  # the variants' heads train on the fit features
+    space_params = frozenset({"held_out_fraction"})
+
+    @classmethod
+    def entry_settings(cls, given: Mapping[str, Any], seed: int) -> dict[str, Any]:
+        return {**given, "seed": seed}
+
+    @classmethod
+    def parse_settings(cls, settings: Any) -> HeldOutClasses:
+        if isinstance(settings, HeldOutClasses):
+            return settings
+        return HeldOutClasses(**dict(settings or {}))
+
+    @classmethod
+    def check_detector(cls, detector: type[Detector]) -> None:
+        if "model" in detector.requires:
+            raise InvalidInputError(
+                f"tune: detector {detector.name!r} runs the live network, which the held-out-class "
+                "protocol does not hand to detectors; tune it with protocol='ood_val'"
+            )
+
+    @classmethod
+    def objective(cls, build: Builder, data: TuningData, criterion: str | None,
+                  settings: Any) -> Objective:
+        if data.ood_val is not None:
+            raise InvalidInputError(
+                "tune: protocol='held_out_classes' simulates OOD with withheld ID classes and "
+                "takes no ood_val; pass ood_val=None (or use protocol='ood_val')"
+            )
+        if data.fit is None:
+            raise InvalidInputError(
+                "tune: protocol='held_out_classes' trains variants on labelled ID training "
+                "activations: pass fit=train_activations"
+            )
+        config = cls.parse_settings(settings)
+        name, larger = resolve_criterion(criterion, with_ood=True)
+        factory = VariantFactory(data.fit, data.id_val, config, data.model)
+        return Objective(held_out_objective(build, factory, name), name, larger, config.describe())
