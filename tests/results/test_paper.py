@@ -184,7 +184,7 @@ def test_bundled_copy_is_checked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 
     (tmp_path / "_data").mkdir()
     packed = tmp_path / "_data" / paper.BUNDLED_NAME
-    monkeypatch.setattr(paper, "resources", SimpleNamespace(files=lambda _package: tmp_path))
+    monkeypatch.setattr(paper.published, "resources", SimpleNamespace(files=lambda _package: tmp_path))
     packed.write_bytes(lzma.compress(b"model name,severity level\nx,0\n"))
     with pytest.raises(CacheError, match="damaged"):
         paper.bundled_bytes()

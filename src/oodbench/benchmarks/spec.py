@@ -28,7 +28,6 @@ describe OpenOOD's validation splits (for hyper-parameter search).
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,11 +50,7 @@ from oodbench.errors import (
     UnknownNameError,
 )
 from oodbench.extract.activations import Activations
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10 only
-    import tomli as tomllib
+from oodbench.schema import loads_toml
 
 SOURCES = ("imglist", "folder", "imagenet-val")
 TOP_KEYS = frozenset(
@@ -198,10 +193,8 @@ def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
     path = Path(path).expanduser()
     if not path.is_file():
         raise MissingDataError(f"benchmark spec {path} does not exist")
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as err:
-        raise InvalidInputError(f"benchmark spec {path} is not valid TOML: {err}") from err
+    return loads_toml(path.read_text(encoding="utf-8"), origin=f"benchmark spec {path}",
+                      error=InvalidInputError)
 
 
 def builtin_paths() -> dict[str, Path]:

@@ -34,20 +34,67 @@ _CLASSIFIER_INPUTS = frozenset({"logits", "features", "feature_map", "head", "tr
 
 
 @dataclass(frozen=True)
-class Cell:
-    """One (model, detector configuration, benchmark) result."""
+class DetectorConfig:
+    """A detector configuration as the plan fixed it, once: its name, every hyper-parameter
+    (defaults and preset values filled in), the preset it started from, the tuning entry, and
+    what the detector declares (read from the one detector the plan built)."""
 
-    model: ModelSpec
-    detector: str
+    name: str
     hyperparams: str  # canonical JSON with every hyper-parameter (defaults filled in)
-    benchmark: BenchmarkEntry
-    key: str
+    preset: str = ""  # the preset the configuration started from ("" = none)
     tune: str = ""  # canonical JSON of the entry's ``tune`` table ("" = not tuned)
-    preset: str = ""  # the protocol preset the configuration started from ("" = none)
+    requires: frozenset[str] = frozenset()
+    fit_data: str = "none"
+    fits_on_data: bool = False
+
+    @classmethod
+    def of(cls, name: str, params: dict[str, Any], preset: str, tune: str = "") -> DetectorConfig:
+        """The configuration of ``create(name, preset=preset, **params)``."""
+        det = detectors.create(name, preset=preset or None, **params)
+        return cls(name, canonical_json(det.hyperparams), preset, tune, frozenset(det.requires),
+                   str(det.fit_data), bool(det.fits_on_data))
 
     @property
     def params(self) -> dict[str, Any]:
         return dict(json.loads(self.hyperparams))
+
+    def fits_on(self, role: str) -> bool:
+        """Whether the detector fits on ``role`` data (``"train"`` or ``"id_val"``)."""
+        return self.fits_on_data and self.fit_data == role
+
+    def create(self) -> Any:
+        """A new (unfitted) detector of this configuration."""
+        return detectors.create(self.name, preset=self.preset or None, **self.params)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One (model, detector configuration, benchmark) result."""
+
+    model: ModelSpec
+    config: DetectorConfig
+    benchmark: BenchmarkEntry
+    key: str
+
+    @property
+    def detector(self) -> str:
+        return self.config.name
+
+    @property
+    def hyperparams(self) -> str:
+        return self.config.hyperparams
+
+    @property
+    def tune(self) -> str:
+        return self.config.tune
+
+    @property
+    def preset(self) -> str:
+        return self.config.preset
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return self.config.params
 
     def label(self) -> str:
         """``model · benchmark · detector(k=v)`` for logs and progress bars."""
@@ -138,8 +185,9 @@ def tuned_detectors(experiment: Experiment) -> list[tuple[str, dict[str, Any], s
 
 def make_plan(experiment: Experiment) -> Plan:
     """Expand the experiment into cells (models x detector configurations x benchmarks)."""
-    configs = [(name, params, preset, "") for name, params, preset in detector_configurations(experiment)]
-    configs += tuned_detectors(experiment)
+    configs = [DetectorConfig.of(name, params, preset)
+               for name, params, preset in detector_configurations(experiment)]
+    configs += [DetectorConfig.of(*entry) for entry in tuned_detectors(experiment)]
     id_sources = {
         "test": experiment.id_test.describe() if experiment.id_test else None,
         "fit": experiment.id_fit.describe() if experiment.id_fit else None,
@@ -153,17 +201,17 @@ def make_plan(experiment: Experiment) -> Plan:
             model_ident["weights_sha256"] = file_digest(model.weights, "sha256")
         cells = []
         for bench in experiment.benchmarks:
-            for name, params, preset, tune in configs:
-                ident = {"model": model_ident, "detector": name, "hyperparams": params,
-                         "benchmark": bench.describe(), "id": id_sources}
-                if tune:
-                    ident["tune"] = tune
-                if preset:
-                    ident["preset"] = preset
-                cells.append(Cell(model, name, canonical_json(params), bench,
-                                  hashlib.sha256(canonical_json(ident).encode()).hexdigest()[:20],
-                                  tune, preset))
-        capture = capture_for([detectors.create(name, **params) for name, params, _, _ in configs])
+            for config in configs:
+                ident = {"model": model_ident, "detector": config.name,
+                         "hyperparams": config.params, "benchmark": bench.describe(),
+                         "id": id_sources}
+                if config.tune:
+                    ident["tune"] = config.tune
+                if config.preset:
+                    ident["preset"] = config.preset
+                cells.append(Cell(model, config, bench,
+                                  hashlib.sha256(canonical_json(ident).encode()).hexdigest()[:20]))
+        capture = capture_for(configs)
         needs = {n for d in experiment.detectors if d.tune is not None
                  for n in d.tune.protocol_class.needs}
         needs |= {n for b in experiment.benchmarks for n in kind_of(b).needs}
