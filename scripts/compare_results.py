@@ -4,8 +4,11 @@
 
 Reads ``results.parquet`` (and ``losses/results.parquet`` when both have one), drops the columns
 that record when and how long a run took (``seconds``, ``time``, ``versions``), orders the rows
-by cell, metric and group, and checks that every other column is identical, floats bit for bit
-(NaN equal to NaN). Also compares every ``scores/*.npz`` file array for array. Prints a line per
+by what identifies a row (model, benchmark, detector configuration, group, level, metric; the
+cell key is left out because it holds the weights path, which differs between two folders),
+and checks that every other column is identical, floats bit for bit
+(NaN equal to NaN). Also compares the per-cell score files array for array, matched through
+the rows (``scores/<cell>.npz``). Prints a line per
 table and exits 1 on the first difference.
 """
 
@@ -17,9 +20,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-#: columns that differ between two runs of the same experiment by nature
-RUN_COLUMNS = ["seconds", "time", "versions"]
-ORDER = ["cell", "metric", "group", "level"]
+#: columns that differ between two runs of the same experiment by nature (and ``cell``: its key
+#: includes the weights file's path, so two output folders have different keys)
+RUN_COLUMNS = ["seconds", "time", "versions", "cell"]
+ORDER = ["model", "benchmark", "detector", "hyperparams", "group", "level", "metric"]
 
 
 def load(path: Path) -> pd.DataFrame:
@@ -37,22 +41,40 @@ def compare_tables(before: Path, after: Path) -> list[str]:
         if pd.api.types.is_float_dtype(x):
             same = np.array_equal(x.to_numpy(), y.to_numpy(), equal_nan=True)
         else:
-            same = bool((x.fillna("<NA>").astype(str) == y.fillna("<NA>").astype(str)).all())
+            same = bool((x.astype(object).where(x.notna(), "<NA>").astype(str)
+                         == y.astype(object).where(y.notna(), "<NA>").astype(str)).all())
         if not same:
             problems.append(f"{after}: column {column!r} differs")
     return problems
 
 
+def _same(x: np.ndarray, y: np.ndarray) -> bool:
+    """Arrays equal bit for bit (NaN equal to NaN for floats)."""
+    floats = np.issubdtype(x.dtype, np.floating)
+    return x.dtype == y.dtype and np.array_equal(x, y, equal_nan=floats)
+
+
 def compare_scores(before: Path, after: Path) -> list[str]:
-    names = sorted(p.name for p in before.glob("*.npz"))
-    if names != sorted(p.name for p in after.glob("*.npz")):
-        return [f"{after}: a different set of score files"]
+    """The score files of the same (model, benchmark, detector configuration) in both folders."""
+    def by_config(folder: Path) -> dict[tuple[str, ...], Path]:
+        rows = pd.read_parquet(folder / "results.parquet").drop_duplicates("cell")
+        return {(r.model, r.benchmark, r.detector, r.hyperparams): folder / "scores" / f"{r.cell}.npz"
+                for r in rows.itertuples()}
+
+    a, b = by_config(before), by_config(after)
+    if set(a) != set(b):
+        return [f"{after}: a different set of cells"]
     problems = []
-    for name in names:
-        with np.load(before / name) as x, np.load(after / name) as y:
-            if sorted(x.files) != sorted(y.files) or not all(
-                    np.array_equal(x[k], y[k], equal_nan=True) for k in x.files):
-                problems.append(f"{after / name}: scores differ")
+    for config, path in a.items():
+        other = b[config]
+        if path.is_file() != other.is_file():
+            problems.append(f"{other}: present in one folder only")
+            continue
+        if not path.is_file():
+            continue
+        with np.load(path) as x, np.load(other) as y:
+            if sorted(x.files) != sorted(y.files) or not all(_same(x[k], y[k]) for k in x.files):
+                problems.append(f"{other}: scores differ from {path}")
     return problems
 
 
@@ -62,8 +84,7 @@ def main(before: Path, after: Path) -> int:
         table_a, table_b = before / sub / "results.parquet", after / sub / "results.parquet"
         if not table_a.is_file() and not table_b.is_file():
             continue
-        found = compare_tables(table_a, table_b) + compare_scores(before / sub / "scores",
-                                                                   after / sub / "scores")
+        found = compare_tables(table_a, table_b) + compare_scores(before / sub, after / sub)
         rows = len(pd.read_parquet(table_a))
         print(f"{table_b}: {rows} rows, {'identical' if not found else 'DIFFERENT'}")
         problems += found

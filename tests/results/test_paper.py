@@ -74,10 +74,10 @@ def test_like_for_like_needs_the_published_configuration() -> None:
     from oodbench.detectors import create
 
     odin = paper.kappa_for("odin")
-    assert odin.reproduces(create("odin", preset="cood_code", batch_size=8).hyperparams)
-    assert not odin.reproduces(create("odin", preset="cood").hyperparams)  # the ODIN-paper gradient
-    assert not odin.reproduces(create("odin").hyperparams)  # T = 1000
-    assert paper.kappa_for("msp").reproduces({})
+    assert paper.reproduces(odin, create("odin", preset="cood_code", batch_size=8).hyperparams)
+    assert not paper.reproduces(odin, create("odin", preset="cood").hyperparams)  # the ODIN-paper gradient
+    assert not paper.reproduces(odin, create("odin").hyperparams)  # T = 1000
+    assert paper.reproduces(paper.kappa_for("msp"), {})
 
 
 def test_level0_max_logit_leaderboard_is_topped_by_the_file(df, raw) -> None:
@@ -241,7 +241,7 @@ def test_rank_refuses_a_different_benchmark(df: pd.DataFrame) -> None:
     with pytest.raises(ProtocolMismatchError) as err:
         paper.rank(df, cifar)
     message = str(err.value)
-    for item in ("severity levels: paper 11, yours 4 levels", "window", "paper 1,000, yours 2",
+    for item in ("severity levels: paper 11, yours 4", "window", "paper 1,000, yours 2",
                  "ID test images", "--allow-mismatch"):
         assert item in message
     flagged = paper.rank(df, cifar, allow_mismatch=True)

@@ -4,7 +4,8 @@
                                   as NAME (:mod:`oodbench.tune.protocol`; built in: ``ood_val``,
                                   ``held_out_classes``)
     search="grid"                 every point of a space of lists, in order
-    search="tpe"                  Optuna's TPE sampler (:mod:`oodbench.tune.optuna_search`)
+    search="tpe" / "gp"           Optuna's TPE or Gaussian-process sampler
+                                  (:mod:`oodbench.tune.optuna_search`)
 
 (The OOD-val grid itself stays in ``oodbench.tune``, where grid points that differ only in
 score-only hyper-parameters share one fit.) Whatever the search, the winner is the first best
@@ -26,9 +27,9 @@ from oodbench.errors import InvalidInputError
 from oodbench.extract.activations import Activations
 from oodbench.tune.protocol import TuningData, TuningProtocol, protocol_class
 from oodbench.tune.result import TuneResult
-from oodbench.tune.space import detector_builder, grid_points, parse_space
+from oodbench.tune.space import check_bounds, detector_builder, grid_points, parse_space
 
-SEARCHES = ("grid", "tpe")
+SEARCHES = ("grid", "tpe", "gp")
 #: the options of ``oodbench.tune`` beyond protocol and search, with their defaults
 OPTIONS: dict[str, Any] = {"n_trials": None, "seed": 0, "storage": None, "study_name": None,
                            "progress": False, "held_out": None, "settings": None}
@@ -68,8 +69,9 @@ def search(
     entry = protocol_class(protocol)
     check_choice("search", search, SEARCHES)
     settings = protocol_settings(entry, opts["settings"], opts["held_out"])
-    dims = parse_space(space, allow_ranges=search == "tpe")
+    dims = parse_space(space, allow_ranges=search != "grid")
     build = detector_builder(detector_or_name, list(dims), protocol)
+    check_bounds(build, dims)
     cls = type(detector_or_name) if isinstance(detector_or_name, Detector) else detector_class(
         detector_or_name)
     entry.check_detector(cls)
@@ -83,15 +85,15 @@ def search(
             build(point)
         rows = [{**point, **goal.score(point), "status": "ok"} for point in points]
     else:
-        from oodbench.tune.optuna_search import tpe_search
+        from oodbench.tune.optuna_search import bayes_search
 
         trials = 50 if n_trials is None else n_trials
         signature = {"detector": cls.name, "space": {k: repr(v) for k, v in dims.items()},
                      **provenance}
-        rows = tpe_search(goal.score, dims, criterion=name, larger_is_better=larger,
-                          n_trials=trials, seed=seed, storage=opts["storage"],
-                          study_name=opts["study_name"], signature=signature,
-                          progress=opts["progress"])
+        rows = bayes_search(goal.score, dims, sampler=search, criterion=name,
+                            larger_is_better=larger, n_trials=trials, seed=seed,
+                            storage=opts["storage"], study_name=opts["study_name"],
+                            signature=signature, progress=opts["progress"])
         provenance.update({"n_trials": trials, "sampler_seed": seed})
     winner = best_row(rows, name, larger)
     table = pd.DataFrame(rows)

@@ -16,8 +16,8 @@ sha256 is checked against ``PAPER_RESULTS_SHA256`` every time it is read. The fi
 models (the paper's abstract counts 525: the file also holds CLIP variants, torchvision
 duplicates and the ViT ``_original`` checkpoints); every count printed here is of the file.
 
-The package is split by concern: :mod:`.published` (the table: bundled copy, download,
-checksum, the paper's kappas), :mod:`.queries` (selection, leaderboards, ranking a user's rows),
+The package is split by concern: :mod:`oodbench.published.cood` (the table as data: bundled
+copy, download, checksum, the paper's kappas; also ``paper.published``), :mod:`.queries` (selection, leaderboards, ranking a user's rows),
 :mod:`.protocol` (whether a user's rows follow the paper's protocol) and :mod:`.plots`; every
 name is importable from here.
 
@@ -26,19 +26,8 @@ file), ``detector`` (the oodbench detector computing that kappa), ``level``, ``p
 ``auroc``, ``ood_mean_kappa``, ``id_accuracy``, ``id_auroc``, ``id_mean_kappa``.
 """
 
-from oodbench.results.paper import plots, protocol, published, queries
-from oodbench.results.paper.plots import (
-    plot_among_published,
-    plot_model_curves,
-    plot_severity_curves,
-)
-from oodbench.results.paper.protocol import (
-    PAPER_PROTOCOL,
-    ProtocolCheck,
-    levels_of,
-    protocol_checks,
-)
-from oodbench.results.paper.published import (
+from oodbench.published import cood as published
+from oodbench.published.cood import (
     BUNDLED_NAME,
     COLUMNS,
     PAPER_KAPPAS,
@@ -50,6 +39,13 @@ from oodbench.results.paper.published import (
     kappa_for,
     load,
 )
+from oodbench.results.paper import plots, protocol, queries
+from oodbench.results.paper.plots import (
+    plot_among_published,
+    plot_model_curves,
+    plot_severity_curves,
+)
+from oodbench.results.paper.protocol import levels_of, protocol_checks
 from oodbench.results.paper.queries import (
     get,
     kappa_name,
@@ -58,13 +54,14 @@ from oodbench.results.paper.queries import (
     quantize,
     quantized,
     rank,
+    reproduces,
     select,
 )
 
 __all__ = [
-    "BUNDLED_NAME", "COLUMNS", "PAPER_KAPPAS", "PAPER_PROTOCOL", "PAPER_RESULTS_SHA256",
-    "PAPER_RESULTS_URL", "PaperKappa", "ProtocolCheck", "bundled_bytes", "download", "get",
+    "BUNDLED_NAME", "COLUMNS", "PAPER_KAPPAS", "PAPER_RESULTS_SHA256",
+    "PAPER_RESULTS_URL", "PaperKappa", "bundled_bytes", "download", "get",
     "kappa_for", "kappa_name", "leaderboard", "levels_of", "load", "models",
     "plot_among_published", "plot_model_curves", "plot_severity_curves", "plots", "protocol",
-    "protocol_checks", "published", "quantize", "quantized", "queries", "rank", "select",
+    "protocol_checks", "published", "quantize", "quantized", "queries", "rank", "reproduces", "select",
 ]

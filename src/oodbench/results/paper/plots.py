@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 
 from oodbench.errors import InvalidInputError, UnknownNameError
+from oodbench.published.cood import kappa_for
 from oodbench.results.paper.protocol import levels_of
-from oodbench.results.paper.published import kappa_for
 from oodbench.results.paper.queries import get, kappa_name, select
 
 

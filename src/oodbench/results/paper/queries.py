@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from decimal import ROUND_DOWN, ROUND_HALF_EVEN, Decimal
 from typing import Any
 
@@ -18,8 +18,9 @@ from oodbench.errors import (
     ProtocolMismatchError,
     UnknownNameError,
 )
+from oodbench.published.compare import configuration_check
+from oodbench.published.cood import PaperKappa, kappa_for, load
 from oodbench.results.paper.protocol import levels_of, protocol_checks
-from oodbench.results.paper.published import PaperKappa, kappa_for, load
 
 
 def kappa_name(df: pd.DataFrame, kappa: str) -> str:
@@ -134,6 +135,14 @@ def leaderboard(
     return sub[list(dict.fromkeys(cols))].reset_index(drop=True)
 
 
+def reproduces(kappa: PaperKappa, hyperparams: Mapping[str, Any]) -> bool:
+    """Whether a detector run with ``hyperparams`` computes the published ``kappa``: the
+    configuration check of :mod:`oodbench.published.compare` (every value the preset and the
+    given hyper-parameters set is the same)."""
+    yours = {"detector": kappa.detector, "hyperparams": json.dumps(dict(hyperparams))}
+    return configuration_check(kappa.published_row(), yours).status == "same"
+
+
 def rank(
     df: pd.DataFrame,
     model_results: pd.DataFrame,
@@ -154,10 +163,12 @@ def rank(
 
     Rows whose detector has no published counterpart are returned with NaN ranks. When the
     results carry ``hyperparams`` (JSON), ``like_for_like`` says whether the row's detector
-    configuration is the one behind the published numbers (:meth:`PaperKappa.reproduces`; e.g.
-    ODIN with ``preset="cood_code"``).
+    configuration is the one behind the published numbers (:func:`reproduces`, the
+    configuration check of ``oodbench.published.compare``; e.g. ODIN with
+    ``preset="cood_code"``).
 
-    The rows are first compared with the paper's benchmark (:func:`protocol_checks`): when the
+    The rows are first compared with the paper's benchmark (:func:`protocol_checks`, the
+    published catalogue's C-OOD protocol checked as ``oodbench published compare`` does): when the
     number of levels, the window or the ID set differ, a rank would mix two benchmarks, so
     ``ProtocolMismatchError`` is raised unless ``allow_mismatch``. The result's
     ``attrs["protocol"]`` holds the checks and its ``comparable`` column says whether every
@@ -177,7 +188,7 @@ def rank(
     checks = protocol_checks(model_results)
     differing = [c for c in checks if c.status == "differs"]
     if differing and not allow_mismatch:
-        listed = "; ".join(f"{c.item}: paper {c.paper}, yours {c.yours}" for c in differing)
+        listed = "; ".join(f"{c.item}: paper {c.published}, yours {c.yours}" for c in differing)
         raise ProtocolMismatchError(
             f"these C-OOD results do not come from the paper's benchmark ({listed}), so their "
             "rank among the published models would compare two different benchmarks. Run the "
@@ -199,7 +210,7 @@ def rank(
         out.update({"detector": row["detector"], "kappa": k, "level": int(level), metric: value})
         if "hyperparams" in model_results.columns and paper_kappa is not None:
             same_detector = paper_kappa.detector == row["detector"]
-            out["like_for_like"] = same_detector and paper_kappa.reproduces(
+            out["like_for_like"] = same_detector and reproduces(paper_kappa,
                 json.loads(str(row["hyperparams"])))
         if ref is None or ref.empty:
             out.update(n_published=0, position=np.nan, percentile_rank=np.nan,
@@ -221,5 +232,3 @@ def rank(
     ranked["comparable"] = not any(c.status != "same" for c in checks)
     ranked.attrs["protocol"] = checks
     return ranked
-
-

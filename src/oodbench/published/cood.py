@@ -1,7 +1,9 @@
-"""The published C-OOD results table: the official file (bundled, checksummed, or downloaded)
-read into a tidy DataFrame, and the paper's confidence functions matched to oodbench detectors.
+"""The published C-OOD results (Galil, Dabbah & El-Yaniv, ICLR 2023) as data: the official
+file (bundled, checksummed, or downloaded) read into a tidy DataFrame, and the paper's
+confidence functions matched to oodbench detectors.
 
-See :mod:`oodbench.results.paper` for the table's columns and provenance.
+:mod:`oodbench.results.paper` looks them up, ranks a user's rows among them and draws them; it
+describes the table's columns and provenance.
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ import hashlib
 import io
 import json
 import lzma
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -58,18 +59,13 @@ class PaperKappa:
     hyperparams: dict[str, Any] = field(default_factory=dict)
     note: str = ""
 
-    def reproduces(self, hyperparams: Mapping[str, Any]) -> bool:
-        """Whether a detector run with ``hyperparams`` computes this published kappa: every value
-        that ``create(detector, **self.hyperparams)`` sets on purpose (its preset's, or the
-        given ones) is the same."""
-        from oodbench.detectors import create, preset_for
-
-        wanted = dict(self.hyperparams)
-        preset = wanted.pop("preset", None)
-        if preset is not None:
-            wanted = {**preset_for(self.detector, preset).hyperparams, **wanted}
-        reference = create(self.detector, **self.hyperparams).hyperparams
-        return all(json.dumps(hyperparams.get(k)) == json.dumps(reference[k]) for k in wanted)
+    def published_row(self) -> dict[str, str]:
+        """This kappa's configuration as the keys of a published row (``oodbench.published``):
+        ``detector``, ``preset`` (``"cood"`` unless it names another) and ``hyperparams``."""
+        extra = dict(self.hyperparams)
+        preset = str(extra.pop("preset", "cood"))
+        return {"method": self.paper_name, "detector": self.detector, "preset": preset,
+                "hyperparams": json.dumps(extra, sort_keys=True) if extra else ""}
 
 
 #: every confidence function in the published results, in one table
