@@ -2,16 +2,15 @@
 
 A published row and a row of your results table are compared key by key (:func:`row_checks`):
 
-==========================  =========================================================  ==========
-item                        published                                                  yours
-==========================  =========================================================  ==========
-detector configuration      ``detector``, ``preset``'s hyper-parameters, ``hyperparams``  ``hyperparams``
-backbone and weights        ``weights`` (oodbench specs of exactly those weights)      ``model``
-benchmark                   ``benchmark``                                              ``benchmark``
-metric convention           ``metric`` (``fpr95_id`` vs ``fpr95_ood``)                  ``metric``
-detector fit data           ``fit_data``                                               ``fit_data``
-tuning protocol             ``tuning``                                                 ``tuning`` (its JSON ``protocol``)
-==========================  =========================================================  ==========
+- detector configuration: the published ``detector``'s ``preset`` hyper-parameters and its
+  ``hyperparams``, against the row's ``hyperparams`` JSON;
+- backbone and weights: ``weights`` (the oodbench specs of exactly those weights) against
+  ``model``;
+- benchmark: ``benchmark`` against ``benchmark``;
+- metric convention: ``metric`` against ``metric`` (``fpr95_id`` against ``fpr95_ood`` is the
+  "FPR95 convention");
+- detector fit data: ``fit_data`` against ``fit_data``;
+- tuning protocol: ``tuning`` against the ``protocol`` of the row's ``tuning`` JSON;
 
 and the table's protocol (``TableInfo.protocol``: ID set size, C-OOD levels and window) against
 what the results record (:func:`protocol_checks`). Each check is ``same``, ``differs`` or
@@ -165,7 +164,7 @@ def _weights(published: Mapping[str, str], yours: Mapping[str, Any]) -> Check:
                  "same" if model in specs else "unknown" if not model else "differs")
 
 
-def _simple(item: str, published: str, published_text: str, yours: str, yours_text: str) -> Check:
+def _keyed(item: str, published: str, published_text: str, yours: str, yours_text: str) -> Check:
     if not published:
         return Check(item, "not stated", yours_text or "not recorded", "unknown")
     if not yours:
@@ -189,27 +188,25 @@ def row_checks(published: Mapping[str, str], yours: Mapping[str, Any],
     benchmark = published["benchmark"]
     mine_tuning = tuning_protocol(yours.get("tuning"))
     pub_tuning = published["tuning"]
+    mine_metric = str(yours.get("metric", ""))
+    both_fpr95 = {METRIC_FAMILY.get(published["metric"]), METRIC_FAMILY.get(mine_metric)} == {"fpr95"}
     checks = [
         configuration_check(published, yours),
         _weights(published, yours),
-        _simple("benchmark", benchmark,
+        _keyed("benchmark", benchmark,
                 benchmark + f" ({published['id_set']})" if benchmark
                 else f"{published['id_set']} (no oodbench benchmark)",
                 str(yours.get("benchmark", "")), str(yours.get("benchmark", ""))),
-        _simple("metric convention", published["metric"],
-                CONVENTIONS.get(published["metric"], published["metric"]),
-                str(yours.get("metric", "")),
-                CONVENTIONS.get(str(yours.get("metric", "")), str(yours.get("metric", "")))),
-        _simple("detector fit data", published["fit_data"], published["fit_data"],
+        _keyed("FPR95 convention" if both_fpr95 else "metric convention", published["metric"],
+                CONVENTIONS.get(published["metric"], published["metric"]), mine_metric,
+                CONVENTIONS.get(mine_metric, mine_metric)),
+        _keyed("detector fit data", published["fit_data"], published["fit_data"],
                 _text(yours.get("fit_data")), _text(yours.get("fit_data"))),
-        _simple("tuning protocol", pub_tuning,
+        _keyed("tuning protocol", pub_tuning,
                 f"{TUNING_NAMES.get(pub_tuning, pub_tuning)}: {published['tuning_detail']}"
                 if published["tuning_detail"] else TUNING_NAMES.get(pub_tuning, pub_tuning),
                 mine_tuning, TUNING_NAMES.get(mine_tuning, mine_tuning)),
     ]
-    if published["metric"] != str(yours.get("metric", "")) and checks[3].status == "differs" \
-            and METRIC_FAMILY.get(published["metric"]) == "fpr95":
-        checks[3] = Check("FPR95 convention", checks[3].published, checks[3].yours, "differs")
     if info is not None:
         checks += protocol_checks(info, pd.DataFrame([dict(yours)]))
     return checks

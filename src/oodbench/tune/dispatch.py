@@ -26,7 +26,7 @@ from oodbench.detectors import Detector, detector_class
 from oodbench.errors import InvalidInputError
 from oodbench.extract.activations import Activations
 from oodbench.tune.protocol import TuningData, TuningProtocol, protocol_class
-from oodbench.tune.result import TuneResult
+from oodbench.tune.result import TuneResult, best_row
 from oodbench.tune.space import check_bounds, detector_builder, grid_points, parse_space
 
 SEARCHES = ("grid", "tpe", "gp")
@@ -75,7 +75,10 @@ def search(
     cls = type(detector_or_name) if isinstance(detector_or_name, Detector) else detector_class(
         detector_or_name)
     entry.check_detector(cls)
-    goal = entry.objective(build, TuningData(id_val, ood_val, fit, model), criterion, settings)
+    data = TuningData(id_val, ood_val, fit, model)
+    if entry.runs_own_search:  # e.g. held_out_paper: a search per M, then M* (its module)
+        return entry.tune(build, dims, data, criterion, search, cls.name, settings, opts)
+    goal = entry.objective(build, data, criterion, settings)
     name, larger = goal.criterion, goal.larger_is_better
     provenance = {"protocol": protocol, "search": search, **goal.provenance, "criterion": name}
 
@@ -115,15 +118,3 @@ def protocol_settings(entry: type[TuningProtocol], settings: Any, by_keyword: An
             raise InvalidInputError("tune: give the settings once: settings= or held_out=")
         settings = by_keyword
     return settings if settings is None else entry.parse_settings(settings)
-
-
-def best_row(rows: list[dict[str, Any]], criterion: str, larger_is_better: bool) -> int:
-    """Index of the first row with the best finite value of ``criterion``."""
-    values = np.array([float(r.get(criterion, np.nan)) if r.get("status") == "ok" else np.nan
-                       for r in rows])
-    if not np.isfinite(values).any():
-        raise InvalidInputError(
-            f"tune: the criterion {criterion!r} is NaN (or the point invalid) at every point tried"
-        )
-    signed = np.where(np.isfinite(values), values if larger_is_better else -values, -np.inf)
-    return int(np.argmax(signed))  # argmax returns the first maximum

@@ -14,9 +14,10 @@ A protocol is a :class:`TuningProtocol` subclass registered in :data:`PROTOCOLS`
 * ``keyword``: a keyword of ``oodbench.tune`` that carries its settings too (``held_out=``);
 
 and how it runs: :meth:`TuningProtocol.objective` returns the point -> metrics function that
-the search (grid or TPE, :mod:`oodbench.tune.dispatch`) maximises. Built-in protocols:
-``ood_val`` (:mod:`oodbench.tune.ood_val`) and ``held_out_classes``
-(:mod:`oodbench.tune.held_out`).
+the search (grid, TPE or GP, :mod:`oodbench.tune.dispatch`) maximises, or, for a protocol
+that searches in stages of its own (``runs_own_search``), :meth:`TuningProtocol.tune` runs it. Built-in protocols:
+``ood_val`` (:mod:`oodbench.tune.ood_val`), ``held_out_classes``
+(:mod:`oodbench.tune.held_out`) and ``held_out_paper`` (:mod:`oodbench.tune.paper_protocol`).
 """
 
 from __future__ import annotations
@@ -76,6 +77,9 @@ class TuningProtocol:
     space_params: ClassVar[frozenset[str]] = frozenset()
     #: a keyword of ``oodbench.tune`` that also carries the settings (``held_out=``), or ""
     keyword: ClassVar[str] = ""
+    #: True when the protocol runs its whole search itself (:meth:`tune`) instead of handing
+    #: an objective to the grid / Bayesian search
+    runs_own_search: ClassVar[bool] = False
 
     @classmethod
     def entry_settings(cls, given: Mapping[str, Any], seed: int) -> dict[str, Any]:
@@ -99,6 +103,14 @@ class TuningProtocol:
     def objective(cls, build: Builder, data: TuningData, criterion: str | None,
                   settings: Any) -> Objective:
         """The point -> metrics function to search (``settings``: :meth:`parse_settings`)."""
+        raise NotImplementedError
+
+    @classmethod
+    def tune(cls, build: Builder, dims: Mapping[str, Any], data: TuningData,
+             criterion: str | None, search: str, detector: str, settings: Any,
+             options: Mapping[str, Any]) -> Any:
+        """The whole search, for a protocol with ``runs_own_search`` (returns a ``TuneResult``;
+        ``options``: the search options of ``oodbench.tune``, ``n_trials``, ``seed``, ...)."""
         raise NotImplementedError
 
 

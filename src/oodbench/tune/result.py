@@ -1,4 +1,5 @@
-"""What a tuning search returns (:class:`TuneResult`) and the record it leaves on results rows."""
+"""What a tuning search returns (:class:`TuneResult`), the record it leaves on results rows, and
+how its winner is chosen (:func:`best_row`)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from oodbench.detectors.base import Detector
+from oodbench.errors import InvalidInputError
 
 
 @dataclass
@@ -38,3 +41,15 @@ class TuneResult:
         return json.dumps({**self.provenance, "criterion": self.criterion,
                            "best_params": self.best_params, "best_value": self.best_value},
                           sort_keys=True, default=str)
+
+
+def best_row(rows: list[dict[str, Any]], criterion: str, larger_is_better: bool) -> int:
+    """Index of the first row with the best finite value of ``criterion``."""
+    values = np.array([float(r.get(criterion, np.nan)) if r.get("status") == "ok" else np.nan
+                       for r in rows])
+    if not np.isfinite(values).any():
+        raise InvalidInputError(
+            f"tune: the criterion {criterion!r} is NaN (or the point invalid) at every point tried"
+        )
+    signed = np.where(np.isfinite(values), values if larger_is_better else -values, -np.inf)
+    return int(np.argmax(signed))  # argmax returns the first maximum
