@@ -109,3 +109,13 @@ def test_the_real_layers_catch_an_upward_import_added_to_the_package(tmp_path):
     found = violations(tmp_path, "oodbench", read_layers(DOC))
     assert any(p.startswith("oodbench.metrics.ood") and "upward" in p for p in found), found
     assert any("cycle between subpackages" in p for p in found), found
+
+
+#: the longest a source file may grow before it is split by concern
+MAX_LINES = 700
+
+
+def test_no_source_file_is_over_the_line_limit():
+    long = {str(p.relative_to(REPO)): n for p in sorted((REPO / "src").rglob("*.py"))
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert long == {}, f"split these by concern: {long}"
