@@ -41,6 +41,7 @@ for another recipe) after every run, with the machine's load average and the wal
 from __future__ import annotations
 
 import argparse
+import datetime
 import fcntl
 import json
 import os
@@ -119,17 +120,24 @@ def one_run(recipe_name: str, data: dict[str, TensorImages], loss: str, seed: in
     folder = cache_dir() / "loss_table" / key
     record_file, logits_file = folder / "record.json", folder / "logits.npz"
     if record_file.is_file() and logits_file.is_file():
-        return json.loads(record_file.read_text())
+        return _read_record(record_file)
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / "lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another worker on this run: wait, then read it back
         if record_file.is_file() and logits_file.is_file():
-            return json.loads(record_file.read_text())
-        return _train_and_evaluate(recipe, data, loss, seed, device, key, folder)
+            return _read_record(record_file)
+        _train_and_evaluate(recipe, data, loss, seed, device, key, folder)
+        return _read_record(record_file)
+
+
+def _read_record(file: Path) -> dict[str, Any]:
+    """A finished run's record, with the time it was written (a study's wall clock)."""
+    finished = datetime.datetime.fromtimestamp(file.stat().st_mtime, datetime.timezone.utc)
+    return {**json.loads(file.read_text()), "finished_at": finished.isoformat(timespec="seconds")}
 
 
 def _train_and_evaluate(recipe: Recipe, data: dict[str, TensorImages], loss: str, seed: int,
-                        device: str, key: str, folder: Path) -> dict[str, Any]:
+                        device: str, key: str, folder: Path) -> None:
     record_file, logits_file = folder / "record.json", folder / "logits.npz"
     result = train_recipe(recipe, data["train"], loss=loss, loss_options=LOSSES[loss], seed=seed,
                           device=device, out=folder / "checkpoint",
@@ -143,7 +151,6 @@ def _train_and_evaluate(recipe: Recipe, data: dict[str, TensorImages], loss: str
               **evaluate(logits, data["id"].labels.numpy())}
     np.savez(logits_file, **logits)
     record_file.write_text(json.dumps(record, indent=1))
-    return record
 
 
 def _stat(values: list[float]) -> dict[str, Any]:
