@@ -91,7 +91,8 @@ def load_data(root: Path, train_per_class: int | None, test_per_class: int | Non
     far_source = ImageFolder(packed) if packed.is_dir() else ImageNetVal(root / "imagenet-val-1300")
     far = tensor_images(far_source, size=32, name="imagenet-val-1300@32px")
     far = TensorImages(far.images, torch.full((len(far),), -1), (), far.name)
-    return {"train": train.split(ID)[0], "id": id_test, "near": near, "far": far}
+    return {"train": train.select(ID, "cifar10-train[id]"), "id": id_test, "near": near,
+            "far": far}
 
 
 def scores(logits: np.ndarray, name: str) -> np.ndarray:
