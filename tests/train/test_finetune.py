@@ -5,10 +5,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +20,7 @@ from oodbench.errors import ClassCountMismatchError, InvalidInputError, UnknownN
 from oodbench.models.small_cnn import SmallCNN
 from oodbench.train import train
 from tests.train._digits_run import DDP_SETTINGS, run
+from tests.train._kill import kill_after_first_checkpoint
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -58,16 +57,9 @@ def test_resume_after_a_kill_gives_the_same_weights(tmp_path):
     uninterrupted one."""
     epochs = 6
     out = tmp_path / "killed"
-    proc = subprocess.Popen([sys.executable, "-m", "tests.train._digits_run", str(out), str(epochs)],
-                            cwd=REPO, env=_env())
-    deadline = time.monotonic() + 120
-    while not (out / "train.json").exists() and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.005)
-    time.sleep(0.2)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert proc.returncode == -signal.SIGKILL
-    done = json.loads((out / "train.json").read_text())["epochs_done"]
+    done = kill_after_first_checkpoint(
+        [sys.executable, "-m", "tests.train._digits_run", str(out), str(epochs)], out, cwd=REPO,
+        env=_env())
     assert 1 <= done < epochs, "the kill came too late to test resuming"
     resumed = run(str(out), epochs)
     assert [h["epoch"] for h in resumed.history] == list(range(1, epochs + 1))

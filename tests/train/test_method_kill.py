@@ -4,11 +4,7 @@ reached through a training config (`oodbench train CONFIG.toml`)."""
 
 from __future__ import annotations
 
-import json
-import signal
-import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -18,6 +14,7 @@ from PIL import Image
 
 from oodbench.cli.main import main
 from oodbench.train.config import read_train_config, run_training
+from tests.train._kill import kill_after_first_checkpoint
 from tests.train._method_run import method_run
 from tests.train.test_finetune import REPO, _env
 
@@ -26,15 +23,9 @@ from tests.train.test_finetune import REPO, _env
 @pytest.mark.parametrize("method", ["umap", "doe"])
 def test_killed_run_resumes_bit_identical(tmp_path, method):
     epochs, out = 5, tmp_path / "killed"
-    proc = subprocess.Popen([sys.executable, "-m", "tests.train._method_run", str(out), method,
-                             str(epochs)], cwd=REPO, env=_env())
-    deadline = time.monotonic() + 300
-    while not (out / "train.json").exists() and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.005)
-    time.sleep(0.3)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    done = json.loads((out / "train.json").read_text())["epochs_done"]
+    done = kill_after_first_checkpoint(
+        [sys.executable, "-m", "tests.train._method_run", str(out), method, str(epochs)], out,
+        cwd=REPO, env=_env(), wait=300, delay=0.3)
     assert 1 <= done < epochs, "the kill came too late to test resuming"
     resumed = method_run(str(out), method, epochs)
     straight = method_run(str(tmp_path / "straight"), method, epochs)
