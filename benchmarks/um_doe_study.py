@@ -1,7 +1,9 @@
 """UM, UMAP and DOE against plain cross-entropy fine-tuning, on CIFAR-10 at a CPU scale.
 
-    .venv/bin/python benchmarks/um_doe_study.py            # 3 seeds (about 25 min on 2 shared cores)
-    .venv/bin/python benchmarks/um_doe_study.py --quick    # 1 seed, tiny subsets (a smoke run)
+    .venv/bin/python benchmarks/um_doe_study.py             # seeds 0, 1, 2 in one process
+    .venv/bin/python benchmarks/um_doe_study.py --seed 1    # one seed (run seeds side by side),
+    .venv/bin/python benchmarks/um_doe_study.py --merge     # then join the per-seed files
+    .venv/bin/python benchmarks/um_doe_study.py --quick     # 1 seed, tiny subsets (a smoke run)
 
 The methods' papers (Zhu et al., ICML 2023, arXiv 2306.03715; Wang et al., ICLR 2023,
 arXiv 2303.05033) start from a trained classifier and fine-tune it; so does this study, with
@@ -137,6 +139,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=None, help="run only this seed (own file)")
+    parser.add_argument("--merge", action="store_true", help="join um_doe_study*.json")
     parser.add_argument("--pretrain-epochs", type=int, default=8)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--train-per-class", type=int, default=300)
@@ -148,8 +152,13 @@ def main() -> None:
     if not (SHARED / "cifar10-train").is_dir():
         raise SystemExit(f"needs {SHARED}/cifar10-train, cifar10-test, imagenet-val-1300")
     torch.set_num_threads(1)
-    settings = {k: v for k, v in vars(args).items() if k != "quick"}
+    settings = {k: v for k, v in vars(args).items() if k not in ("quick", "seed", "merge")}
     result_file = OUT / ("um_doe_study_quick.json" if args.quick else "um_doe_study.json")
+    if args.merge:
+        merge(result_file, settings)
+        return
+    if args.seed is not None:
+        result_file = OUT / f"um_doe_study.seed{args.seed}.json"
     previous = json.loads(result_file.read_text()) if result_file.is_file() else {}
     runs: list[dict[str, Any]] = previous.get("runs", []) if previous.get("settings") == settings else []
     runs_dir = cache_dir() / "bench" / ("um_doe_study_quick" if args.quick else "um_doe_study")
@@ -160,7 +169,7 @@ def main() -> None:
             "far_ood": far}
     common = {"batch_size": 128, "weight_decay": 5e-4, "device": "cpu", "progress": False,
               "transform": AUGMENT, "num_workers": 0}
-    for seed in range(args.seeds):
+    for seed in range(args.seeds) if args.seed is None else [args.seed]:
         start = time.perf_counter()
         base = train(cnn(seed), train_src, out=runs_dir / f"pretrain-{seed}", loss="ce", lr=0.05,
                      epochs=args.pretrain_epochs, seed=seed, **common)
@@ -192,6 +201,28 @@ def main() -> None:
                 "threads": torch.get_num_threads(), "loadavg": os.getloadavg(),
                 "sizes": {k: len(s) for k, s in {**sets, "train": train_src, "outliers": outliers}.items()},
                 "runs": runs, "summary": summarise(runs)}, indent=1, default=float))
+    print_summary(summarise(runs))
+
+
+def merge(result_file: Path, settings: dict[str, Any]) -> None:
+    """Join the runs of ``result_file`` and the per-seed files of the same settings."""
+    parts = [result_file, *sorted(OUT.glob("um_doe_study.seed*.json"))]
+    runs, loads, base = [], [], None
+    for part in parts:
+        if not part.is_file():
+            continue
+        data = json.loads(part.read_text())
+        if data["settings"] != settings:
+            raise SystemExit(f"{part} was made with other settings: {data['settings']}")
+        base = base or data
+        loads.append(data["loadavg"])
+        runs += [r for r in data["runs"] if (r["seed"], r["method"]) not in
+                 {(q["seed"], q["method"]) for q in runs}]
+    if base is None:
+        raise SystemExit("nothing to merge")
+    runs.sort(key=lambda r: (r["seed"], METHODS.index(r["method"])))
+    result_file.write_text(json.dumps({**base, "loadavg": loads, "merged_from": [p.name for p in parts if p.is_file()],
+                                       "runs": runs, "summary": summarise(runs)}, indent=1, default=float))
     print_summary(summarise(runs))
 
 
