@@ -78,7 +78,7 @@ STUDY: dict[str, tuple[str, str, dict[str, Any]]] = {
     "VRA": ("vra", "tpe", {"lower_percentile": Range(0.0, 70.0),
                            "upper_percentile": Range(70.0, 99.9), "gamma": Range(0.0, 1.0)}),
     "KNN": ("knn", "grid", {"k": [1, 2, 3, 5, 10, 20, 50]}),
-    "PLF": ("plf", "tpe", {"lower_percentile": Range(0.0, 70.0),
+    "PLF": ("plf_fold", "tpe", {"lower_percentile": Range(0.0, 70.0),
                            "upper_percentile": Range(70.0, 99.9), "slope": Range(0.0, 5.0)}),
 }
 HELD_OUT = {"n_variants": 5, "held_out_fraction": 0.2, "retrain": "head"}

@@ -4,8 +4,6 @@ reached through a training config (`oodbench train CONFIG.toml`)."""
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 import pytest
 import torch
@@ -14,9 +12,8 @@ from PIL import Image
 
 from oodbench.cli.main import main
 from oodbench.train.config import read_train_config, run_training
-from tests.train._kill import kill_after_first_checkpoint
 from tests.train._method_run import method_run
-from tests.train.test_finetune import REPO, _env
+from tests.train._subprocess import kill_after_first_checkpoint
 
 
 @pytest.mark.heavy
@@ -24,8 +21,7 @@ from tests.train.test_finetune import REPO, _env
 def test_killed_run_resumes_bit_identical(tmp_path, method):
     epochs, out = 5, tmp_path / "killed"
     done = kill_after_first_checkpoint(
-        [sys.executable, "-m", "tests.train._method_run", str(out), method, str(epochs)], out,
-        cwd=REPO, env=_env(), wait=300, delay=0.3)
+        ["tests.train._method_run", str(out), method, str(epochs)], out, pause=0.3, timeout=300)
     assert 1 <= done < epochs, "the kill came too late to test resuming"
     resumed = method_run(str(out), method, epochs)
     straight = method_run(str(tmp_path / "straight"), method, epochs)

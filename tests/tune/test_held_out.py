@@ -93,7 +93,7 @@ def test_same_seed_same_choice_other_seed_other_variants(fit_val, tmp_path, monk
              "slope": Range(0.0, 4.0)}
 
     def run(seed, cache):
-        return oodbench.tune("plf", space, id_val, None, fit=fit, protocol="held_out_classes",
+        return oodbench.tune("plf_fold", space, id_val, None, fit=fit, protocol="held_out_classes",
                              held_out=_held_out(seed, cache=cache), search="tpe", n_trials=8,
                              seed=seed)
 
