@@ -13,7 +13,10 @@ Here, on real data that ships with the project (``../shared/data``):
 
 * **ID**: CIFAR-10 classes 0-5 (airplane, automobile, bird, cat, deer, dog): training images
   the first ``--train-per-class`` of each class of ``cifar10-train``, test images the first
-  ``--test-per-class`` of each class of ``cifar10-test``.
+  ``--test-per-class`` of each class of ``cifar10-test``. The CPU study (recipe ``cpu-small``)
+  uses 1,000 and 200 per class: what one niced process on a 2-core machine shared by eight
+  developers trains 15 times in about an hour (about 20-30 training images/s were measured
+  there under a load average of 15); every other recipe defaults to all images.
 * **Near (class-OOD)**: the held-out classes 6-9 (frog, horse, ship, truck) of ``cifar10-test``.
 * **Far**: the 1,300 ImageNet validation images of ``imagenet-val-1300`` down-sampled to 32 px.
 * **Training**: the small-image recipe ``oodbench.train.recipe`` (``--recipe``; a CIFAR ResNet,
@@ -38,6 +41,8 @@ for another recipe) after every run, with the machine's load average and the wal
 from __future__ import annotations
 
 import argparse
+import datetime
+import fcntl
 import json
 import os
 import platform
@@ -56,7 +61,7 @@ from oodbench.data.folder import ImageFolder
 from oodbench.data.imagenet_val import ImageNetVal
 from oodbench.extract.activations import Activations
 from oodbench.metrics.delong import auroc_ci, delong_test
-from oodbench.train.recipe import RECIPES, predict_logits, run_key, train_recipe
+from oodbench.train.recipe import RECIPES, Recipe, predict_logits, run_key, train_recipe
 from oodbench.train.tensor_images import TensorImages, tensor_images
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -68,17 +73,26 @@ DETECTORS = ("msp", "maxlogit", "energy")
 #: the published comparisons with CE: +1 = the loss is better than CE, -1 = worse
 PUBLISHED = {"logitnorm": +1, "hem": +1, "mm": -1, "dice": -1}
 SETS = ("id", "near", "far")
+#: the CPU study's image counts per class (sized to the machine; see the module doc)
+CPU_TRAIN_PER_CLASS, CPU_TEST_PER_CLASS = 1000, 200
 
 
-def load_data(train_per_class: int | None, test_per_class: int | None) -> dict[str, TensorImages]:
-    train = tensor_images(ImageFolder(SHARED / "cifar10-train"), per_class=train_per_class,
+def load_data(root: Path, train_per_class: int | None, test_per_class: int | None
+              ) -> dict[str, TensorImages]:
+    """The four image sets; ``root`` holds ``cifar10-train``, ``cifar10-test`` and either
+    ``imagenet-val-1300`` or its 32 px copy ``imagenet-val-1300-32px/<any>/*.png`` (what
+    ``benchmarks/gpu_loss_table.sh`` packs for a device machine; the same pixels)."""
+    train = tensor_images(ImageFolder(root / "cifar10-train"), per_class=train_per_class,
                           name="cifar10-train")
-    test = tensor_images(ImageFolder(SHARED / "cifar10-test"), per_class=test_per_class,
+    test = tensor_images(ImageFolder(root / "cifar10-test"), per_class=test_per_class,
                          name="cifar10-test")
     id_test, near = test.split(ID)
-    far = tensor_images(ImageNetVal(SHARED / "imagenet-val-1300"), size=32,
-                        name="imagenet-val-1300@32px")
-    return {"train": train.split(ID)[0], "id": id_test, "near": near, "far": far}
+    packed = root / "imagenet-val-1300-32px"
+    far_source = ImageFolder(packed) if packed.is_dir() else ImageNetVal(root / "imagenet-val-1300")
+    far = tensor_images(far_source, size=32, name="imagenet-val-1300@32px")
+    far = TensorImages(far.images, torch.full((len(far),), -1), (), far.name)
+    return {"train": train.select(ID, "cifar10-train[id]"), "id": id_test, "near": near,
+            "far": far}
 
 
 def scores(logits: np.ndarray, name: str) -> np.ndarray:
@@ -107,7 +121,25 @@ def one_run(recipe_name: str, data: dict[str, TensorImages], loss: str, seed: in
     folder = cache_dir() / "loss_table" / key
     record_file, logits_file = folder / "record.json", folder / "logits.npz"
     if record_file.is_file() and logits_file.is_file():
-        return json.loads(record_file.read_text())
+        return _read_record(record_file)
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another worker on this run: wait, then read it back
+        if record_file.is_file() and logits_file.is_file():
+            return _read_record(record_file)
+        _train_and_evaluate(recipe, data, loss, seed, device, key, folder)
+        return _read_record(record_file)
+
+
+def _read_record(file: Path) -> dict[str, Any]:
+    """A finished run's record, with the time it was written (a study's wall clock)."""
+    finished = datetime.datetime.fromtimestamp(file.stat().st_mtime, datetime.timezone.utc)
+    return {**json.loads(file.read_text()), "finished_at": finished.isoformat(timespec="seconds")}
+
+
+def _train_and_evaluate(recipe: Recipe, data: dict[str, TensorImages], loss: str, seed: int,
+                        device: str, key: str, folder: Path) -> None:
+    record_file, logits_file = folder / "record.json", folder / "logits.npz"
     result = train_recipe(recipe, data["train"], loss=loss, loss_options=LOSSES[loss], seed=seed,
                           device=device, out=folder / "checkpoint",
                           log=lambda line: print(line, flush=True))
@@ -120,7 +152,6 @@ def one_run(recipe_name: str, data: dict[str, TensorImages], loss: str, seed: in
               **evaluate(logits, data["id"].labels.numpy())}
     np.savez(logits_file, **logits)
     record_file.write_text(json.dumps(record, indent=1))
-    return record
 
 
 def _stat(values: list[float]) -> dict[str, Any]:
@@ -204,37 +235,51 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="1 seed, 1 epoch, small subsets")
     parser.add_argument("--recipe", default="cpu-small", choices=sorted(RECIPES))
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--seed-list", default=None,
+                        help="seeds in this order, e.g. 2,1 (a second worker process on the same "
+                             "cache; default 0 .. seeds-1)")
     parser.add_argument("--epochs", type=int, default=None, help="override the recipe's epochs")
-    parser.add_argument("--train-per-class", type=int, default=None, help="default: all 5,000")
-    parser.add_argument("--test-per-class", type=int, default=None, help="default: all 1,000")
+    parser.add_argument("--train-per-class", type=int, default=None,
+                        help="default: all 5,000 (the CPU study: 1,000)")
+    parser.add_argument("--test-per-class", type=int, default=None,
+                        help="default: all 1,000 (the CPU study: 200)")
     parser.add_argument("--losses", default=",".join(LOSSES))
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--data-root", type=Path, default=SHARED,
+                        help="folder with cifar10-train, cifar10-test, imagenet-val-1300")
+    parser.add_argument("--out", type=Path, default=None, help="result file (default: see doc)")
     args = parser.parse_args()
     if args.quick:
         args.seeds, args.epochs, args.train_per_class, args.test_per_class = 1, 1, 100, 50
+    elif args.recipe == "cpu-small":  # what a shared 2-core CPU affords (see the module doc)
+        args.train_per_class = args.train_per_class or CPU_TRAIN_PER_CLASS
+        args.test_per_class = args.test_per_class or CPU_TEST_PER_CLASS
     chosen = args.losses.split(",")
     unknown = [name for name in chosen if name not in LOSSES]
     if unknown:
         from oodbench.errors import UnknownNameError
 
         sys.exit(str(UnknownNameError("loss of the table", unknown[0], LOSSES)))
-    if not (SHARED / "cifar10-train").is_dir():
-        sys.exit(f"needs {SHARED}/cifar10-train, cifar10-test and imagenet-val-1300 "
+    if not (args.data_root / "cifar10-train").is_dir():
+        sys.exit(f"needs {args.data_root}/cifar10-train, cifar10-test and imagenet-val-1300 "
                  "(see ../shared/data/README.md)")
     torch.set_num_threads(args.threads)
+    torch.backends.cudnn.benchmark = True  # fixed input shapes: let cuDNN pick its kernels
     name = ("loss_table_quick" if args.quick else "loss_table" if args.recipe == "cpu-small"
             else f"loss_table_{args.recipe}")
-    result_file = OUT / f"{name}.json"
+    result_file = args.out or OUT / f"{name}.json"
     recipe = RECIPES[args.recipe] if args.epochs is None else RECIPES[args.recipe].scaled(
         epochs=args.epochs)
     t0, load_start = time.perf_counter(), os.getloadavg()
-    data = load_data(args.train_per_class, args.test_per_class)
+    data = load_data(args.data_root, args.train_per_class, args.test_per_class)
     print(f"data: {len(data['train'])} train, {len(data['id'])} ID test, {len(data['near'])} "
           f"held-out, {len(data['far'])} far ({time.perf_counter() - t0:.0f} s)", flush=True)
     runs: list[dict[str, Any]] = []
     failed: list[str] = []
-    for seed in range(args.seeds):
+    seeds = ([int(v) for v in args.seed_list.split(",")] if args.seed_list
+             else list(range(args.seeds)))
+    for seed in seeds:
         for loss in chosen:
             start = time.perf_counter()
             try:
@@ -247,7 +292,7 @@ def main() -> None:
             print(f"{loss:9s} seed {seed}: acc {record['id_accuracy']:.3f}  MSP near "
                   f"{record['msp']['near']:.3f} far {record['msp']['far']:.3f}  "
                   f"({time.perf_counter() - start:.0f} s)", flush=True)
-            OUT.mkdir(exist_ok=True)
+            result_file.parent.mkdir(parents=True, exist_ok=True)
             result_file.write_text(json.dumps({
                 "settings": {"recipe": args.recipe, "recipe_fields": recipe.as_dict(),
                              "seeds": args.seeds, "train_images": len(data["train"]),

@@ -171,7 +171,7 @@ def test_bad_input(fit_val):
         tune(held_out_fraction=0.99)
     with pytest.raises(InvalidInputError, match="strictly between 0 and 1"):
         tune(held_out_fraction=1.5)
-    with pytest.raises(InvalidInputError, match="no hyper-parameter k; it takes fit_data, percentile") as err:
+    with pytest.raises(InvalidInputError, match="no hyper-parameter k; it takes fit_data, percentile, threshold") as err:
         tune(grid={"k": [5]})
     assert "\n" not in str(err.value)
     with pytest.raises(InvalidInputError, match="search space is empty") as err:

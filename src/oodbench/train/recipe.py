@@ -98,8 +98,8 @@ class Recipe:
 
 #: the presets (see the module docstring)
 RECIPES: dict[str, Recipe] = {
-    "cpu-small": Recipe(widths=(16, 32, 64), blocks=(1, 1, 1), epochs=4, batch_size=128,
-                        lr=0.1, warmup_fraction=0.15),
+    "cpu-small": Recipe(widths=(16, 32, 64), blocks=(1, 1, 1), epochs=1, batch_size=64,
+                        lr=0.05, warmup_fraction=0.15),
     "resnet20": Recipe(widths=(16, 32, 64), blocks=(3, 3, 3), epochs=30),
     "gpu-resnet18": Recipe(widths=(64, 128, 256, 512), blocks=(2, 2, 2, 2), epochs=200,
                            batch_size=128, lr=0.1, warmup_fraction=0.0, eval_batch_size=2000),

@@ -50,8 +50,12 @@ than OOD data would. Report which mode chose the hyper-parameters.
 Ties are broken by grid order (the first best point wins); NaN metrics never win.
 
 **Other protocols and searches** (:mod:`oodbench.tune.dispatch`): ``protocol="held_out_classes"``
-tunes without OOD data by withholding ID classes (:mod:`oodbench.tune.held_out`, Mondal et al.,
-arXiv 2602.05935); ``search="tpe"`` or ``search="gp"`` searches ranges (:class:`oodbench.tune.space.Range`) with
+tunes without OOD data by withholding ID classes (:mod:`oodbench.tune.held_out`: one
+withheld fraction, M tuned jointly with phi, oodbench's approximation), and
+``protocol="held_out_paper"`` is that paper's own Algorithms 1-4 (Mondal et al., arXiv
+2602.05935; :mod:`oodbench.tune.paper_protocol`: an M grid, N variants per M, S balanced
+tuning sets, phi per M, M* on resampled sets, the final phi on the original network);
+``search="tpe"`` or ``search="gp"`` searches ranges (:class:`oodbench.tune.space.Range`) with
 Optuna's seeded, resumable TPE or Gaussian-process sampler (:mod:`oodbench.tune.optuna_search`).
 ``grid="paper"`` is the tuning paper's search space for the detector (arXiv 2602.05935, App. A;
 :mod:`oodbench.tune.paper_space`), searched by ``search="gp"`` unless another is named.

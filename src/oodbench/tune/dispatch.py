@@ -36,7 +36,7 @@ from oodbench.tune.space import (
     split_point,
 )
 
-PROTOCOLS = ("ood_val", "held_out_classes")
+PROTOCOLS = ("ood_val", "held_out_classes", "held_out_paper")
 SEARCHES = ("grid", "tpe", "gp")
 #: the options of ``oodbench.tune`` beyond protocol and search, with their defaults
 OPTIONS: dict[str, Any] = {"n_trials": None, "seed": 0, "storage": None, "study_name": None,
@@ -83,11 +83,16 @@ def search(
     check_bounds(build, dims)
     cls = type(detector_or_name) if isinstance(detector_or_name, Detector) else detector_class(
         detector_or_name)
-    if "model" in cls.requires and protocol == "held_out_classes":
+    if "model" in cls.requires and protocol.startswith("held_out"):
         raise InvalidInputError(
             f"tune: detector {cls.name!r} runs the live network, which the held-out-class "
             "protocol does not hand to detectors; tune it with protocol='ood_val'"
         )
+    if protocol == "held_out_paper":
+        from oodbench.tune.paper_protocol import tune_paper
+
+        return tune_paper(build, dims, id_val, ood_val, fit, model, criterion, search, cls.name,
+                          opts)
     objective, name, larger, provenance = _objective(
         build, id_val, ood_val, fit, model, criterion, protocol, held_out)
     provenance = {"protocol": protocol, "search": search, **provenance, "criterion": name}
