@@ -32,11 +32,14 @@ class Loss(nn.Module):
         paper: the citation (authors, venue, year, arXiv id).
         needs_outliers: ``True`` when training needs a batch of outlier images as well
             (Outlier Exposure).
+        hooks: what the training loop adds for this loss (:mod:`oodbench.train.hooks`: ``"um"``,
+            ``"umap"``, ``"doe"``); ``""`` for a plain loss.
     """
 
     name: ClassVar[str] = ""
     paper: ClassVar[str] = ""
     needs_outliers: ClassVar[bool] = False
+    hooks: ClassVar[str] = ""
 
     @property
     def hyperparams(self) -> dict[str, Any]:

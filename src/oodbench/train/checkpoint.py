@@ -2,6 +2,8 @@
 
     <out>/model.safetensors   the network's weights (``models.load(spec, weights=...)`` reads it)
     <out>/optimizer.safetensors   optimiser tensors (momentum, Adam moments) for resuming
+    <out>/method.safetensors  a method's own state beside the network, when it has one (UMAP:
+                              the mask scores; DOE: the averaged weight perturbation)
     <out>/train.json          the config, epochs done, per-epoch history, optimiser scalars,
                               scheduler state, and the sha256 of both tensor files
 
@@ -27,6 +29,7 @@ from oodbench.extract._atomic import atomic_path, file_sha256, read_json, write_
 WEIGHTS = "model.safetensors"
 OPTIMIZER = "optimizer.safetensors"
 STATE = "train.json"
+METHOD = "method.safetensors"
 
 
 def save_tensors(path: Path, tensors: dict[str, torch.Tensor]) -> str:
@@ -67,13 +70,16 @@ def _pending(out: Path, name: str) -> Path:
 
 
 def write_checkpoint(
-    out: Path, weights: dict[str, torch.Tensor], optimizer: dict[str, Any], record: dict[str, Any]
+    out: Path, weights: dict[str, torch.Tensor], optimizer: dict[str, Any], record: dict[str, Any],
+    method: dict[str, torch.Tensor] | None = None,
 ) -> None:
-    """Write the three files of one finished epoch (the two-phase commit of the module doc)."""
+    """Write the files of one finished epoch (the two-phase commit of the module doc)."""
     out.mkdir(parents=True, exist_ok=True)
     tensors, rest = split_optimizer_state(optimizer)
     digests = {WEIGHTS: save_tensors(_pending(out, WEIGHTS), weights),
                OPTIMIZER: save_tensors(_pending(out, OPTIMIZER), tensors)}
+    if method is not None:
+        digests[METHOD] = save_tensors(_pending(out, METHOD), method)
     write_json(out / STATE, {**record, "optimizer": rest, "sha256": digests})
     for name in digests:
         os.replace(_pending(out, name), out / name)
@@ -101,3 +107,11 @@ def read_checkpoint(out: Path) -> tuple[dict[str, Any], dict[str, torch.Tensor],
     optimizer = join_optimizer_state(load_file(os.fspath(out / OPTIMIZER), device="cpu"),
                                      record["optimizer"])
     return record, weights, optimizer
+
+
+def read_method_state(out: Path) -> dict[str, torch.Tensor]:
+    """The method's tensors of the last finished epoch (after :func:`read_checkpoint` checked
+    them against the record)."""
+    from safetensors.torch import load_file
+
+    return load_file(os.fspath(out / METHOD), device="cpu")

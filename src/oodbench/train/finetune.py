@@ -45,9 +45,9 @@ from oodbench.data.source import Source
 from oodbench.errors import InvalidInputError
 from oodbench.extract.loader import make_loader, to_device
 from oodbench.extract.runtime import autocast, place_model, resolve_amp, resolve_device
-from oodbench.models.checkpoint import load_strict
 from oodbench.models.classifier import Classifier
 from oodbench.train import checkpoint as ckpt
+from oodbench.train.hooks import Batch, Run, hooks_for
 from oodbench.train.labels import select_classes
 from oodbench.train.optim import OptimSettings
 from oodbench.train.parts import network, trainable_modules
@@ -143,13 +143,18 @@ def train(
     dev = resolve_device(f"cuda:{local_rank}" if world > 1 and torch.cuda.is_available() else device)
     amp_dtype = resolve_amp(amp, dev)
     out_batch = outlier_batch_size or 2 * batch_size
+    load = transform or model.transform
+    initial_digest = model.weights_digest()
+    hooks = hooks_for(criterion)
+    method_config = hooks.prepare(Run(model, modules, source, rows, load, batch_size, seed, dev,
+                                      num_workers, world, rank))
     config: dict[str, Any] = {
-        "model": model.spec, "initial_weights_sha256": model.weights_digest(),
+        "model": model.spec, "initial_weights_sha256": initial_digest,
         "source": source.name, "source_fingerprint": source.fingerprint(), "n_train": int(rows.size),
         "loss": loss, "loss_options": criterion.hyperparams, "trainable": trainable,
         **settings.as_dict(), "seed": seed, "amp": str(amp_dtype), "world_size": world,
         "outliers": None if outliers is None else outliers.fingerprint(),
-        "outlier_batch_size": None if outliers is None else out_batch,
+        "outlier_batch_size": None if outliers is None else out_batch, **method_config,
     }
     net = network(model)
     for p in model.parameters():
@@ -157,6 +162,7 @@ def train(
     params = list({id(p): p for m in modules for p in m.parameters()}.values())
     for p in params:
         p.requires_grad_(True)
+    params = hooks.parameters(params)
     opt = settings.make_optimizer(params)
     steps = -(-rows.size // batch_size)
     scheduler = settings.make_scheduler(opt, steps)
@@ -172,7 +178,7 @@ def train(
                 f"{', '.join(changed)}); train into another out folder, or resume=False to "
                 "overwrite it"
             )
-        load_strict(net, weights, origin=repr(os.fspath(out_dir / ckpt.WEIGHTS)))
+        hooks.load(net, weights, out_dir)
         opt.load_state_dict(opt_state)
         scheduler.load_state_dict(record["scheduler"])
         start_epoch, history = record["epochs_done"], record["history"]
@@ -184,7 +190,6 @@ def train(
             model, device_ids=[dev.index] if dev.type == "cuda" else None)
     scaler = torch.amp.GradScaler("cuda") if amp_dtype == torch.float16 else None
     labels = np.asarray(source.labels, dtype=np.int64)
-    load = transform or model.transform
     with training_bar(f"train {model.spec} ({loss})", epochs * rows.size,
                       completed=start_epoch * rows.size, enabled=progress and rank == 0) as advance, \
             torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
@@ -192,14 +197,15 @@ def train(
             history.append(_epoch(
                 runner, model, modules, criterion, opt, scheduler, scaler, source, outliers,
                 rows, labels, load, epoch, settings, out_batch, seed, dev, amp_dtype,
-                num_workers, world, rank, advance))
+                num_workers, world, rank, advance, hooks, params))
             if rank == 0:
                 ckpt.write_checkpoint(
-                    out_dir, net.state_dict(), opt.state_dict(),
+                    out_dir, hooks.weights(net), opt.state_dict(),
                     {"config": config, "epochs_done": epoch + 1, "history": history,
-                     "scheduler": scheduler.state_dict()})
+                     "scheduler": scheduler.state_dict()}, method=hooks.state())
             if world > 1:
                 dist.barrier()
+    hooks.finish(model)
     for p in model.parameters():
         p.requires_grad_(True)
     # the optimiser changed the weights in place: reloading them makes adapters forget a
@@ -211,7 +217,7 @@ def train(
 
 def _epoch(runner, model, modules, criterion, opt, scheduler, scaler, source, outliers, rows,  # type: ignore[no-untyped-def]
            labels, load, epoch, settings, out_batch, seed, dev, amp_dtype, num_workers, world,
-           rank, advance) -> dict[str, Any]:
+           rank, advance, hooks, params) -> dict[str, Any]:
     """One pass over the rows in this epoch's seeded order; returns the epoch's record."""
     rng = np.random.default_rng([seed, epoch])
     order = rng.permutation(rows)
@@ -231,20 +237,31 @@ def _epoch(runner, model, modules, criterion, opt, scheduler, scaler, source, ou
         m.train()
     total = torch.zeros((), dtype=torch.float64, device=dev)
     seen, skipped, start = 0, 0, time.perf_counter()
-    for batch, global_batch, out_batch_data in zip(loader, global_batches, out_iter):
+    for index, (batch, global_batch, out_batch_data) in enumerate(
+            zip(loader, global_batches, out_iter)):
         skipped += len(batch.failed)
         if batch.images is None:
             scheduler.step()
             continue
         x = to_device(batch.images, dev, channels_last=False)
         y = torch.from_numpy(labels[batch.indices]).to(dev)
+        x_out = (None if out_batch_data is None or out_batch_data.images is None
+                 else to_device(out_batch_data.images, dev, channels_last=False))
+        share = len(y) * world / len(global_batch) if world > 1 else 1.0
+        value = hooks.step(Batch(runner, opt, params, x, y, x_out, epoch, index, seed, share,
+                                 lambda: autocast(dev, amp_dtype)))
+        if value is not None:
+            scheduler.step()
+            total += value.double() * len(y)
+            seen += len(y)
+            if advance is not None:
+                advance(len(global_batch), float(total) / max(seen, 1))
+            continue
         with autocast(dev, amp_dtype):
             logits = runner(x)
-            out_logits = None
-            if out_batch_data is not None and out_batch_data.images is not None:
-                out_logits = runner(to_device(out_batch_data.images, dev, channels_last=False))
+            out_logits = None if x_out is None else runner(x_out)
             value = criterion(logits.float(), y, None if out_logits is None else out_logits.float())
-        scaled = value * (len(y) * world / len(global_batch)) if world > 1 else value
+        scaled = value * share if world > 1 else value
         opt.zero_grad(set_to_none=True)
         if scaler is not None:
             scaler.scale(scaled).backward()
