@@ -333,8 +333,13 @@ def settings_table() -> None:
 
 
 def main() -> None:
+    import sympy  # noqa: F401  (torch imports it lazily: a budget alarm inside that import would
+    # leave it half-imported for every later measurement)
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="every row count / 10")
+    parser.add_argument("--divide", type=int, default=None,
+                        help="every row count / this (--quick is --divide 10)")
     parser.add_argument("--only", default="", help="comma-separated detector names")
     parser.add_argument("--budget", type=float, default=None,
                         help="seconds per measurement (default 900 full, 300 quick)")
@@ -372,9 +377,9 @@ def main() -> None:
         threadpool_limits(args.threads)  # in force for the rest of the process
     load_before = os.getloadavg()
     sizes = dict(FULL)
-    if args.quick:
-        sizes.update({k: sizes[k] // 10 for k in ("n_test", "n_train", "n_map")})
-    seconds = args.budget or (300.0 if args.quick else 900.0)
+    divide = args.divide or (10 if args.quick else 1)
+    sizes.update({k: sizes[k] // divide for k in ("n_test", "n_train", "n_map")})
+    seconds = args.budget or (300.0 if divide > 1 else 900.0)
     rng = np.random.default_rng(0)
     t0 = time.perf_counter()
     head = make_head(sizes["classes"], sizes["dim"], rng)
@@ -439,7 +444,7 @@ def print_table(rows: list[dict[str, Any]]) -> None:
 def write(args: argparse.Namespace, wanted: set[str], sizes: dict[str, int], seconds: float,
           load_before: tuple[float, float, float], neighbours: int,
           rows: list[dict[str, Any]]) -> None:
-    mode = "quick" if args.quick else "full"
+    mode = "full" if sizes == FULL else "quick" if args.quick else f"rows / {args.divide}"
     if wanted and args.out.exists():  # --only updates those rows of an earlier run of this mode
         earlier = json.loads(args.out.read_text())
         if earlier.get("mode") == mode and earlier.get("sizes") == sizes:
