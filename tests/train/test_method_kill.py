@@ -4,12 +4,6 @@ reached through a training config (`oodbench train CONFIG.toml`)."""
 
 from __future__ import annotations
 
-import json
-import signal
-import subprocess
-import sys
-import time
-
 import numpy as np
 import pytest
 import torch
@@ -19,22 +13,15 @@ from PIL import Image
 from oodbench.cli.main import main
 from oodbench.train.config import read_train_config, run_training
 from tests.train._method_run import method_run
-from tests.train.test_finetune import REPO, _env
+from tests.train._subprocess import kill_after_first_checkpoint
 
 
 @pytest.mark.heavy
 @pytest.mark.parametrize("method", ["umap", "doe"])
 def test_killed_run_resumes_bit_identical(tmp_path, method):
     epochs, out = 5, tmp_path / "killed"
-    proc = subprocess.Popen([sys.executable, "-m", "tests.train._method_run", str(out), method,
-                             str(epochs)], cwd=REPO, env=_env())
-    deadline = time.monotonic() + 300
-    while not (out / "train.json").exists() and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.005)
-    time.sleep(0.3)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    done = json.loads((out / "train.json").read_text())["epochs_done"]
+    done = kill_after_first_checkpoint(
+        ["tests.train._method_run", str(out), method, str(epochs)], out, pause=0.3, timeout=300)
     assert 1 <= done < epochs, "the kill came too late to test resuming"
     resumed = method_run(str(out), method, epochs)
     straight = method_run(str(tmp_path / "straight"), method, epochs)
@@ -86,3 +73,13 @@ def test_doe_config_without_outliers_is_a_one_line_error(tmp_path):
                       'options = { num_classes = 2 }\n\n[data]\ntrain = { folder = "train" }\n')
     result = CliRunner().invoke(main, ["train", str(config)], terminal_width=200)
     assert result.exit_code == 2 and "[data].outliers: loss 'doe' needs an outlier source" in result.output
+
+
+def test_oodbench_list_shows_the_methods_with_their_papers():
+    wide = {"terminal_width": 250}
+    losses = CliRunner().invoke(main, ["list", "losses"], **wide).output
+    for text in ("um ", "umap", "doe", "Zhu et al., ICML 2023", "Wang et al., ICLR"):
+        assert text in losses, text
+    dets = CliRunner().invoke(main, ["list", "detectors"], **wide).output
+    for text in ("rp_gradnorm", "rp_msp", "rw_energy", "rw_odin", "mood", "Jiang et", "Li et al."):
+        assert text in dets, text

@@ -3,7 +3,8 @@
     <out>/model.safetensors   the network's weights (``models.load(spec, weights=...)`` reads it)
     <out>/optimizer.safetensors   optimiser tensors (momentum, Adam moments) for resuming
     <out>/method.safetensors  a method's own state beside the network, when it has one (UMAP:
-                              the mask scores; DOE: the averaged weight perturbation)
+                              the mask scores; DOE: the averaged weight perturbation; NPOS: the
+                              MLP phi and the class queues)
     <out>/train.json          the config, epochs done, per-epoch history, optimiser scalars,
                               scheduler state, and the sha256 of both tensor files
 
@@ -23,7 +24,7 @@ from typing import Any
 
 import torch
 
-from oodbench.errors import CacheError
+from oodbench.errors import CacheError, InvalidInputError
 from oodbench.extract._atomic import atomic_path, file_sha256, read_json, write_json
 
 WEIGHTS = "model.safetensors"
@@ -115,3 +116,19 @@ def read_method_state(out: Path) -> dict[str, torch.Tensor]:
     from safetensors.torch import load_file
 
     return load_file(os.fspath(out / METHOD), device="cpu")
+
+
+def resume_checkpoint(
+    out: Path, config: dict[str, Any], resume: bool
+) -> tuple[dict[str, Any], dict[str, torch.Tensor], dict[str, Any]] | None:
+    """:func:`read_checkpoint` of a run to continue, or None to start; a checkpoint of another
+    config is an error (``InvalidInputError`` naming the keys that differ)."""
+    previous = read_checkpoint(out) if resume else None
+    if previous is not None and previous[0]["config"] != config:
+        changed = sorted(k for k in config if previous[0]["config"].get(k) != config[k])
+        raise InvalidInputError(
+            f"{out} holds a training run with another config (differs in "
+            f"{', '.join(changed)}); train into another out folder, or resume=False to "
+            "overwrite it"
+        )
+    return previous

@@ -32,7 +32,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,40 +46,18 @@ from oodbench.extract.loader import make_loader, to_device
 from oodbench.extract.runtime import autocast, place_model, resolve_amp, resolve_device
 from oodbench.models.classifier import Classifier
 from oodbench.train import checkpoint as ckpt
+from oodbench.train import ddp
+from oodbench.train.cma import train_cma
 from oodbench.train.hooks import Batch, Run, hooks_for
 from oodbench.train.labels import select_classes
+from oodbench.train.npos import train_npos
 from oodbench.train.optim import OptimSettings
 from oodbench.train.parts import network, trainable_modules
 from oodbench.train.progress import training_bar
+from oodbench.train.result import TrainResult
 
-
-@dataclass(frozen=True)
-class TrainResult:
-    """What :func:`train` produced: the trained model (eval mode) and its files."""
-
-    model: Classifier
-    out: Path
-    weights: Path  # <out>/model.safetensors, for models.load(spec, weights=...)
-    config: dict[str, Any]
-    history: list[dict[str, Any]]
-
-
-def _world() -> tuple[int, int, int]:
-    """(world size, rank, local rank), joining the torchrun process group when launched by it."""
-    size = int(os.environ.get("WORLD_SIZE", "1"))
-    if size <= 1:
-        return 1, 0, 0
-    if not dist.is_initialized():
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-    return dist.get_world_size(), dist.get_rank(), int(os.environ.get("LOCAL_RANK", "0"))
-
-
-def _share(rows: np.ndarray, world: int, rank: int) -> np.ndarray:
-    return np.array_split(rows, world)[rank]
-
-
-def _batches(order: np.ndarray, batch_size: int) -> list[np.ndarray]:
-    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+#: the training paths of losses whose ``trainer`` is not "classifier" (CLIP fine-tuning)
+METHOD_TRAINERS: dict[str, Callable[..., TrainResult]] = {"cma": train_cma, "npos": train_npos}
 
 
 def train(
@@ -131,6 +108,15 @@ def train(
                              weight_decay=weight_decay, optimizer=optimizer, schedule=schedule,
                              warmup_epochs=warmup_epochs)
     criterion = losses.create(loss, **dict(loss_options or {}))
+    if criterion.trainer in METHOD_TRAINERS:
+        if trainable != "all" or outliers is not None:
+            raise InvalidInputError(
+                f"loss {loss!r} decides what trains and makes its own negatives: leave "
+                "trainable at 'all' and give no outliers")
+        return METHOD_TRAINERS[criterion.trainer](
+            model, source, criterion, settings, out=out, seed=seed, resume=resume,
+            device=device, amp=amp, num_workers=num_workers, transform=transform,
+            progress=progress)
     if criterion.needs_outliers and outliers is None:
         raise InvalidInputError(
             f"loss {loss!r} needs an outlier source: train(..., outliers=ImageFolder(...))"
@@ -139,7 +125,7 @@ def train(
     _, rows, _ = select_classes(source.labels, None, n_classes, f"source {source.name!r}")
     modules = trainable_modules(model, trainable)
     out_dir = Path(out)
-    world, rank, local_rank = _world()
+    world, rank, local_rank = ddp.world()
     dev = resolve_device(f"cuda:{local_rank}" if world > 1 and torch.cuda.is_available() else device)
     amp_dtype = resolve_amp(amp, dev)
     out_batch = outlier_batch_size or 2 * batch_size
@@ -168,16 +154,9 @@ def train(
     scheduler = settings.make_scheduler(opt, steps)
     history: list[dict[str, Any]] = []
     start_epoch = 0
-    previous = ckpt.read_checkpoint(out_dir) if resume else None
+    previous = ckpt.resume_checkpoint(out_dir, config, resume)
     if previous is not None:
         record, weights, opt_state = previous
-        if record["config"] != config:
-            changed = sorted(k for k in config if record["config"].get(k) != config[k])
-            raise InvalidInputError(
-                f"{out_dir} holds a training run with another config (differs in "
-                f"{', '.join(changed)}); train into another out folder, or resume=False to "
-                "overwrite it"
-            )
         hooks.load(net, weights, out_dir)
         opt.load_state_dict(opt_state)
         scheduler.load_state_dict(record["scheduler"])
@@ -222,15 +201,15 @@ def _epoch(runner, model, modules, criterion, opt, scheduler, scaler, source, ou
     rng = np.random.default_rng([seed, epoch])
     order = rng.permutation(rows)
     torch.manual_seed(int(rng.integers(2**62)))  # dropout masks, loader worker seeds
-    global_batches = _batches(order, settings.batch_size)
-    local = [_share(b, world, rank) for b in global_batches]
+    global_batches = ddp.batches(order, settings.batch_size)
+    local = [ddp.share(b, world, rank) for b in global_batches]
     loader = make_loader(source, load, local, device=dev, num_workers=num_workers)
     out_iter: Any = iter([None] * len(local))
     if outliers is not None:
         out_order = rng.permutation(len(outliers))
         picks = [out_order[(np.arange(out_batch) + i * out_batch) % len(outliers)]
                  for i in range(len(local))]
-        out_iter = iter(make_loader(outliers, load, [_share(p, world, rank) for p in picks],
+        out_iter = iter(make_loader(outliers, load, [ddp.share(p, world, rank) for p in picks],
                                     device=dev, num_workers=num_workers))
     model.eval()
     for m in modules:
