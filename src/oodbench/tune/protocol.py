@@ -115,16 +115,11 @@ class TuningProtocol:
 
 
 #: every tuning protocol, by name
-PROTOCOLS: Registry[TuningProtocol] = Registry("tuning protocol")
+PROTOCOLS: Registry[TuningProtocol] = Registry("tuning protocol", declares=("needs", NEEDS))
 
 
-def register(cls: type[TuningProtocol]) -> type[TuningProtocol]:
-    """Class decorator: add a tuning protocol to :data:`PROTOCOLS`."""
-    unknown = set(cls.needs) - NEEDS
-    if unknown:
-        raise TypeError(f"{cls.__name__}.needs: unknown {sorted(unknown)}; use {sorted(NEEDS)}")
-    PROTOCOLS.add(cls)
-    return cls
+#: class decorator: add a tuning protocol to :data:`PROTOCOLS`
+register = PROTOCOLS.register
 
 
 def protocol_class(name: str) -> type[TuningProtocol]:

@@ -93,16 +93,9 @@ class BenchmarkKind:
 
 
 #: every benchmark kind, by ``type``
-KINDS: Registry[BenchmarkKind] = Registry("benchmark type")
-
-
-def register(cls: type[BenchmarkKind]) -> type[BenchmarkKind]:
-    """Class decorator: add a benchmark kind to :data:`KINDS`."""
-    unknown = set(cls.needs) - NEEDS
-    if unknown:
-        raise TypeError(f"{cls.__name__}.needs: unknown {sorted(unknown)}; use {sorted(NEEDS)}")
-    KINDS.add(cls)
-    return cls
+KINDS: Registry[BenchmarkKind] = Registry("benchmark type", declares=("needs", NEEDS))
+#: class decorator: add a benchmark kind to :data:`KINDS`
+register = KINDS.register
 
 
 def kind_of(entry: BenchmarkEntry) -> type[BenchmarkKind]:
