@@ -168,6 +168,7 @@ def main() -> None:
     parser.add_argument("--time", action="store_true", help="also the timings (see above)")
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--neighbours", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--only", default="", help="comma-separated detector names to count")
     args = parser.parse_args()
     load_before = os.getloadavg()
     sizes = dict(FULL)
@@ -184,7 +185,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|")
     for info in available():
         name = info["name"]
-        if skip & set(info["requires"]):
+        if skip & set(info["requires"]) or (args.only and name not in args.only.split(",")):
             continue
         scored = maps if "feature_map" in info["requires"] else test
         fit, score = ours(name, train, scored)
