@@ -139,8 +139,11 @@ def timings(repeat: int, neighbours: int) -> list[dict[str, Any]]:
     best of ``repeat``, without and with ``neighbours`` spinning processes."""
     rng = np.random.default_rng(0)
     logits = rng.standard_normal((20_000, 1_000), dtype=np.float32) * 3
-    acts = Activations(logits=logits, labels=np.zeros(len(logits), dtype=np.int64),
-                       ids=np.arange(len(logits)).astype(str))
+    n = len(logits)
+    acts = Activations(logits=logits, labels=np.zeros(n, dtype=np.int64), ids=np.arange(n).astype(str),
+                       features=np.zeros((n, 1), dtype=np.float32),  # pytorch_ood() builds a head
+                       head_weight=np.zeros((1000, 1), dtype=np.float32),
+                       head_bias=np.zeros(1000, dtype=np.float32))
     out = []
     for busy in (0, neighbours):
         with busy_neighbours(busy, seconds=1800):
@@ -215,6 +218,8 @@ def main() -> None:
               "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
                           "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
                           "load_average_1_5_15min_before": load_before}}
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2) + "\n")  # the counts, kept if timing stops
     if args.time:
         result["timings"] = timings(args.repeat, args.neighbours)
         result["timings_repeat"] = args.repeat
