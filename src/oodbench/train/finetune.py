@@ -132,7 +132,7 @@ def train(
     load = transform or model.transform
     initial_digest = model.weights_digest()
     hooks = hooks_for(criterion)
-    method_config = hooks.prepare(Run(model, modules, source, rows, load, batch_size, seed, dev,
+    method_config = hooks.prepare(Run(model, modules, source, rows, batch_size, seed, dev,
                                       num_workers, world, rank))
     config: dict[str, Any] = {
         "model": model.spec, "initial_weights_sha256": initial_digest,

@@ -41,7 +41,6 @@ class Run:
     modules: list[torch.nn.Module]
     source: Source
     rows: np.ndarray
-    load: Callable[..., torch.Tensor]
     batch_size: int
     seed: int
     device: torch.device
