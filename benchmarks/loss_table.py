@@ -15,8 +15,8 @@ Here, on real data that ships with the project (``../shared/data``):
   the first ``--train-per-class`` of each class of ``cifar10-train``, test images the first
   ``--test-per-class`` of each class of ``cifar10-test``. The CPU study (recipe ``cpu-small``)
   uses 1,000 and 200 per class: what one niced process on a 2-core machine shared by eight
-  developers trains 15 times in about an hour (about 20-30 training images/s were measured
-  there under a load average of 15); every other recipe defaults to all images.
+  developers trains 15 times in under an hour (14-46 training images/s per niced worker were
+  measured there under load averages of 15-21); every other recipe defaults to all images.
 * **Near (class-OOD)**: the held-out classes 6-9 (frog, horse, ship, truck) of ``cifar10-test``.
 * **Far**: the 1,300 ImageNet validation images of ``imagenet-val-1300`` down-sampled to 32 px.
 * **Training**: the small-image recipe ``oodbench.train.recipe`` (``--recipe``; a CIFAR ResNet,
@@ -35,7 +35,9 @@ Each (loss, seed) is cached by content (recipe, data fingerprint, loss, options,
 last epoch) and, once evaluated, the logits and the record, so an interrupted study continues
 where it stopped. Nothing is tuned to match the paper. Writes
 ``benchmarks/results/loss_table.json`` (``loss_table_quick.json``, ``loss_table_<recipe>.json``
-for another recipe) after every run, with the machine's load average and the wall time.
+for another recipe) after every run, with the machine's load average, this process's wall time
+and when the first and the last run finished (runs read back from the cache keep the time they
+were written, so a study resumed or split over workers keeps its wall clock).
 """
 
 from __future__ import annotations
@@ -304,6 +306,8 @@ def main() -> None:
                 "threads": torch.get_num_threads(), "load_average_start": load_start,
                 "load_average_now": os.getloadavg(),
                 "wall_seconds": time.perf_counter() - t0, "failed": failed,
+                "runs_finished_between": [min(r["finished_at"] for r in runs),
+                                          max(r["finished_at"] for r in runs)],
                 "runs": runs, "per_loss": summarise(runs),
                 "comparisons_with_ce": compare_with_ce(runs),
             }, indent=1))
