@@ -63,8 +63,8 @@ def test_run_then_rerun_then_report(tiny):
 @pytest.mark.parametrize(
     ("edit", "expected"),
     [
-        (lambda t: t.replace('name = "msp"', 'name = "mps"'),
-         "unknown detector 'mps'. Did you mean 'msp'"),
+        (lambda t: t.replace('name = "msp"', 'name = "mspp"'),
+         "unknown detector 'mspp'. Did you mean 'msp'"),
         (lambda t: t.replace('"data/noise"', '"data/nosie"'),
          "data/nosie does not exist; expected an image folder laid out as <folder>/<class name>/<image>"),
         (lambda t: t.replace("batch_size = 16", "batch_size = -1"), "batch_size: must be a positive integer"),
