@@ -11,7 +11,8 @@ from click.testing import CliRunner
 from PIL import Image
 
 from oodbench.cli.main import main
-from oodbench.train.config import read_train_config, run_training
+from oodbench.run.build import run_training
+from oodbench.train.config import read_train_config
 from tests.train._method_run import method_run
 from tests.train._subprocess import kill_after_first_checkpoint
 
@@ -73,3 +74,13 @@ def test_doe_config_without_outliers_is_a_one_line_error(tmp_path):
                       'options = { num_classes = 2 }\n\n[data]\ntrain = { folder = "train" }\n')
     result = CliRunner().invoke(main, ["train", str(config)], terminal_width=200)
     assert result.exit_code == 2 and "[data].outliers: loss 'doe' needs an outlier source" in result.output
+
+
+def test_oodbench_list_shows_the_methods_with_their_papers():
+    wide = {"terminal_width": 250}
+    losses = CliRunner().invoke(main, ["list", "losses"], **wide).output
+    for text in ("um ", "umap", "doe", "Zhu et al., ICML 2023", "Wang et al., ICLR"):
+        assert text in losses, text
+    dets = CliRunner().invoke(main, ["list", "detectors"], **wide).output
+    for text in ("rp_gradnorm", "rp_msp", "rw_energy", "rw_odin", "mood", "Jiang et", "Li et al."):
+        assert text in dets, text
