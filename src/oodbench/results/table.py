@@ -90,11 +90,11 @@ def package_versions() -> str:
 
 def _new_tmp(folder: Path, prefix: str, suffix: str) -> str:
     """A temporary file in ``folder`` with the permissions of a normal new file (the umask's)."""
+    from oodbench.extract._atomic import new_file_mode
+
     fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=folder)
     os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)
+    os.chmod(tmp, new_file_mode())
     return tmp
 
 
