@@ -223,7 +223,7 @@ class SourceSpec(Schema):
         if self.folder is not None and not self.folder.is_dir():
             raise MissingDataError(
                 f"{self.where}: folder {self.folder} does not exist; expected an image folder laid "
-                "out as <folder>/<class name>/<image> (fix the path in the experiment file)"
+                "out as <folder>/<class name>/<image> (fix the path in that file)"
             )
         if isinstance(self.class_names, Path) and not self.class_names.is_file():
             raise MissingDataError(
@@ -260,6 +260,28 @@ class SourceSpec(Schema):
         if self.label_map is not None:
             out["label_map"] = dict(self.label_map)
         return out
+
+
+class OodSourceSpec(SourceSpec):
+    """Images that are OOD, whose labels do not matter: a ``folder`` is every image below it,
+    flat or in sub-folders (:class:`oodbench.data.OodFolder`, label -1); lists, digits and demo
+    sets as for any source."""
+
+    def build(self) -> Any:
+        if self.folder is not None and self.class_names is None and self.label_map is None:
+            from oodbench.data import OodFolder
+
+            self.check_exists()
+            return OodFolder(self.folder)
+        return super().build()
+
+    def check_exists(self) -> None:
+        if self.folder is not None and not self.folder.is_dir():
+            raise MissingDataError(
+                f"{self.where}: folder {self.folder} does not exist; expected a folder of OOD "
+                "images (flat, or in sub-folders) (fix the path in that file)"
+            )
+        super().check_exists()
 
 
 # -- models -------------------------------------------------------------------------------------
@@ -404,7 +426,7 @@ class TuneSpec(Schema):
     criterion: StrictStr | None = None
     n_trials: StrictInt = 50
     seed: StrictInt = 0
-    ood: SourceSpec | None = None
+    ood: OodSourceSpec | None = None
     id_val: SourceSpec | None = None
     n_variants: StrictInt | None = None
     held_out_fraction: StrictFloat | None = None
@@ -730,8 +752,9 @@ class StandardSpec(IntervalOptions):
                 **self.intervals()}
 
 
-class GroupSpec(SourceSpec):
-    """One OOD group of a custom benchmark: its images and whether it is near or far OOD."""
+class GroupSpec(OodSourceSpec):
+    """One OOD group of a custom benchmark: its images (a folder: every image below it, flat or
+    in sub-folders) and whether it is near or far OOD."""
 
     kind: StrictStr = "far"
 
