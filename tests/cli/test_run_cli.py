@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from oodbench.cli.main import main
 from tests._read_only import read_only, snapshot
 from tests.conftest import REPO
-from tests.run.tiny import add_nan_model, write_tiny_experiment
+from tests.run.tiny import add_interrupting_model, add_nan_model, write_tiny_experiment
 
 
 def invoke(*args: str):
@@ -101,12 +101,30 @@ def test_exit_status_counts_failed_cells(tiny):
     assert "10 failed, 10 already finished" in again.output
 
 
+def test_ctrl_c_exits_130_with_one_line_saying_what_was_kept(tiny):
+    """Issue 23 item 4: Ctrl-C exited 1, the status of "a cell failed"; it is 130, with one line
+    that says what was kept and how to resume, and the re-run resumes."""
+    add_interrupting_model(tiny)  # the second model's first forward pass is a Ctrl-C
+    result = invoke("run", str(tiny), "--no-progress")
+    assert result.exit_code == 130, result.output
+    lines = [line for line in result.output.splitlines() if line.startswith("interrupted: ")]
+    assert lines == [
+        f"interrupted: 10 of the 20 cells left to run finished and are kept in "
+        f"{tiny.parent / 'out' / 'results.parquet'}; the activations extracted so far are "
+        f"cached; run `oodbench run {tiny}` again to resume"], result.output
+    assert "Traceback" not in result.output and "Aborted" not in result.output
+    assert not (tiny.parent / "out" / "failures.log").exists()  # an interrupt is not a failure
+    dry = invoke("run", str(tiny), "--dry-run")
+    assert "10 to run, 10 already finished" in dry.output
+
+
 def test_exit_codes_are_documented():
     for text in (invoke("run", "--help").output, (REPO / "README.md").read_text()):
         flat = " ".join(text.split())
         assert "exit status" in flat.lower()
-        for code in ("0", "1", "2"):
-            assert f"{code}:" in flat or f"{code} " in flat
+        for code in ("0", "1", "2", "130"):
+            assert f"{code}:" in flat or f"{code} " in flat or f"`{code}`" in flat
+        assert "interrupted" in flat
 
 
 def test_a_read_only_results_folder(tiny, monkeypatch):

@@ -71,3 +71,23 @@ def add_nan_model(path: Path) -> None:
     with open(path, "a", encoding="utf-8") as f:
         f.write('\n[[models]]\nname = "nan_cnn"\nfactory = "tests.run.tiny:nan_cnn"\n'
                 "options = { num_classes = 3, seed = 0 }\n")
+
+
+def interrupting_cnn(**options):
+    """A SmallCNN whose forward pass raises KeyboardInterrupt, as Ctrl-C would."""
+    from oodbench.models.small_cnn import SmallCNN
+
+    class Interrupting(SmallCNN):
+        def forward_feature_map(self, x):  # type: ignore[no-untyped-def]
+            raise KeyboardInterrupt
+
+    model = Interrupting(**options)
+    model.spec = "test:interrupting_cnn"
+    return model
+
+
+def add_interrupting_model(path: Path) -> None:
+    """Append a second model to the experiment at ``path`` whose first forward pass is a Ctrl-C."""
+    with open(path, "a", encoding="utf-8") as f:
+        f.write('\n[[models]]\nname = "interrupting_cnn"\nfactory = "tests.run.tiny:interrupting_cnn"\n'
+                "options = { num_classes = 3, seed = 0 }\n")

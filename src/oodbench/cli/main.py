@@ -1,7 +1,8 @@
 """``oodbench`` entry point: a click group; each sub-command lives in its own module here.
 
-Errors a user can cause (``OodbenchError``) are printed as one line with the fix, no traceback;
-``OODBENCH_DEBUG=1`` shows the traceback.
+Errors a user can cause (``OodbenchError``) are printed as one line with the fix, no traceback
+(exit status 2); Ctrl-C prints one line saying what was kept and how to resume (exit status
+130). ``OODBENCH_DEBUG=1`` shows the traceback.
 """
 
 from __future__ import annotations
@@ -13,7 +14,11 @@ import sys
 import click
 
 from oodbench import __version__
-from oodbench.errors import OodbenchError
+from oodbench.errors import Interrupted, OodbenchError
+
+
+#: exit status after Ctrl-C: 128 + SIGINT, the shell's convention (1 is "a cell failed")
+EXIT_INTERRUPTED = 130
 
 
 class _FriendlyGroup(click.Group):
@@ -25,6 +30,13 @@ class _FriendlyGroup(click.Group):
                 raise
             click.secho(f"error: {err}", fg="red", err=True)
             sys.exit(2)
+        except KeyboardInterrupt as err:  # one line, no traceback, and not a failure's status
+            if os.environ.get("OODBENCH_DEBUG"):
+                raise
+            kept = str(err) if isinstance(err, Interrupted) and str(err) else (
+                "what finished is kept; run the same command again to resume")
+            click.secho(f"interrupted: {kept}", fg="yellow", err=True)
+            sys.exit(EXIT_INTERRUPTED)
 
 
 @click.group(cls=_FriendlyGroup, context_settings={"help_option_names": ["-h", "--help"]})

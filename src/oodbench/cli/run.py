@@ -44,6 +44,8 @@ def run_cmd(experiment: Path, use_ray: bool, dry_run: bool, with_report: bool, t
       2  a user error found before any forward pass (bad file, path, name, an empty
          folder, labels beyond the model's classes, a C-OOD window larger than the
          pool); nothing ran
+      130  interrupted (Ctrl-C): the finished cells and the cached activations are
+         kept; run the same command again to resume
     """
     from oodbench.results.table import ResultsTable
     from oodbench.run import run_experiment
