@@ -149,7 +149,8 @@ def test_a_read_only_results_folder(tiny, monkeypatch):
     assert report_elsewhere.exit_code == 0, report_elsewhere.output
     assert (elsewhere / "report.html").is_file()
     assert more.exit_code == 2, more.output
-    assert more.output.splitlines()[-1].startswith(f"error: cannot write the results in {out}")
+    assert more.output.splitlines()[-1].startswith(
+        f"  - [experiment].output: NotWritableError: cannot write the results in {out}")
     assert "output" in more.output.splitlines()[-1]
     assert snapshot(out) == before  # nothing was written, nothing was touched
 
@@ -166,3 +167,31 @@ def test_dry_run_finds_what_would_fail_later(tiny):
     assert not (tiny.parent / "cache").exists()
     run = invoke("run", str(tiny), "--no-progress")
     assert run.exit_code == 2 and "2 problems; nothing was extracted" in run.output
+
+
+def test_dry_run_reports_every_problem_in_one_pass(tiny, monkeypatch):
+    """Issue 23 item 6: a held_out_fraction that withholds every class and a read-only output
+    folder passed the dry run ("checks passed"); of two wrong paths only the first was named."""
+    text = tiny.read_text().replace('"data/noise"', '"data/nosie"').replace(
+        '"data/stripes"', '"data/stirpes"')
+    tiny.write_text(text)
+    both = invoke("run", str(tiny), "--dry-run")
+    assert both.exit_code == 2, both.output
+    flat = " ".join(both.output.split())
+    assert "2 paths of the experiment do not exist" in flat
+    assert "data/nosie does not exist" in flat and "data/stirpes does not exist" in flat
+
+    tiny.write_text(text.replace("nosie", "noise").replace("stirpes", "stripes") + (
+        '\n[[detectors]]\nname = "react"\ntune = { protocol = "held_out_classes", '
+        'held_out_fraction = 0.999, space = { percentile = [80, 90] } }\n'))
+    out = tiny.parent / "out"
+    out.mkdir()
+    with read_only(out, monkeypatch):
+        dry = invoke("run", str(tiny), "--dry-run")
+    assert dry.exit_code == 2, dry.output
+    flat = " ".join(dry.output.split())
+    assert "2 problems; nothing was extracted" in flat and "checks passed" not in flat
+    assert f"[experiment].output: NotWritableError: cannot write the results in {out}" in flat
+    assert ("[[detectors]] #5 (react).tune on [id].fit: InvalidInputError: "
+            "held_out_fraction=0.999 of 3 classes withholds 3") in flat
+    assert list(out.iterdir()) == [] and not (tiny.parent / "cache").exists()

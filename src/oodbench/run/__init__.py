@@ -81,10 +81,10 @@ def run_experiment(
     table = ResultsTable(exp.output)
     pending = plan.pending(table.finished_cells())
     if pending.models:
-        check_writable(exp.output)
         resources = Resources(exp)
-        if check:
+        if check:  # the output folder among the other problems
             raise_problems(check_plan(pending, resources, keep_first_model=executor == "local"))
+        check_writable(exp.output)
         save_configuration(exp)
         extract_bars = progress if extract_progress is None else extract_progress
         runner = _executor(executor, progress, extract_bars, dict(extract_options or {}), resources)
