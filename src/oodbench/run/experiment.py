@@ -409,8 +409,9 @@ class TuneSpec(Schema):
     (no OOD data: ID classes of ``[id].fit`` are withheld) or ``tune = { protocol = "ood_val",
     ood = "data/ood_val", search = "tpe", n_trials = 40, space = { slope = { low = 0.0,
     high = 5.0 } } }`` (integer bounds make an integer range).
-    ``id_val`` (a source) defaults to one image of every ``[id].fit`` class that has two or
-    more, the rest of ``[id].fit`` being what the detector fits on while tuning
+    The ID validation images of the tuning: ``id_val`` (a source) when given, else the
+    experiment's ``[id] val``, else one image of every ``[id].fit`` class that has two or more,
+    the rest of ``[id].fit`` being what the detector fits on while tuning
     (``oodbench.tune.split.split_by_class`` with ``seed``). Held-out options: ``n_variants``,
     ``held_out_fraction``, ``retrain`` (``"head"`` or ``"full"``), ``train`` (the trainer's
     options, e.g. ``{ epochs = 30 }``).
@@ -471,19 +472,23 @@ class TuneSpec(Schema):
                 yield f"{where}.tune.{key}", spec
 
     def run(self, detector: str, base: Mapping[str, Any], model: Any, fit: Any,
-            extract: Any) -> Any:
+            extract: Any, id_val: Any = None) -> Any:
         """Tune ``detector`` (its other hyper-parameters fixed at ``base``) on ``fit`` (the
-        model's ``[id].fit`` activations); ``extract(source)`` gives a source's activations.
+        model's ``[id].fit`` activations) and ``id_val`` (the model's ``[id].val`` activations,
+        ``None`` without one); ``extract(source)`` gives a source's activations.
         Returns the :class:`oodbench.tune.TuneResult`."""
         from oodbench import detectors
         from oodbench.tune import tune
         from oodbench.tune.split import split_by_class
 
         if self.id_val is not None:
-            id_val = extract(self.id_val.build())
+            id_val, role = extract(self.id_val.build()), "tune.id_val"
+        elif id_val is not None:
+            role = "[id].val"
         else:
             fit_rows, val_rows = split_by_class(fit.labels, self.seed)
             fit, id_val = fit.subset(fit_rows), fit.subset(val_rows)
+            role = f"one image per class of [id].fit (seed {self.seed})"
         options: dict[str, Any] = {"criterion": self.criterion, "protocol": self.protocol,
                                    "search": self.search}
         if self.search == "tpe":
@@ -491,8 +496,10 @@ class TuneSpec(Schema):
         if self.protocol == "held_out_classes":
             options["held_out"] = self.held_out
         ood = extract(self.ood.build()) if self.ood is not None else None
-        return tune(detectors.create(detector, **base), self.space, id_val, ood, fit=fit,
-                    model=model, **options)
+        result = tune(detectors.create(detector, **base), self.space, id_val, ood, fit=fit,
+                      model=model, **options)
+        result.provenance["id_val"] = role  # where the tuning's ID validation rows came from
+        return result
 
     def describe(self) -> dict[str, Any]:
         out = {k: v for k, v in self.model_dump(exclude={"ood", "id_val"}).items() if v is not None}

@@ -158,7 +158,8 @@ def run_model(
                     if d.tune is not None and canonical_json(d.tune.describe()) == cell.tune)
         model = model_lazy.get()
         result = spec.run(cell.detector, cell.params, model, fit_lazy.get(),
-                          lambda source: extract(model, source, **options))
+                          lambda source: extract(model, source, **options),
+                          val_lazy.get() if experiment.id_val is not None else None)
         det = detectors.create(cell.detector, preset=cell.preset or None, **result.detector.hyperparams)
         return det, result.tuning_record()
 
