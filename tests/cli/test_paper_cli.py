@@ -182,3 +182,17 @@ def test_findings(tmp_path: Path) -> None:
     assert result.output.count("verdict:") == 5 and "paper: 96 %" in result.output
     written = sorted(p.name for p in (tmp_path / "f").iterdir())
     assert "findings.md" in written and "finding-5.png" in written and "finding-1.csv" in written
+    assert {"finding-3-readings.csv", "finding-5-versus_softmax.csv"} <= set(written)
+    # claim 3 in both readings, each with its number and definition
+    assert "paper's reading (the best zero-shot CLIP instance, i.e. the (CLIP model, kappa) " \
+        "pair" in result.output
+    assert "like-for-like (that CLIP instance against every other model under the same kappa" \
+        in result.output
+    readings = pd.read_csv(tmp_path / "f" / "finding-3-readings.csv").set_index("reading")
+    for reading, label in (("paper", "paper's reading"), ("like_for_like", "like-for-like")):
+        line = next(ln for ln in result.output.splitlines() if label in ln)
+        assert f"{readings.loc[reading, 'percentile']:.1f} %" in line
+    # claim 1 counts the BiT pair; claim 5 covers every kappa of the table
+    assert "1 listed explicitly: resnetv2_50x1_bit_distilled" in result.output
+    for kappa in ("max_logit", "entropy", "odin", "mc_dropout"):
+        assert f"{kappa} better on " in result.output

@@ -5,14 +5,23 @@ from __future__ import annotations
 import pandas as pd
 
 from oodbench.results import paper
-from oodbench.results.model_tags import has_tag, load_tags, tag_table, tags_for
+from oodbench.results.model_tags import (
+    distillation_pairs,
+    has_tag,
+    load_pairs,
+    load_tags,
+    tag_table,
+    tags_for,
+)
 
 
 def test_committed_table_is_what_the_rules_give() -> None:
     """scripts/make_cood_model_tags.py wrote the committed file; rerun it when a rule changes."""
+    names = set(paper.load()["model"])
     committed = load_tags()
-    pd.testing.assert_frame_equal(committed, tag_table(set(paper.load()["model"])))
+    pd.testing.assert_frame_equal(committed, tag_table(names))
     assert len(committed) == 706
+    pd.testing.assert_frame_equal(load_pairs(), distillation_pairs(names))
 
 
 def test_rules_on_known_names() -> None:
@@ -30,12 +39,15 @@ def test_rules_on_known_names() -> None:
     assert tags_for("resnet50") == []
 
 
-def test_undistilled_twins() -> None:
-    table = load_tags().set_index("model")
-    assert table.loc["deit_base_distilled_patch16_224", "undistilled"] == "deit_base_patch16_224"
-    assert table.loc["xcit_tiny_12_p8_224_dist", "undistilled"] == "xcit_tiny_12_p8_224"
-    assert table.loc["xcit_tiny_12_p8_384_dist", "undistilled"] == ""  # no 384 px plain twin
-    assert table.loc["deit_base_patch16_224", "undistilled"] == ""
-    twins = table[table["undistilled"] != ""]
-    assert twins["undistilled"].isin(table.index).all()
-    assert has_tag(table.loc[twins.index].reset_index(), "distillation").all()
+def test_distillation_pairs_are_committed_and_include_bit() -> None:
+    pairs = load_pairs().set_index("distilled")
+    assert pairs.loc["deit_base_distilled_patch16_224", "undistilled"] == "deit_base_patch16_224"
+    assert pairs.loc["xcit_tiny_12_p8_224_dist", "undistilled"] == "xcit_tiny_12_p8_224"
+    assert "xcit_tiny_12_p8_384_dist" not in pairs.index  # no 384 px plain twin is published
+    # the pair no name rule finds: BiT's distilled R50x1 and BiT-M R50x1
+    assert pairs.loc["resnetv2_50x1_bit_distilled", "undistilled"] == "resnetv2_50x1_bitm"
+    assert pairs.loc["resnetv2_50x1_bit_distilled", "how"].startswith("explicit:")
+    tags = load_tags().set_index("model")
+    assert pairs["undistilled"].isin(tags.index).all()
+    assert has_tag(tags.loc[pairs.index].reset_index(), "distillation").all()
+    assert not has_tag(tags.loc[pairs["undistilled"]].reset_index(), "distillation").any()

@@ -42,6 +42,11 @@ def test_distillation_pairs(raw: pd.DataFrame, results: dict) -> None:
     assert numbers.loc["deit_base_distilled_patch16_224", "mean_difference"] == pytest.approx(expected)
     improved = (numbers["mean_difference"] > 0).sum()
     assert f"{improved} of {len(numbers)} distilled models" in results[1].measured
+    bit = numbers.loc["resnetv2_50x1_bit_distilled"]
+    assert bit["undistilled"] == "resnetv2_50x1_bitm"
+    assert bit["mean_difference"] == pytest.approx(
+        means["resnetv2_50x1_bit_distilled"] - means["resnetv2_50x1_bitm"])
+    assert "1 listed explicitly: resnetv2_50x1_bit_distilled" in results[1].measured
     assert results[1].verdict == ("supported" if improved == len(numbers) else results[1].verdict)
 
 
@@ -68,6 +73,27 @@ def test_clip_percentile(raw: pd.DataFrame, results: dict) -> None:
     assert "paper: 96 %" in results[3].measured
 
 
+def test_clip_in_the_papers_reading_and_like_for_like(raw: pd.DataFrame, results: dict) -> None:
+    """The best (CLIP model, kappa) instance of the raw file, against softmax and its own kappa."""
+    zero_shot = raw[raw["model name"].str.startswith("CLIP_")
+                    & ~raw["model name"].str.contains("finetuned")]
+    instances = zero_shot.groupby(["model name", "confidence function"])["ood-auroc"].mean()
+    (model, kappa), best = instances.idxmax(), instances.max()
+    softmax = mean_auroc(raw, "softmax").drop(index=model)
+    same = mean_auroc(raw, kappa).drop(index=model)
+    readings = results[3].more["readings"].set_index("reading")
+    assert readings.loc["paper", "best_clip"] == model
+    assert readings.loc["paper", "percentile"] == pytest.approx(100 * (softmax < best).mean())
+    assert readings.loc["paper", "n_other_models"] == len(softmax)
+    assert readings.loc["like_for_like", "percentile"] == pytest.approx(100 * (same < best).mean())
+    text = results[3].text()
+    for reading in ("paper's reading", "like-for-like"):
+        assert reading in text
+    assert f"{100 * (softmax < best).mean():.1f} % of the {len(softmax)} other models" in text
+    assert f"{100 * (same < best).mean():.1f} % of the {len(same)} other models" in text
+    assert "every other model under softmax" in text and "under the same kappa" in text
+
+
 def test_correlations_are_spearman(raw: pd.DataFrame, results: dict) -> None:
     at = raw[(raw["confidence function"] == "softmax") & (raw["severity level"] == 7)]
     ranks = at[["id-acc", "ood-auroc"]].rank()  # Spearman = Pearson of the (mid-)ranks
@@ -88,6 +114,22 @@ def test_best_kappa_shares(raw: pd.DataFrame, results: dict) -> None:
     assert np.allclose(shares[["softmax", "max_logit", "entropy"]].sum(axis=1), 1.0)
 
 
+def test_every_kappa_against_softmax(raw: pd.DataFrame, results: dict) -> None:
+    pairwise = results[5].more["versus_softmax"].set_index("kappa")
+    kappas = set(raw["confidence function"]) - {"softmax"}
+    assert len(pairwise) == len(kappas) == 4  # max_logit, entropy, ODIN, MC-dropout
+    wide = raw.pivot_table(index="model name", columns="confidence function", values="ood-auroc",
+                           aggfunc="mean")
+    for paper_name in kappas:
+        both = wide[[paper_name, "softmax"]].dropna()
+        diff = both[paper_name] - both["softmax"]
+        row = pairwise.loc[paper.kappa_for(paper_name).kappa]
+        assert row["n_models"] == len(both)
+        assert row["models_better"] == (diff > 0).sum()
+        assert row["median_difference"] == pytest.approx(diff.median())
+        assert f"better on {row['models_better']} of {len(both)} models" in results[5].measured
+
+
 def test_verdicts_follow_the_numbers() -> None:
     """A synthetic table in which distillation hurts and ViTs lose."""
     rows = []
@@ -97,9 +139,10 @@ def test_verdicts_follow_the_numbers() -> None:
                          "auroc": base - 0.02 * level, "id_accuracy": base, "id_auroc": base})
     df = pd.DataFrame(rows)
     tags = pd.DataFrame({"model": ["net_distilled", "net", "vit_x", "cnn"],
-                         "tags": ["distillation", "", "vit", ""],
-                         "undistilled": ["net", "", "", ""]})
+                         "tags": ["distillation", "", "vit", ""]})
+    pairs = pd.DataFrame({"distilled": ["net_distilled"], "undistilled": ["net"],
+                          "how": ["name rule: the distillation marker removed"]})
     from oodbench.results.paper_findings import distillation, vit_subset
 
-    assert distillation(df, tags, "softmax").verdict == "not supported"
+    assert distillation(df, pairs, "softmax").verdict == "not supported"
     assert vit_subset(df, tags, "softmax").verdict == "not supported"

@@ -62,6 +62,7 @@ def _register_commands() -> None:
     main.add_command(importlib.import_module("oodbench.cli.cache").cache_cmd)
     main.add_command(importlib.import_module("oodbench.cli.extract").extract_cmd)
     main.add_command(importlib.import_module("oodbench.cli.paper").paper_cmd)
+    main.add_command(importlib.import_module("oodbench.cli.published").published_cmd)
     main.add_command(importlib.import_module("oodbench.cli.cood_pool").cood_pool_cmd)
     main.add_command(importlib.import_module("oodbench.cli.data").data_cmd)
     main.add_command(importlib.import_module("oodbench.cli.demo").demo_cmd)

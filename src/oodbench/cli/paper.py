@@ -309,6 +309,8 @@ def findings_cmd(kappa: str, out: Path | None, csv: Path | None) -> None:
         lines = [f"# C-OOD paper findings, recomputed (kappa = {kappa})", ""]
         for f in results:
             f.numbers.to_csv(out / f"finding-{f.number}.csv", index=False)
+            for name, extra in f.more.items():
+                extra.to_csv(out / f"finding-{f.number}-{name}.csv", index=False)
             (out / f"finding-{f.number}.png").write_bytes(plots.to_png(f.figure()))
             lines += [f"## ({f.number}) {f.title}", "", f"> {f.claim}", "",
                       f"**Table:** {f.measured}", "", f"**Verdict:** {f.verdict} ({f.rule})", "",

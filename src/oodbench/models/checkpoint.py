@@ -3,10 +3,12 @@ full unpickle, and a strict key-and-shape check that says exactly what does not 
 
 from __future__ import annotations
 
+import argparse
 import os
 import pickle
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -15,13 +17,17 @@ from oodbench.errors import ClassCountMismatchError, InvalidInputError, MissingD
 
 #: keys under which training scripts commonly nest the state dict
 _NESTED_KEYS = ("state_dict", "model", "model_state_dict", "module")
+#: classes besides tensors and containers that checkpoints may hold and weights_only may build
+_SAFE_GLOBALS: list[Any] = [argparse.Namespace]
 
 
 def read_state_dict(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
     """The tensors of a checkpoint file on the CPU.
 
     ``.safetensors`` files are read with safetensors; anything else with
-    ``torch.load(weights_only=True)``, which refuses pickled code. A state dict nested under
+    ``torch.load(weights_only=True)``, which refuses pickled code (``argparse.Namespace`` is
+allowed: training scripts such as BEiT's and MOOD's save their command-line arguments beside the
+weights, and a Namespace holds only plain values). A state dict nested under
     ``state_dict`` / ``model`` / ``model_state_dict`` / ``module`` is unwrapped, and a
     ``module.`` prefix (DataParallel) is stripped.
     """
@@ -34,7 +40,8 @@ def read_state_dict(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
 
             obj: object = load_file(os.fspath(file), device="cpu")
         else:
-            obj = torch.load(file, map_location="cpu", weights_only=True)
+            with torch.serialization.safe_globals(_SAFE_GLOBALS):
+                obj = torch.load(file, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
         raise InvalidInputError(
             f"checkpoint {os.fspath(file)!r} holds Python objects that weights_only loading "

@@ -8,6 +8,12 @@ timm gives every architecture the same split, which is exactly the one the OOD l
 
 Preprocessing is the model's own eval transform from its pretrained config
 (``timm.data.resolve_data_config`` + ``create_transform``).
+
+BEiT (``timm:beit_*``): the features are the mean of the patch tokens through ``fc_norm``
+(timm's ``global_pool="avg"``), the features of the BEiT and MOOD papers; the feature map is the
+token sequence, class token first. ``weights=`` reads checkpoints in the layout of the official
+BEiT / MOOD code (``{"model": ..., "args": Namespace}``, with the ``relative_position_index``
+buffers that timm rebuilds) through timm's own ``beit.checkpoint_filter_fn``.
 """
 
 from __future__ import annotations
@@ -89,6 +95,17 @@ def imagenet_classes(model: nn.Module) -> tuple[list[str], list[str]] | tuple[No
     return list(info.label_descriptions()), list(info.label_names())
 
 
+def official_layout(model: nn.Module, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``state`` in timm's key layout for ``model``: BEiT checkpoints of the official code go
+    through ``timm.models.beit.checkpoint_filter_fn`` (drops the ``relative_position_index``
+    buffers, resizes position tables); other architectures' state dicts are returned as given."""
+    from timm.models import beit
+
+    if isinstance(model, beit.Beit):
+        return beit.checkpoint_filter_fn(state, model)
+    return state
+
+
 def create_timm_model(
     name: str,
     *,
@@ -110,7 +127,8 @@ def create_timm_model(
         extra["num_classes"] = num_classes
     if weights is not None:
         model = timm.create_model(name, pretrained=False, **extra)
-        load_strict(model, read_state_dict(weights), origin=repr(os.fspath(weights)))
+        state = official_layout(model, read_state_dict(weights))
+        load_strict(model, state, origin=repr(os.fspath(weights)))
         return model
     try:
         return timm.create_model(name, pretrained=pretrained, **extra)

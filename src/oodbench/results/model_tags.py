@@ -9,6 +9,12 @@ rule below is a regular expression and the source that says what the tag means; 
 every tag whose rule matches. The table of tags of every published model is committed as
 ``_data/cood_model_tags.csv`` (written by ``scripts/make_cood_model_tags.py``) so a reviewer
 can read and correct it; a test keeps it equal to what these rules give.
+
+The distilled models and the same architecture trained without distillation are paired in a
+second committed table, ``_data/cood_distillation_pairs.csv`` (``distilled``, ``undistilled``,
+``how``): the pairs the name rule finds (the ``_distilled`` / ``_dist`` marker removed) and the
+pairs no name rule can find, listed in ``EXPLICIT_PAIRS`` with their reason (BiT's distilled
+R50x1 and the BiT-M R50x1 it is compared with).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from importlib import resources
 import pandas as pd
 
 TAGS_FILE = "cood_model_tags.csv"
+PAIRS_FILE = "cood_distillation_pairs.csv"
 
 
 @dataclass(frozen=True)
@@ -78,20 +85,58 @@ def undistilled_counterpart(name: str, names: set[str]) -> str | None:
     return plain if plain in names and plain != name else None
 
 
-def tag_table(names: list[str] | set[str]) -> pd.DataFrame:
-    """One row per model: ``model``, ``tags`` (``;``-separated) and ``undistilled`` (the name
-    of its counterpart trained without distillation, or empty)."""
+@dataclass(frozen=True)
+class DistillationPair:
+    """A distilled model, the same architecture trained without distillation, and why."""
+
+    distilled: str
+    undistilled: str
+    how: str
+
+
+#: pairs the name rule cannot find, each with its source
+EXPLICIT_PAIRS: tuple[DistillationPair, ...] = (
+    DistillationPair(
+        "resnetv2_50x1_bit_distilled", "resnetv2_50x1_bitm",
+        "explicit: BiT R50x1 distilled from a BiT-M R152x2 teacher (Beyer et al., 'Knowledge "
+        "distillation: A good teacher is patient and consistent', CVPR 2022; timm "
+        "resnetv2_50x1_bit.goog_distilled_in1k) against the BiT-M R50x1 trained without a "
+        "teacher"),
+)
+
+
+def distillation_pairs(names: list[str] | set[str]) -> pd.DataFrame:
+    """Every (distilled, undistilled) pair among ``names``: the name rule's, then
+    ``EXPLICIT_PAIRS`` whose two models are both in ``names``; sorted by the distilled name."""
     known = set(names)
-    rows = [{"model": n, "tags": ";".join(tags_for(n)),
-             "undistilled": undistilled_counterpart(n, known) or ""} for n in sorted(known)]
-    return pd.DataFrame(rows, columns=["model", "tags", "undistilled"])
+    rows = [{"distilled": n, "undistilled": twin, "how": "name rule: the distillation marker "
+             "removed"} for n in sorted(known) if (twin := undistilled_counterpart(n, known))]
+    rows += [{"distilled": p.distilled, "undistilled": p.undistilled, "how": p.how}
+             for p in EXPLICIT_PAIRS if {p.distilled, p.undistilled} <= known]
+    out = pd.DataFrame(rows, columns=["distilled", "undistilled", "how"])
+    return out.sort_values("distilled", kind="stable").reset_index(drop=True)
+
+
+def tag_table(names: list[str] | set[str]) -> pd.DataFrame:
+    """One row per model: ``model`` and ``tags`` (``;``-separated)."""
+    rows = [{"model": n, "tags": ";".join(tags_for(n))} for n in sorted(set(names))]
+    return pd.DataFrame(rows, columns=["model", "tags"])
+
+
+def _read_data(name: str) -> pd.DataFrame:
+    path = resources.files("oodbench.results").joinpath("_data", name)
+    with path.open("r", encoding="utf-8") as fh:
+        return pd.read_csv(fh, dtype=str, keep_default_na=False)
+
+
+def load_pairs() -> pd.DataFrame:
+    """The committed distillation pairs (``_data/cood_distillation_pairs.csv``)."""
+    return _read_data(PAIRS_FILE)
 
 
 def load_tags() -> pd.DataFrame:
     """The committed tag table (``_data/cood_model_tags.csv``), empty strings kept as such."""
-    path = resources.files("oodbench.results").joinpath("_data", TAGS_FILE)
-    with path.open("r", encoding="utf-8") as fh:
-        return pd.read_csv(fh, dtype=str, keep_default_na=False)
+    return _read_data(TAGS_FILE)
 
 
 def has_tag(tags: pd.DataFrame, tag: str) -> pd.Series:

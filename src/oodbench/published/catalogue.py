@@ -1,0 +1,232 @@
+"""The catalogue of published tables: ``_tables/catalogue.toml`` and one CSV per table.
+
+Every table is a file of rows, one row per published value, with the columns of
+``ROW_COLUMNS`` (the keys that decide what a value can be compared with) followed by any
+columns of the source's own shape (``printed``). Every cell is read as text, so a value stays
+exactly as printed ("96.36", "71.1", "57.40"); empty cells are empty strings. The file's
+sha256 is checked against the catalogue every time it is read.
+
+The C-OOD table (``loader = "cood"``) is not a CSV here: it is the official
+``all_paper_results.csv`` that :mod:`oodbench.results.paper` bundles and checksums, turned into
+rows of the same columns (one per model x confidence function x severity level, AUROC as the
+file prints it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cache, lru_cache
+from importlib import resources
+from typing import Any
+
+import pandas as pd
+
+from oodbench.errors import CacheError, DataError, UnknownNameError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+CATALOGUE_FILE = "catalogue.toml"
+LOADERS = ("csv", "cood")
+
+#: the columns every row has, in order; what each holds:
+ROW_COLUMNS: dict[str, str] = {
+    "method": "the method as the source prints it",
+    "detector": "the oodbench detector that computes the score ('' = none in oodbench)",
+    "preset": "the oodbench preset whose configuration is the published one ('' = not stated)",
+    "hyperparams": "JSON of hyper-parameters a results row must have too ('' = none beyond the preset)",
+    "training": "how the backbone was trained (loss, method)",
+    "backbone": "the architecture, as the source names it",
+    "weights": "oodbench model specs that load exactly these weights, ';'-separated ('' = none)",
+    "train_data": "what the backbone was trained on",
+    "additional_data": "data beyond the ID training set the method used ('' = none stated)",
+    "fit_data": "what the detector was fitted on: train, id_val, none ('' = not stated)",
+    "tuning": "tuning protocol: none, ood_val, held_out_classes, synthetic_ood_val ('' = not stated)",
+    "tuning_detail": "the tuning protocol in words (its OOD validation set, its search)",
+    "benchmark": "the oodbench benchmark name ('' = none in oodbench)",
+    "id_set": "the ID test set in words",
+    "ood_set": "the OOD group: a set ('sun'), OpenOOD's mean ('near', 'far'), 'level_3'; '' = ID only",
+    "metric": "the oodbench metric name (auroc, fpr95_id, fpr95_ood, id_accuracy)",
+    "unit": "'%' or 'fraction'",
+    "value": "the value exactly as printed",
+    "paper": "the paper (arXiv id or address)",
+    "paper_table": "the paper's table that prints the value",
+    "read_from": "where the value was read",
+    "settings_from": "where the row's settings were read",
+    "note": "what else a reader must know",
+}
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    """One catalogue entry: what the table is, where it comes from, how it was measured."""
+
+    name: str
+    title: str
+    paper: str
+    source: str
+    metrics: str
+    loader: str = "csv"
+    file: str = ""
+    sha256: str = ""
+    paper_title: str = ""
+    #: results-table column -> the value every row of the table was measured with
+    protocol: Mapping[str, int] = field(default_factory=dict)
+    #: protocol column -> what it is, in words
+    labels: Mapping[str, str] = field(default_factory=dict)
+    #: how to print the source's own table (columns, values, read_from, missing)
+    printed: Mapping[str, Any] = field(default_factory=dict)
+    #: "weights": a results row is only compared with the rows of its own weights (tables of
+    #: many models, like C-OOD's); "" (default): with every row of its detector and OOD set
+    compare_by: str = ""
+
+
+def _catalogue_text() -> str:
+    return resources.files("oodbench.published").joinpath("_tables", CATALOGUE_FILE).read_text("utf-8")
+
+
+@lru_cache(maxsize=1)
+def tables() -> dict[str, TableInfo]:
+    """Every table of the catalogue, by name, in catalogue order."""
+    raw = tomllib.loads(_catalogue_text()).get("tables", {})
+    out = {}
+    for name, entry in raw.items():
+        try:
+            info = TableInfo(name=name, **entry)
+        except TypeError as err:
+            raise DataError(f"{CATALOGUE_FILE}: table {name!r} is malformed ({err}); its keys "
+                            f"are {sorted(TableInfo.__dataclass_fields__)}") from err
+        if info.loader not in LOADERS:
+            raise DataError(f"{CATALOGUE_FILE}: table {name!r} has loader {info.loader!r}; "
+                            f"use one of {LOADERS}")
+        if info.loader == "csv" and not (info.file and info.sha256):
+            raise DataError(f"{CATALOGUE_FILE}: table {name!r} needs file and sha256")
+        out[name] = info
+    return out
+
+
+def table_info(name: str) -> TableInfo:
+    """The catalogue entry of ``name`` (``UnknownNameError`` with the closest names)."""
+    known = tables()
+    if name not in known:
+        raise UnknownNameError("published table", name, known)
+    return known[name]
+
+
+def table_bytes(info: TableInfo) -> bytes:
+    """The bytes of a CSV table, checked against the catalogue's sha256."""
+    path = resources.files("oodbench.published").joinpath("_tables", info.file)
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise DataError(f"published table {info.name!r}: {info.file} cannot be read ({err}); "
+                        "reinstall oodbench") from err
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != info.sha256:
+        raise CacheError(
+            f"published table {info.name!r}: {info.file} has sha256 {digest}, the catalogue says "
+            f"{info.sha256}. If you edited the file on purpose, put the new sha256 into "
+            f"{CATALOGUE_FILE}; otherwise reinstall oodbench"
+        )
+    return data
+
+
+def _read_rows(info: TableInfo) -> pd.DataFrame:
+    if info.loader == "cood":
+        return _cood_rows()
+    df = pd.read_csv(io.BytesIO(table_bytes(info)), dtype=str, keep_default_na=False)
+    missing = [c for c in ROW_COLUMNS if c not in df.columns]
+    if missing:
+        raise DataError(f"published table {info.name!r}: {info.file} lacks the columns {missing}")
+    return df
+
+
+@cache
+def _rows(name: str) -> pd.DataFrame:
+    df = _read_rows(table_info(name))
+    df.insert(0, "table", name)
+    return df
+
+
+def load(name: str) -> pd.DataFrame:
+    """The rows of one published table as a DataFrame of strings (values as printed).
+
+    Columns: ``table``, then ``ROW_COLUMNS``, then the source's own columns where the table
+    keeps them.
+    """
+    return _rows(name).copy()
+
+
+def load_all(names: list[str] | None = None) -> pd.DataFrame:
+    """The rows of several tables (default: every table) in one frame, core columns only."""
+    chosen = list(tables()) if names is None else names
+    return pd.concat([_rows(n)[["table", *ROW_COLUMNS]] for n in chosen], ignore_index=True)
+
+
+def printed(name: str) -> pd.DataFrame:
+    """The table in its source's own shape and order, every cell as the source prints it.
+
+    Only the rows read from the source (``printed.read_from`` when the table adds rows read
+    elsewhere) are shown; a value the source leaves blank is ``printed.missing`` (default
+    ``""``). Tables without a ``printed`` entry are returned as :func:`load` gives them.
+    """
+    info = table_info(name)
+    rows = _rows(name)
+    spec = info.printed
+    if not spec:
+        return rows.drop(columns="table").copy()
+    if "read_from" in spec:
+        rows = rows[rows["read_from"] == spec["read_from"]]
+    values = {col: tuple(where) for col, where in spec["values"].items()}
+    keys = [c for c in spec["columns"] if c not in values]
+    out: dict[tuple[str, ...], dict[str, str]] = {}
+    for _, row in rows.iterrows():
+        key = tuple(row[k] for k in keys)
+        record = out.setdefault(key, {**dict(zip(keys, key)),
+                                      **{c: spec.get("missing", "") for c in values}})
+        for col, (metric, ood_set) in values.items():
+            if row["metric"] == metric and row["ood_set"] == ood_set:
+                record[col] = row["value"]
+    return pd.DataFrame(list(out.values()), columns=list(spec["columns"]))
+
+
+def _cood_rows() -> pd.DataFrame:
+    """The bundled C-OOD results as catalogue rows (AUROC per level, the file's own text)."""
+    from oodbench.results import paper
+
+    raw = pd.read_csv(io.BytesIO(paper.bundled_bytes()), dtype=str, keep_default_na=False)
+    by_paper = {k.paper_name: k for k in paper.PAPER_KAPPAS}
+    known = raw["confidence function"].isin(list(by_paper))
+    raw = raw[known]
+    kappas = raw["confidence function"].map(by_paper)
+    n = len(raw)
+    text = {c: [""] * n for c in ROW_COLUMNS}
+    df = pd.DataFrame(text)
+    df["method"] = raw["confidence function"].to_numpy()
+    df["detector"] = [k.detector for k in kappas]
+    df["preset"] = [str(k.hyperparams.get("preset", "cood")) for k in kappas]
+    df["backbone"] = raw["model name"].to_numpy()
+    df["weights"] = ("timm:" + raw["model name"]).to_numpy()
+    df["training"] = "see the model's name (oodbench.results.model_tags)"
+    df["train_data"] = "ImageNet-1k (and what the model's name says)"
+    df["fit_data"] = "none"
+    df["tuning"] = "none"
+    df["tuning_detail"] = "fixed confidence functions (the paper's Sec. 5)"
+    df["benchmark"] = "cood"
+    df["id_set"] = "ImageNet-1k validation (50,000 images)"
+    df["ood_set"] = ("level_" + raw["severity level"]).to_numpy()
+    df["metric"] = "auroc"
+    df["unit"] = "fraction"
+    df["value"] = raw["ood-auroc"].to_numpy()
+    df["paper"] = "arXiv 2302.11893"
+    df["paper_table"] = "all_paper_results.csv (every model, kappa and level)"
+    df["read_from"] = paper.PAPER_RESULTS_URL
+    df["settings_from"] = "the paper's Sec. 4-5 and oodbench.results.paper.PAPER_KAPPAS"
+    df["note"] = [k.note for k in kappas]
+    return df

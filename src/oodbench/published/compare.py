@@ -1,0 +1,339 @@
+"""Whether a result can stand next to a published value, and exactly what differs when not.
+
+A published row and a row of your results table are compared key by key (:func:`row_checks`):
+
+==========================  =========================================================  ==========
+item                        published                                                  yours
+==========================  =========================================================  ==========
+detector configuration      ``detector``, ``preset``'s hyper-parameters, ``hyperparams``  ``hyperparams``
+backbone and weights        ``weights`` (oodbench specs of exactly those weights)      ``model``
+benchmark                   ``benchmark``                                              ``benchmark``
+metric convention           ``metric`` (``fpr95_id`` vs ``fpr95_ood``)                  ``metric``
+detector fit data           ``fit_data``                                               ``fit_data``
+tuning protocol             ``tuning``                                                 ``tuning`` (its JSON ``protocol``)
+==========================  =========================================================  ==========
+
+and the table's protocol (``TableInfo.protocol``: ID set size, C-OOD levels and window) against
+what the results record (:func:`protocol_checks`). Each check is ``same``, ``differs`` or
+``unknown`` (one side does not record it). The candidates of a results row are the published
+rows of the same detector, the same OOD set (``level_3``, ``sun``, OpenOOD's ``near``) and the
+same metric family (AUROC; FPR95 in either convention; ID accuracy, whose OOD set is none).
+Tables whose ``compare_by`` is ``"weights"`` (the C-OOD table: 706 models, placed among with
+``paper rank``) only offer the rows of your own weights.
+
+A *match* has no check that differs; a *near-match* lists each difference, and its published
+value is withheld ("not comparable: ...") unless the comparison is asked for anyway
+(``allow_mismatch``), as ``paper rank`` refuses a C-OOD rank across benchmarks.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from oodbench.errors import EmptyInputError, InvalidInputError
+from oodbench.published.catalogue import TableInfo, load_all, table_info, tables
+
+STATUSES = ("same", "differs", "unknown")
+#: metric -> family: values of one family answer the same question (conventions may differ)
+METRIC_FAMILY = {"auroc": "auroc", "fpr95_id": "fpr95", "fpr95_ood": "fpr95",
+                 "id_accuracy": "id_accuracy"}
+#: metrics of the ID set alone (their published rows have no OOD set)
+ID_ONLY_METRICS = ("id_accuracy",)
+CONVENTIONS = {"fpr95_id": "ID-positive (fpr95_id: FPR of OOD at 95 % TPR of ID)",
+               "fpr95_ood": "OOD-positive (fpr95_ood: FPR of ID at 95 % TPR of OOD, OpenOOD)"}
+TUNING_NAMES = {"none": "not tuned", "ood_val": "tuned on an OOD validation set",
+                "held_out_classes": "tuned on held-out ID classes (no OOD data)",
+                "synthetic_ood_val": "tuned on synthetic OOD (noise, adversarial images)",
+                "id_only": "tuned on ID data only"}
+
+
+@dataclass(frozen=True)
+class Check:
+    """One item compared: the published value, yours, and ``same`` / ``differs`` / ``unknown``."""
+
+    item: str
+    published: str
+    yours: str
+    status: str
+
+    def text(self) -> str:
+        return f"{self.item}: published {self.published}; yours {self.yours}"
+
+
+def _recorded(results: pd.DataFrame, column: str) -> set[int] | None:
+    if column not in results.columns or results[column].isna().all():
+        return None
+    return {int(v) for v in results[column].dropna()}
+
+
+def protocol_checks(info: TableInfo, results: pd.DataFrame) -> list[Check]:
+    """The table's protocol (``info.protocol``) against what ``results`` record, item by item.
+
+    ``n_levels`` not recorded but ``level`` present: levels beyond the published count differ,
+    fewer are ``unknown`` (the total was not recorded).
+    """
+    checks = []
+    for column, value in info.protocol.items():
+        label = info.labels.get(column, column)
+        found = _recorded(results, column)
+        if found is None and column == "n_levels" and "level" in results.columns:
+            levels = sorted({int(v) for v in results["level"].dropna()})
+            if levels and max(levels) >= value:
+                checks.append(Check(label, f"{value}", f"levels up to {max(levels)}", "differs"))
+                continue
+            checks.append(Check(label, f"{value}", f"levels {levels} (total not recorded)",
+                                "unknown"))
+            continue
+        if found is None:
+            checks.append(Check(label, f"{value:,}", "not recorded", "unknown"))
+            continue
+        shown = ", ".join(f"{v:,}" for v in sorted(found))
+        checks.append(Check(label, f"{value:,}", shown, "same" if found == {value} else "differs"))
+    return checks
+
+
+# -- one published row against one results row ------------------------------------------------
+def _same_value(a: Any, b: Any) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool) \
+            and not isinstance(b, bool):
+        return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-12)
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+def wanted_hyperparams(published: Mapping[str, str]) -> dict[str, Any] | None:
+    """The hyper-parameters behind a published row: its preset's, then its ``hyperparams``;
+    ``None`` when the row states neither."""
+    from oodbench.detectors import preset_for
+
+    wanted: dict[str, Any] = {}
+    if published["preset"]:
+        wanted.update(preset_for(published["detector"], published["preset"]).hyperparams)
+    if published["hyperparams"]:
+        wanted.update(json.loads(published["hyperparams"]))
+    if not published["preset"] and not published["hyperparams"]:
+        return None
+    return wanted
+
+
+def _configuration(published: Mapping[str, str], yours: Mapping[str, Any]) -> Check:
+    wanted = wanted_hyperparams(published)
+    shown = f"{published['detector']} ({published['method']})"
+    if wanted is None:
+        return Check("detector configuration", f"{shown}, configuration not stated",
+                     _hyper_text(yours), "unknown")
+    text = ", ".join(f"{k}={v}" for k, v in wanted.items()) or "defaults"
+    preset = f" preset {published['preset']!r}" if published["preset"] else ""
+    published_text = f"{shown}{preset}: {text}"
+    raw = yours.get("hyperparams")
+    if raw is None or (isinstance(raw, float) and math.isnan(raw)) or raw == "":
+        return Check("detector configuration", published_text, "hyper-parameters not recorded",
+                     "unknown")
+    have = json.loads(str(raw))
+    differing = [k for k, v in wanted.items() if not _same_value(have.get(k), v)]
+    if not differing:
+        return Check("detector configuration", published_text, _hyper_text(yours), "same")
+    mine = ", ".join(f"{k}={have.get(k)}" for k in differing)
+    return Check("detector configuration", published_text, mine, "differs")
+
+
+def _hyper_text(yours: Mapping[str, Any]) -> str:
+    raw = yours.get("hyperparams")
+    if not isinstance(raw, str) or not raw:
+        return f"{yours.get('detector')}"
+    params = json.loads(raw)
+    return f"{yours.get('detector')}: " + (", ".join(f"{k}={v}" for k, v in params.items())
+                                           or "defaults")
+
+
+def _weights(published: Mapping[str, str], yours: Mapping[str, Any]) -> Check:
+    trained = ", ".join(p for p in (published["training"], published["train_data"]) if p)
+    specs = [w for w in published["weights"].split(";") if w]
+    described = published["backbone"] or "backbone not stated"
+    if trained:
+        described += f" ({trained})"
+    described += f", weights {' or '.join(specs)}" if specs else ", weights oodbench cannot load"
+    model = str(yours.get("model", ""))
+    return Check("backbone and weights", described, model or "not recorded",
+                 "same" if model in specs else "unknown" if not model else "differs")
+
+
+def _simple(item: str, published: str, published_text: str, yours: str, yours_text: str) -> Check:
+    if not published:
+        return Check(item, "not stated", yours_text or "not recorded", "unknown")
+    if not yours:
+        return Check(item, published_text, "not recorded", "unknown")
+    return Check(item, published_text, yours_text, "same" if published == yours else "differs")
+
+
+def tuning_protocol(tuning: Any) -> str:
+    """The protocol of a results row's ``tuning`` JSON (``"none"`` when not tuned)."""
+    if not isinstance(tuning, str) or not tuning:
+        return "none"
+    try:
+        return str(json.loads(tuning).get("protocol", "unknown"))
+    except (ValueError, AttributeError):
+        return "unknown"
+
+
+def row_checks(published: Mapping[str, str], yours: Mapping[str, Any],
+               info: TableInfo | None = None) -> list[Check]:
+    """Every key of ``published`` (a catalogue row) against ``yours`` (a long results row)."""
+    benchmark = published["benchmark"]
+    mine_tuning = tuning_protocol(yours.get("tuning"))
+    pub_tuning = published["tuning"]
+    checks = [
+        _configuration(published, yours),
+        _weights(published, yours),
+        _simple("benchmark", benchmark,
+                benchmark + f" ({published['id_set']})" if benchmark
+                else f"{published['id_set']} (no oodbench benchmark)",
+                str(yours.get("benchmark", "")), str(yours.get("benchmark", ""))),
+        _simple("metric convention", published["metric"],
+                CONVENTIONS.get(published["metric"], published["metric"]),
+                str(yours.get("metric", "")),
+                CONVENTIONS.get(str(yours.get("metric", "")), str(yours.get("metric", "")))),
+        _simple("detector fit data", published["fit_data"], published["fit_data"],
+                _text(yours.get("fit_data")), _text(yours.get("fit_data"))),
+        _simple("tuning protocol", pub_tuning,
+                f"{TUNING_NAMES.get(pub_tuning, pub_tuning)}: {published['tuning_detail']}"
+                if published["tuning_detail"] else TUNING_NAMES.get(pub_tuning, pub_tuning),
+                mine_tuning, TUNING_NAMES.get(mine_tuning, mine_tuning)),
+    ]
+    if published["metric"] != str(yours.get("metric", "")) and checks[3].status == "differs" \
+            and METRIC_FAMILY.get(published["metric"]) == "fpr95":
+        checks[3] = Check("FPR95 convention", checks[3].published, checks[3].yours, "differs")
+    if info is not None:
+        checks += protocol_checks(info, pd.DataFrame([dict(yours)]))
+    return checks
+
+
+def _text(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return str(value)
+
+
+# -- a results table against the catalogue ----------------------------------------------------
+def _family(metric: str) -> str | None:
+    return METRIC_FAMILY.get(metric)
+
+
+def candidates(published: pd.DataFrame, yours: Mapping[str, Any]) -> pd.DataFrame:
+    """The published rows a results row could be compared with (same detector, OOD set and
+    metric family; only its own weights in ``compare_by = "weights"`` tables)."""
+    family = _family(str(yours.get("metric", "")))
+    if family is None:
+        return published.iloc[0:0]
+    metric_ok = published["metric"].map(_family) == family
+    group = "" if yours.get("metric") in ID_ONLY_METRICS else str(yours.get("group", ""))
+    rows = published[metric_ok & (published["detector"] == str(yours.get("detector", "")))
+                     & (published["ood_set"] == group)]
+    by_weights = [name for name, info in tables().items() if info.compare_by == "weights"]
+    if by_weights and len(rows):
+        model = str(yours.get("model", ""))
+        own = rows["weights"].str.split(";").map(lambda specs: model in specs)
+        rows = rows[~rows["table"].isin(by_weights) | own]
+    return rows
+
+
+def display_value(value: float, unit: str, printed: str) -> str:
+    """Your value in the published unit, with as many decimals as the published one."""
+    scaled = 100.0 * value if unit == "%" else value
+    decimals = len(printed.split(".", 1)[1]) if "." in printed else 0
+    return f"{scaled:.{max(decimals, 2)}f}"
+
+
+def compare(
+    results: pd.DataFrame,
+    *,
+    tables_: Sequence[str] | None = None,
+    allow_mismatch: bool = False,
+) -> pd.DataFrame:
+    """Each results row next to the published row it can be compared with.
+
+    ``results``: long rows of a results table (``oodbench run``: columns ``model``,
+    ``detector``, ``hyperparams``, ``benchmark``, ``group``, ``metric``, ``value``, ``n_id``,
+    ``preset``, ``fit_data``, ``tuning``; only ``ok`` rows are used). Returns one row per
+    results row that has a candidate: ``model``, ``detector``, ``benchmark``, ``group``,
+    ``metric``, ``yours`` (your value in the published unit), ``published`` (as printed; empty
+    for a near-match unless ``allow_mismatch``), ``status`` (``match`` / ``near-match``),
+    ``comparison`` (``comparable`` or ``not comparable: <what differs>``), ``unknown`` (what
+    could not be checked), ``table``, ``published_method``, ``paper``, ``read_from``. Raises
+    ``EmptyInputError`` saying why when no row has a published counterpart.
+    """
+    rows = results
+    if "status" in rows.columns:
+        rows = rows[rows["status"] == "ok"]
+    needed = {"model", "detector", "benchmark", "group", "metric", "value"}
+    missing = sorted(needed - set(rows.columns))
+    if missing:
+        raise InvalidInputError(
+            f"results rows need the columns {sorted(needed)} (the long table of `oodbench run`); "
+            f"missing {missing}"
+        )
+    if rows.empty:
+        raise EmptyInputError("no finished results rows to compare (no row has status 'ok')")
+    names = list(tables()) if tables_ is None else [table_info(n).name for n in tables_]
+    published = load_all(names)
+    infos = {n: table_info(n) for n in names}
+    out = []
+    for _, row in rows.iterrows():
+        yours = row.to_dict()
+        options = candidates(published, yours)
+        if options.empty:
+            continue
+        scored = []
+        for _, pub in options.iterrows():
+            checks = row_checks(pub, yours, infos[pub["table"]])
+            scored.append((sum(c.status == "differs" for c in checks), pub, checks))
+        n_diff, pub, checks = min(scored, key=lambda s: s[0])
+        differs = [c for c in checks if c.status == "differs"]
+        unknown = [c.item for c in checks if c.status == "unknown"]
+        shown = not differs or allow_mismatch
+        out.append({
+            "model": yours["model"], "detector": yours["detector"],
+            "benchmark": yours["benchmark"], "group": yours["group"], "metric": yours["metric"],
+            "yours": display_value(float(yours["value"]), pub["unit"], pub["value"]),
+            "published": pub["value"] if shown else "",
+            "unit": pub["unit"],
+            "status": "near-match" if differs else "match",
+            "comparison": ("comparable" if not differs else
+                           "not comparable: " + "; ".join(c.text() for c in differs)),
+            "unknown": ", ".join(unknown),
+            "table": pub["table"], "published_method": pub["method"], "paper": pub["paper"],
+            "read_from": pub["read_from"],
+        })
+    if not out:
+        raise EmptyInputError(nothing_matched(rows, published))
+    return pd.DataFrame(out)
+
+
+def nothing_matched(rows: pd.DataFrame, published: pd.DataFrame) -> str:
+    """Why no results row has a published counterpart, in one line: per detector of yours,
+    your OOD sets and the published ones."""
+    detectors = sorted(set(rows["detector"].astype(str)))
+    have = published[published["detector"].isin(detectors)]
+    if have.empty:
+        return (f"nothing to compare: no published row uses your detectors {detectors} "
+                f"(published detectors: {_few(published['detector'])})")
+    parts = []
+    for det in detectors:
+        mine = _few(rows[rows["detector"].astype(str) == det]["group"])
+        theirs = _few(have[have["detector"] == det]["ood_set"]) or "none"
+        parts.append(f"{det} on {mine} (published: {theirs})")
+    metrics = sorted(set(rows["metric"].astype(str)))
+    return ("nothing to compare: a comparison needs the same detector, OOD set and metric; "
+            f"yours: {'; '.join(parts)}; metrics {metrics} "
+            "(see `oodbench published show TABLE`)")
+
+
+def _few(values: Iterable[str], limit: int = 12) -> str:
+    names = sorted({str(v) for v in values if str(v)})
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")

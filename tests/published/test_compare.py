@@ -1,0 +1,122 @@
+"""``oodbench.published.compare``: match, near-match with what differs, refusal unless asked."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from oodbench import published
+from oodbench.detectors import create
+from oodbench.errors import EmptyInputError
+from oodbench.published.compare import display_value, row_checks
+
+
+def _hyper(detector: str, preset: str) -> str:
+    return json.dumps(create(detector, preset=preset).hyperparams, sort_keys=True)
+
+
+def _row(**over: object) -> dict[str, object]:
+    """One long results row: ReAct (paper preset) on torchvision's ResNet-50 vs MOS's SUN."""
+    row: dict[str, object] = {
+        "model": "timm:resnet50.tv_in1k", "detector": "react",
+        "hyperparams": _hyper("react", "paper"), "benchmark": "mos-imagenet", "group": "sun",
+        "metric": "auroc", "value": 0.8816, "n_id": 50_000, "preset": "paper",
+        "fit_data": "train", "tuning": "", "status": "ok"}
+    row.update(over)
+    return row
+
+
+def test_a_like_for_like_row_gets_the_published_value() -> None:
+    rows = pd.DataFrame([_row(), _row(metric="fpr95_id", value=0.4769)])
+    out = published.compare(rows)
+    assert out["status"].tolist() == ["match", "match"]
+    assert out["published"].tolist() == ["88.16", "47.69"]
+    assert out["published_method"].tolist() == ["ReAct (ResNet-50)"] * 2
+    assert out["yours"].tolist() == ["88.16", "47.69"]
+    assert (out["comparison"] == "comparable").all()
+
+
+def test_a_near_match_says_exactly_what_differs_and_withholds_the_value() -> None:
+    rows = pd.DataFrame([_row(model="efficientnet_lite0", n_id=300),
+                         _row(metric="fpr95_ood", value=0.5)])
+    out = published.compare(rows).set_index("metric")
+    lite, fpr = out.loc["auroc"], out.loc["fpr95_ood"]
+    assert lite["status"] == "near-match" and lite["published"] == ""
+    assert ("backbone and weights: published ResNet-50 (cross-entropy (torchvision's "
+            "pre-trained ResNet-50), ImageNet-1k), weights timm:resnet50.tv_in1k; yours "
+            "efficientnet_lite0") in lite["comparison"]
+    assert "ID test images (ImageNet-1k validation): published 50,000; yours 300" in \
+        lite["comparison"]
+    assert fpr["comparison"].startswith("not comparable: FPR95 convention: published "
+                                        "ID-positive")
+    assert "yours OOD-positive" in fpr["comparison"]
+    asked = published.compare(rows, allow_mismatch=True).set_index("metric")
+    assert asked.loc["auroc", "published"] == "88.16"  # shown on request, still flagged
+    assert asked.loc["auroc", "status"] == "near-match"
+
+
+def test_the_configuration_and_the_tuning_protocol_are_checked() -> None:
+    tuning = published.load("imagenet1k-resnet50-tuning")
+    openood = tuning[(tuning["method"] == "KNN") & (tuning["ood_set"] == "near")
+                     & (tuning["tuning"] == "ood_val")].iloc[0]
+    yours = _row(detector="knn", hyperparams=_hyper("knn", "paper"), group="near",
+                 benchmark="openood-v1.5-imagenet", n_id=45_000,
+                 tuning=json.dumps({"protocol": "held_out_classes"}))
+    checks = {c.item: c for c in row_checks(openood, yours)}
+    assert checks["detector configuration"].status == "differs"
+    assert checks["detector configuration"].yours == "k=1000"  # paper k against OpenOOD's 50
+    assert checks["tuning protocol"].status == "differs"
+    assert checks["tuning protocol"].published.startswith(
+        "tuned on an OOD validation set: OpenOOD v1.5: OpenImage-O validation split")
+    assert checks["tuning protocol"].yours == "tuned on held-out ID classes (no OOD data)"
+    # the same row under OpenOOD's preset and tuning protocol matches the leaderboard's 71.1
+    same = _row(detector="knn", hyperparams=_hyper("knn", "openood"), group="near",
+                benchmark="openood-v1.5-imagenet", n_id=45_000, value=0.711,
+                tuning=json.dumps({"protocol": "ood_val"}))
+    out = published.compare(pd.DataFrame([same]), tables_=["imagenet1k-resnet50-tuning"])
+    assert out[["status", "published"]].values.tolist() == [["match", "71.1"]]
+
+
+def test_dice_and_dice_with_react_are_told_apart() -> None:
+    dice = _row(detector="dice", hyperparams=_hyper("dice", "paper"), value=0.9083)
+    both = _row(detector="dice", value=0.9394,
+                hyperparams=json.dumps({**json.loads(_hyper("dice", "paper")),
+                                        "react_percentile": 90.0}, sort_keys=True))
+    out = published.compare(pd.DataFrame([dice, both]), tables_=["imagenet1k-vs-sun"])
+    assert out["published_method"].tolist() == ["DICE (ResNet-50)", "DICE + ReAct (ResNet-50)"]
+    assert out["status"].tolist() == ["match", "match"]
+
+
+def test_cood_rows_are_compared_with_their_own_model_only() -> None:
+    cood = published.load("cood")
+    ref = cood[(cood["backbone"] == "vit_large_patch32_384") & (cood["detector"] == "maxlogit")
+               & (cood["ood_set"] == "level_0")].iloc[0]
+    mine = _row(model="timm:vit_large_patch32_384", detector="maxlogit", hyperparams="{}",
+                benchmark="cood", group="level_0", value=float(ref["value"]), n_levels=11,
+                n_classes=1000, preset="cood", fit_data="none")
+    out = published.compare(pd.DataFrame([mine]), tables_=["cood"])
+    assert out[["status", "published"]].values.tolist() == [["match", ref["value"]]]
+    other = dict(mine, model="timm:some_unpublished_net")
+    with pytest.raises(EmptyInputError, match="nothing to compare"):
+        published.compare(pd.DataFrame([other]), tables_=["cood"])
+
+
+def test_nothing_matched_says_why() -> None:
+    rows = pd.DataFrame([_row(group="letters"), _row(detector="maxcosine", group="sun")])
+    with pytest.raises(EmptyInputError) as err:
+        published.compare(rows)
+    message = str(err.value)
+    assert message.startswith("nothing to compare: a comparison needs the same detector, OOD "
+                              "set and metric")
+    assert "maxcosine on sun (published: none)" in message
+    assert "react on letters (published: far, inaturalist, near, " in message
+    with pytest.raises(EmptyInputError, match=r"no published row uses your detectors \['maxnorm'\]"):
+        published.compare(pd.DataFrame([_row(detector="maxnorm")]))
+
+
+def test_display_value_uses_the_published_unit_and_decimals() -> None:
+    assert display_value(0.8816, "%", "88.16") == "88.16"
+    assert display_value(0.5, "%", "89.8") == "50.00"
+    assert display_value(0.9958857884, "fraction", "0.9958857884") == "0.9958857884"
