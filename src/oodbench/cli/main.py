@@ -16,7 +16,6 @@ import click
 from oodbench import __version__
 from oodbench.errors import Interrupted, OodbenchError
 
-
 #: exit status after Ctrl-C: 128 + SIGINT, the shell's convention (1 is "a cell failed")
 EXIT_INTERRUPTED = 130
 

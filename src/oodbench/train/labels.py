@@ -9,7 +9,6 @@ import numpy as np
 
 from oodbench.errors import ClassCountMismatchError, EmptyInputError, InvalidInputError
 
-
 #: a chosen class with fewer training rows than this draws a ``FewRowsWarning``
 FEW_ROWS = 2
 
