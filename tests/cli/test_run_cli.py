@@ -46,6 +46,9 @@ def test_run_then_rerun_then_report(tiny):
     assert len(manifests) == 5  # one per source: ID fit and test, pool, two OOD sets
     assert {json.loads(m.read_text())["shard_size"] for m in manifests} == {4}
     assert "FPR@95 (ID positive)" in first.output and "knn (k=3)" in first.output
+    # issue 23 item 9: oodbench's warnings are one line each, without source paths
+    assert "warning: detector 'knn': k=3 is 12.5% of its 24-row bank" in first.output
+    assert "_stats.py" not in first.output and "warnings.warn(" not in first.output
     assert f"oodbench report {tiny.parent / 'out'}" in first.output
 
     again = invoke("run", str(tiny), "--no-progress")

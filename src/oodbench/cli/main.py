@@ -2,7 +2,8 @@
 
 Errors a user can cause (``OodbenchError``) are printed as one line with the fix, no traceback
 (exit status 2); Ctrl-C prints one line saying what was kept and how to resume (exit status
-130). ``OODBENCH_DEBUG=1`` shows the traceback.
+130); oodbench's warnings print as one line, ``warning: ...``. ``OODBENCH_DEBUG=1`` shows the
+traceback and Python's own warning format (with the source line).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import warnings
 
 import click
 
@@ -20,10 +22,24 @@ from oodbench.errors import Interrupted, OodbenchError
 EXIT_INTERRUPTED = 130
 
 
+def _one_line_warning(message, category, filename, lineno, file=None, line=None):  # type: ignore[no-untyped-def]
+    """``warnings.showwarning`` for the command line: oodbench's own warnings as one line,
+    ``warning: <message>`` (no source path and line); others as Python shows them."""
+    if not category.__module__.startswith("oodbench"):
+        return _PYTHON_SHOWWARNING(message, category, filename, lineno, file, line)
+    click.secho(f"warning: {message}", fg="yellow", err=True)
+
+
+_PYTHON_SHOWWARNING = warnings.showwarning
+
+
 class _FriendlyGroup(click.Group):
     def invoke(self, ctx: click.Context):  # type: ignore[override]
         try:
-            return super().invoke(ctx)
+            with warnings.catch_warnings():
+                if not os.environ.get("OODBENCH_DEBUG"):
+                    warnings.showwarning = _one_line_warning
+                return super().invoke(ctx)
         except OodbenchError as err:
             if os.environ.get("OODBENCH_DEBUG"):
                 raise

@@ -91,8 +91,10 @@ def detector_configurations(experiment: Experiment) -> list[tuple[str, dict[str,
 
     ``"all"`` stands for every registered detector (with the entry's preset: every detector that
     preset configures), except those that need CLIP text embeddings when no model is a CLIP
-    model and those that need a group-softmax head (``mos``: name it); the runner records the
-    remaining ones that do not apply to a given model as ``skipped`` with the reason.
+    model, those that need a group-softmax head (``mos``: name it) and those another entry of
+    the file names (``"all"`` plus ``{ name = "knn", hyperparams = { k = 5 } }`` runs knn with
+    k = 5 only); the runner records the remaining ones that do not apply to a given model as
+    ``skipped`` with the reason.
     """
     from oodbench import detectors
 
@@ -100,6 +102,7 @@ def detector_configurations(experiment: Experiment) -> list[tuple[str, dict[str,
     runnable = _CLASSIFIER_INPUTS | ({"text_embeddings"} if any_clip else set())
     out: list[tuple[str, dict[str, Any], str]] = []
     seen: set[tuple[str, str, str]] = set()
+    named = {spec.name for spec in experiment.detectors if spec.name != ALL_DETECTORS}
     for spec in experiment.detectors:
         if spec.tune is not None:
             continue  # tuned entries: see tuned_detectors
@@ -107,7 +110,8 @@ def detector_configurations(experiment: Experiment) -> list[tuple[str, dict[str,
         if spec.name == ALL_DETECTORS:
             entries: list[tuple[str, dict[str, Any]]] = [
                 (row["name"], {}) for row in detectors.available()
-                if set(row["requires"]) <= runnable and (preset is None or preset in row["presets"])]
+                if set(row["requires"]) <= runnable and (preset is None or preset in row["presets"])
+                and row["name"] not in named]
         else:
             entries = [(spec.name, config) for config in spec.configurations()]
         for name, config in entries:
