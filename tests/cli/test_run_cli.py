@@ -198,3 +198,16 @@ def test_dry_run_reports_every_problem_in_one_pass(tiny, monkeypatch):
     assert ("[[detectors]] #5 (react).tune on [id].fit: InvalidInputError: "
             "held_out_fraction=0.999 of 3 classes withholds 3") in flat
     assert list(out.iterdir()) == [] and not (tiny.parent / "cache").exists()
+
+
+def test_progress_without_a_terminal_is_a_line_per_stage(tiny):
+    """Issue 23 item 9: progress bars wrapped into garbage when output was not a terminal (the
+    runner's output here is not one): one line per cell and two per extraction instead."""
+    result = invoke("run", str(tiny))
+    assert result.exit_code == 0, result.output
+    assert "cell 1/10: small_cnn · cood · msp()" in result.output
+    assert "cell 10/10: " in result.output
+    assert "extract oodbench:small_cnn(num_classes=3,width=64) on id_test: 18 images ..." in result.output
+    bars = [line for line in result.output.splitlines()
+            if line.startswith(("cells ", "extract ")) and "━" in line]
+    assert not bars, bars  # no bar redrawn into the output

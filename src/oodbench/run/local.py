@@ -265,16 +265,24 @@ class LocalExecutor:
             TimeElapsedColumn,
         )
 
+        from oodbench.extract.progress import interactive
+
         console = self.console or Console(stderr=True)
         resources = self.resources or Resources(plan.experiment)
         total = len(plan.cells)
+        lines = self.progress and not (console.is_terminal if self.console else interactive())
         with Progress(TextColumn("[bold]cells[/]"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), TextColumn("{task.description}"), console=console,
-                      disable=not self.progress) as bar:
+                      disable=not self.progress or lines) as bar:
             task = bar.add_task("", total=total)
+            started = [0]
 
             def start(cell: Cell) -> None:
                 bar.update(task, description=cell.label())
+                started[0] += 1
+                if lines:  # not a terminal: a line per cell instead of a redrawn bar
+                    console.print(f"cell {started[0]}/{total}: {cell.label()}", markup=False,
+                                  highlight=False, soft_wrap=True)
 
             def sink(result: CellResult) -> None:
                 write_result(table, result)
