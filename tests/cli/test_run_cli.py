@@ -35,7 +35,7 @@ def test_help_lists_the_commands():
 def test_run_then_rerun_then_report(tiny):
     dry = invoke("run", str(tiny), "--dry-run")
     assert dry.exit_code == 0, dry.output
-    assert "10 to run, 0 already finished" in dry.output and "small_cnn · cood · msp()" in dry.output
+    assert "10 to run, 0 already finished" in dry.output and "  small_cnn · cood · msp\n" in dry.output
     assert "checks passed: data, 1 model(s), labels and C-OOD windows (nothing extracted)" in dry.output
     assert not (tiny.parent / "out" / "results.parquet").exists()
 
@@ -69,7 +69,7 @@ def test_run_then_rerun_then_report(tiny):
         (lambda t: t.replace('name = "msp"', 'name = "mps"'),
          "unknown detector 'mps'. Did you mean 'msp'"),
         (lambda t: t.replace('"data/noise"', '"data/nosie"'),
-         "data/nosie does not exist; expected an image folder laid out as <folder>/<class name>/<image>"),
+         "data/nosie does not exist; expected a folder of OOD images (flat, or in sub-folders)"),
         (lambda t: t.replace("batch_size = 16", "batch_size = -1"), "batch_size: must be a positive integer"),
     ],
 )
@@ -205,9 +205,45 @@ def test_progress_without_a_terminal_is_a_line_per_stage(tiny):
     runner's output here is not one): one line per cell and two per extraction instead."""
     result = invoke("run", str(tiny))
     assert result.exit_code == 0, result.output
-    assert "cell 1/10: small_cnn · cood · msp()" in result.output
+    assert "cell 1/10: small_cnn · cood · msp\n" in result.output
     assert "cell 10/10: " in result.output
     assert "extract oodbench:small_cnn(num_classes=3,width=64) on id_test: 18 images ..." in result.output
     bars = [line for line in result.output.splitlines()
             if line.startswith(("cells ", "extract ")) and "━" in line]
     assert not bars, bars  # no bar redrawn into the output
+
+
+def test_configurations_are_labelled_the_same_way_everywhere(tiny):
+    """Issue 23 item 5: --dry-run listed a knn tuned over k = [1, 2] with the class default
+    k=50, the leaderboard gave no sign of tuning, and the terminal leaderboard dropped the
+    [openood] tag that the HTML report showed. One label everywhere: the values (or the
+    search space still to search), preset, fit data and tuning protocol."""
+    text = tiny.read_text().split("[[detectors]]")[0]
+    text = text.replace('[[benchmarks]]\ntype = "cood"', '[[unused]]\ntype = "cood"')
+    text = "\n".join(line for line in text.splitlines()
+                     if not line.startswith(("[[unused]]", "type = \"cood\"", "name = \"cood\"",
+                                             "pool =", "window =", "n_levels =")))
+    text += ('\n[[detectors]]\nname = "msp"\nprotocol = "openood"\n'
+             '\n[[detectors]]\nname = "knn"\ntune = { protocol = "ood_val", '
+             'ood = { folder = "data/noise" }, space = { k = [1, 2] } }\n')
+    tiny.write_text(text)
+    dry = invoke("run", str(tiny), "--dry-run")
+    assert dry.exit_code == 0, dry.output
+    assert "  small_cnn · sets · msp [openood]\n" in dry.output
+    assert ("  small_cnn · sets · knn (fit_fraction=1.0, seed=0, k in [1, 2]) "
+            "[fit on train, tuned by ood_val]\n") in dry.output
+    assert "k=50" not in dry.output
+    run = invoke("run", str(tiny), "--no-progress")
+    assert run.exit_code == 0, run.output
+    from oodbench.results.table import ResultsTable
+
+    rows = ResultsTable(tiny.parent / "out").read()
+    chosen = json.loads(rows[rows["detector"] == "knn"]["tuning"].iloc[0])["best_params"]["k"]
+    tuned = f"knn (k={chosen}) [fit on train, tuned by ood_val]"
+    assert tuned in run.output and "msp [openood]" in run.output  # the terminal leaderboard
+    report = invoke("report", str(tiny.parent / "out"))
+    assert report.exit_code == 0, report.output
+    page = (tiny.parent / "out" / "report.html").read_text()
+    summary = (tiny.parent / "out" / "report.md").read_text()
+    for shown in (page, summary):
+        assert tuned in shown and "msp [openood]" in shown

@@ -179,7 +179,7 @@ def test_labels_name_the_preset_and_the_fit_data():
                                          '{"fit_data": "train", "percentile": 90.0}', "{}"]})
     results = rows.assign(preset=["openood", "", ""], fit_data=["id_val", "train", "none"])
     assert lb.detector_labels(rows, results).tolist() == [
-        "react (fit_data=id_val) [openood, fit on id_val]", "react (fit_data=train) [fit on train]", "msp"]
+        "react [openood, fit on id_val]", "react [fit on train]", "msp"]
     assert lb.detector_labels(rows).tolist()[2] == "msp"  # rows without provenance columns
 
 

@@ -199,7 +199,7 @@ def test_problems_are_found_before_the_first_forward_pass(tiny, forward_images):
         oodbench.run_experiment(exp, progress=False)
     message = str(err.value)
     assert "3 problems; nothing was extracted" in message
-    assert "benchmark 'sets': EmptyInputError: ImageFolder" in message and "data/empty" in message
+    assert "benchmark 'sets': EmptyInputError: OOD folder" in message and "data/empty" in message
     assert "model 'broken': InvalidInputError: SmallCNN needs at least 2 classes" in message
     assert ("model 'small_cnn' on benchmark 'cood': InvalidInputError: the default window is the "
             "number of ID classes, 3: window=3 is larger than the 2 OOD classes") in message

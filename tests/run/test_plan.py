@@ -34,7 +34,7 @@ def test_hyperparams_are_complete_and_canonical():
     plan = make_plan(experiment([{"name": "knn", "hyperparams": {"k": 7}}]))
     cell = plan.cells[0]
     assert cell.params == detectors.create("knn", k=7).hyperparams
-    assert cell.label().startswith("a · cood · knn(")
+    assert cell.label().startswith("a · cood · knn (")
 
 
 def test_keys_are_stable_and_change_with_any_setting():

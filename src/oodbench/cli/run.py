@@ -63,7 +63,7 @@ def run_cmd(experiment: Path, use_ray: bool, dry_run: bool, with_report: bool, t
         from oodbench.run.checks import check_plan, raise_problems
 
         for cell in pending.cells:
-            con.print(f"  {cell.label()}")
+            con.print(f"  {cell.label()}", markup=False, highlight=False)
         if pending.cells:
             raise_problems(check_plan(pending))
             con.print(f"checks passed: data, {len(pending.models)} model(s), labels and C-OOD "

@@ -257,6 +257,7 @@ class LocalExecutor:
 
     def run(self, plan: Plan, table: ResultsTable) -> None:
         from rich.console import Console
+        from rich.markup import escape
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -278,7 +279,7 @@ class LocalExecutor:
             started = [0]
 
             def start(cell: Cell) -> None:
-                bar.update(task, description=cell.label())
+                bar.update(task, description=escape(cell.label()))
                 started[0] += 1
                 if lines:  # not a terminal: a line per cell instead of a redrawn bar
                     console.print(f"cell {started[0]}/{total}: {cell.label()}", markup=False,
@@ -287,7 +288,8 @@ class LocalExecutor:
             def sink(result: CellResult) -> None:
                 write_result(table, result)
                 if result.status == "failed":
-                    bar.console.print(f"[red]failed[/] {result.cell.label()}: {result.rows['error'].iloc[0]}")
+                    bar.console.print(f"[red]failed[/] {escape(result.cell.label())}: "
+                                      f"{escape(str(result.rows['error'].iloc[0]))}")
                 bar.advance(task)
 
             for model_plan in plan.models:

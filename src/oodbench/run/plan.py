@@ -43,9 +43,17 @@ class Cell:
         return dict(json.loads(self.hyperparams))
 
     def label(self) -> str:
-        """``model · benchmark · detector(k=v)`` for logs and progress bars."""
-        params = ", ".join(f"{k}={v}" for k, v in self.params.items())
-        return f"{self.model.name} · {self.benchmark.name} · {self.detector}({params})"
+        """``model · benchmark · <configuration label>`` for the plan, logs and progress
+        (:func:`oodbench.detectors.label.configuration_label`: every hyper-parameter, the
+        search space of those tuning will choose, preset, fit data and tuning protocol)."""
+        from oodbench.detectors.label import configuration_label
+
+        params = self.params
+        tune = json.loads(self.tune) if self.tune else {}
+        config = configuration_label(
+            self.detector, params, preset=self.preset, fit_data=str(params.get("fit_data", "")),
+            tuned_by=str(tune.get("protocol", "")), to_tune=tune.get("space"))
+        return f"{self.model.name} · {self.benchmark.name} · {config}"
 
 
 @dataclass(frozen=True)
