@@ -1,214 +1,308 @@
 """A small-scale reproduction of the training-loss table of Spratling & Schütt (arXiv 2501.12191).
 
-    .venv/bin/python benchmarks/loss_table.py               # 5 losses x 3 seeds (~40 min, 1 CPU thread)
-    .venv/bin/python benchmarks/loss_table.py --quick       # 1 seed, 2 epochs, small subsets
+    .venv/bin/python benchmarks/loss_table.py                       # the CPU study (5 x 3 runs)
+    .venv/bin/python benchmarks/loss_table.py --quick               # 1 seed, tiny subsets
+    .venv/bin/python benchmarks/loss_table.py --recipe gpu-resnet18 --device cuda   # full scale
 
-The published unknown-class rejection AUROCs on ImageNet-1k (ResNet-50 / Swin-T / ViT-B/16):
-LogitNorm 85.53 / 78.09 / 64.3, HEM 85.09 / 81.77 / 67.12, CE 74.95 / 72.88 / 62.64, MM 60.5 /
-56.75 / 54.16, Dice 51.34 / 43.83 / 38.17: the ordering LogitNorm ~ HEM > CE > MM > Dice.
+The published unknown-class rejection AUROCs on ImageNet-1k (ResNet-50 / Swin-T / ViT-B/16,
+``../shared/data/leaderboards/imagenet1k_ood_losses.csv``): LogitNorm 85.53 / 78.09 / 64.3,
+HEM 81.77 / 85.09 / 67.12, CE 72.88 / 74.95 / 62.64, MM 60.5 / 54.16 / 56.75, Dice 43.83 /
+51.34 / 38.17: the ordering LogitNorm ~ HEM > CE > MM > Dice.
 
-Here, on real data that ships with the project (``../shared/data``), at a scale one CPU can
-train 15 times in well under an hour:
+Here, on real data that ships with the project (``../shared/data``):
 
-* **ID**: CIFAR-10 classes 0-5 (airplane, automobile, bird, cat, deer, dog). Training: the first
-  ``--train-per-class`` images of each class of ``cifar10-train``; test: the first
-  ``--test-per-class`` of each class of ``cifar10-test``.
-* **Near OOD / C-OOD pool**: the held-out classes 6-9 (frog, horse, ship, truck) of
-  ``cifar10-test``, ``--test-per-class`` each. *near* = all of them; *C-OOD* = the C-OOD
-  benchmark (Galil et al., ICLR 2023) on that pool with one class per severity level (4 levels,
-  each class's images split 75/25 into severity estimation and test), reported as the mean
-  AUROC over the levels.
-* **Far OOD**: scikit-learn's 1,797 handwritten digits, upscaled to 32 px RGB.
-* **Model**: the same 5-convolution CNN (conv-BatchNorm-ReLU, 16-16-32-32-64 channels, global
-  average pooling, linear head) for every loss, trained from scratch by ``oodbench.train.train``
-  with the same hyper-parameters for every loss (as the paper, which used CE's settings for all
-  losses): SGD (momentum 0.9), lr ``--lr``, weight decay 5e-4, cosine schedule, ``--epochs``
-  epochs, batch 128, no augmentation. Loss settings: CE plain, LogitNorm tau = 0.04, HEM margin
-  1, MM margin 1 (torch's MultiMarginLoss), Dice (soft Dice over the batch).
-* **Scores**: MSP and max-logit (``oodbench.detectors``), AUROC by ``oodbench.metrics``.
+* **ID**: CIFAR-10 classes 0-5 (airplane, automobile, bird, cat, deer, dog): training images
+  the first ``--train-per-class`` of each class of ``cifar10-train``, test images the first
+  ``--test-per-class`` of each class of ``cifar10-test``. The CPU study (recipe ``cpu-small``)
+  uses 1,000 and 200 per class: what one niced process on a 2-core machine shared by eight
+  developers trains 15 times in about an hour (about 20-30 training images/s were measured
+  there under a load average of 15); every other recipe defaults to all images.
+* **Near (class-OOD)**: the held-out classes 6-9 (frog, horse, ship, truck) of ``cifar10-test``.
+* **Far**: the 1,300 ImageNet validation images of ``imagenet-val-1300`` down-sampled to 32 px.
+* **Training**: the small-image recipe ``oodbench.train.recipe`` (``--recipe``; a CIFAR ResNet,
+  images in memory, crop + flip on tensors, channels-last, SGD momentum 0.9, weight decay 5e-4,
+  linear warm-up then cosine to 0), identical for every loss, as in the paper, which trained
+  every loss with CE's settings. Loss settings, each its paper's: CE plain; LogitNorm
+  tau = 0.04 (Wei et al., ICML 2022, their CIFAR-10 value); HEM margin 1 (Spratling & Schütt,
+  their value for balanced data); MM margin 1 (torch's MultiMarginLoss, HEM's reference code);
+  Dice without options (soft Dice over the batch).
+* **Detectors**: MSP, max-logit and energy (``oodbench.detectors``); AUROC with DeLong's 95 %
+  interval (``oodbench.metrics.delong.auroc_ci``); each loss against CE by DeLong's paired test
+  on the same test images, per seed.
 
-Each (loss, seed) trains once; seeds change the initialisation and the data order, not the data.
-Nothing is tuned to match the paper. Prints mean +- sd over seeds per (loss, detector), the
-ordering of the losses by each metric, and writes ``benchmarks/results/loss_table.json``
-(``loss_table_quick.json``), rewritten after every run; an interrupted run continues where it
-stopped (finished runs are read back from the JSON).
+Each (loss, seed) is cached by content (recipe, data fingerprint, loss, options, seed) under
+``$OODBENCH_CACHE/loss_table/<key>/``: the per-epoch checkpoints (a killed run resumes from its
+last epoch) and, once evaluated, the logits and the record, so an interrupted study continues
+where it stopped. Nothing is tuned to match the paper. Writes
+``benchmarks/results/loss_table.json`` (``loss_table_quick.json``, ``loss_table_<recipe>.json``
+for another recipe) after every run, with the machine's load average and the wall time.
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
+import os
 import platform
 import sys
-import tempfile
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from PIL import Image
-from torch import nn
 
-from oodbench import detectors, metrics, models
-from oodbench.benchmarks.cood import CoodBenchmark
-from oodbench.data.arrays import ArraySource
-from oodbench.data.digits import DigitsSource
-from oodbench.extract import extract
-from oodbench.train import train
+from oodbench import detectors
+from oodbench.config import cache_dir
+from oodbench.data.folder import ImageFolder
+from oodbench.data.imagenet_val import ImageNetVal
+from oodbench.extract.activations import Activations
+from oodbench.metrics.delong import auroc_ci, delong_test
+from oodbench.train.recipe import RECIPES, Recipe, predict_logits, run_key, train_recipe
+from oodbench.train.tensor_images import TensorImages, tensor_images
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 OUT = Path(__file__).resolve().parent / "results"
-CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
-ID, HELD_OUT = CLASSES[:6], CLASSES[6:]
-LOSSES = {"ce": {}, "logitnorm": {"tau": 0.04}, "hem": {"margin": 1.0}, "mm": {"margin": 1.0},
-          "dice": {}}
-PUBLISHED_ORDER = ("logitnorm", "hem", "ce", "mm", "dice")
-DETECTORS = ("msp", "maxlogit")
-MEAN, STD = np.array([0.4914, 0.4822, 0.4465]), np.array([0.2470, 0.2435, 0.2616])
+ID = ("airplane", "automobile", "bird", "cat", "deer", "dog")
+LOSSES: dict[str, dict[str, Any]] = {"ce": {}, "logitnorm": {"tau": 0.04},
+                                     "hem": {"margin": 1.0}, "mm": {"margin": 1.0}, "dice": {}}
+DETECTORS = ("msp", "maxlogit", "energy")
+#: the published comparisons with CE: +1 = the loss is better than CE, -1 = worse
+PUBLISHED = {"logitnorm": +1, "hem": +1, "mm": -1, "dice": -1}
+SETS = ("id", "near", "far")
+#: the CPU study's image counts per class (sized to the machine; see the module doc)
+CPU_TRAIN_PER_CLASS, CPU_TEST_PER_CLASS = 1000, 200
 
 
-def read_images(root: Path, classes: tuple[str, ...], per_class: int) -> tuple[np.ndarray, np.ndarray]:
-    images, labels = [], []
-    for label, name in enumerate(classes):
-        files = sorted((root / name).glob("*.jpg"))[:per_class]
-        images += [np.asarray(Image.open(f).convert("RGB")) for f in files]
-        labels += [label] * len(files)
-    return np.stack(images), np.asarray(labels)
+def load_data(root: Path, train_per_class: int | None, test_per_class: int | None
+              ) -> dict[str, TensorImages]:
+    """The four image sets; ``root`` holds ``cifar10-train``, ``cifar10-test`` and either
+    ``imagenet-val-1300`` or its 32 px copy ``imagenet-val-1300-32px/<any>/*.png`` (what
+    ``benchmarks/gpu_loss_table.sh`` packs for a device machine; the same pixels)."""
+    train = tensor_images(ImageFolder(root / "cifar10-train"), per_class=train_per_class,
+                          name="cifar10-train")
+    test = tensor_images(ImageFolder(root / "cifar10-test"), per_class=test_per_class,
+                         name="cifar10-test")
+    id_test, near = test.split(ID)
+    packed = root / "imagenet-val-1300-32px"
+    far_source = ImageFolder(packed) if packed.is_dir() else ImageNetVal(root / "imagenet-val-1300")
+    far = tensor_images(far_source, size=32, name="imagenet-val-1300@32px")
+    far = TensorImages(far.images, torch.full((len(far),), -1), (), far.name)
+    return {"train": train.split(ID)[0], "id": id_test, "near": near, "far": far}
 
 
-def to_tensor(image: Image.Image) -> torch.Tensor:
-    x = (np.asarray(image.convert("RGB"), dtype=np.float32) / 255.0 - MEAN) / STD
-    return torch.from_numpy(x.astype(np.float32)).permute(2, 0, 1)
+def scores(logits: np.ndarray, name: str) -> np.ndarray:
+    n = len(logits)
+    acts = Activations(logits=logits, labels=np.full(n, -1), ids=np.arange(n).astype(str))
+    return detectors.create(name).score(acts)
 
 
-def small_cnn(num_classes: int, seed: int) -> models.Classifier:
-    """conv-BN-ReLU x5 (16-16-32-32-64 channels, max-pool after the 2nd and 4th), global
-    average pooling, linear head."""
-    layers: list[nn.Module] = []
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        for i, (c_in, c_out) in enumerate([(3, 16), (16, 16), (16, 32), (32, 32), (32, 64)]):
-            layers += [nn.Conv2d(c_in, c_out, 3, padding=1, bias=False), nn.BatchNorm2d(c_out),
-                       nn.ReLU()]
-            if i in (1, 3):
-                layers.append(nn.MaxPool2d(2))
-        feature_layer = str(len(layers) - 1)
-        layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, num_classes)]
-    return models.wrap(nn.Sequential(*layers), feature_layer=feature_layer,
-                       head_layer=str(len(layers) - 1), transform=to_tensor,
-                       spec=f"loss_table_cnn(seed={seed})")
+def evaluate(logits: dict[str, np.ndarray], id_labels: np.ndarray) -> dict[str, Any]:
+    record: dict[str, Any] = {"id_accuracy": float((logits["id"].argmax(1) == id_labels).mean()),
+                              "mean_logit_norm": float(np.linalg.norm(logits["id"], axis=1).mean())}
+    for det in DETECTORS:
+        s = {k: scores(logits[k], det) for k in SETS}
+        record[det] = {}
+        for ood in ("near", "far"):
+            ci = auroc_ci(s["id"], s[ood])
+            record[det][ood], record[det][f"{ood}_ci"] = ci.estimate, [ci.low, ci.high]
+    return record
 
 
-def evaluate_model(model, id_test, pool, far) -> dict[str, Any]:
-    opts = {"capture": ("logits", "features"), "progress": False, "device": "cpu"}
-    id_acts, pool_acts, far_acts = (extract(model, s, **opts) for s in (id_test, pool, far))
-    out: dict[str, Any] = {"id_accuracy": float(id_acts.correct.mean())}
-    for name in DETECTORS:
-        det = detectors.create(name)
-        cood = CoodBenchmark(id_acts, pool_acts, window=1, n_levels=len(HELD_OUT), seed=0).run(None, [det])
-        out[name] = {
-            "cood_mean": float(cood["auroc"].mean()),
-            "cood_levels": [float(v) for v in cood["auroc"]],
-            "near": metrics.auroc(det.score(id_acts), det.score(pool_acts)),
-            "far": metrics.auroc(det.score(id_acts), det.score(far_acts)),
-        }
+def one_run(recipe_name: str, data: dict[str, TensorImages], loss: str, seed: int, device: str,
+            epochs: int | None) -> dict[str, Any]:
+    """Train and evaluate one (loss, seed), or read it back from its cache folder."""
+    recipe = RECIPES[recipe_name] if epochs is None else RECIPES[recipe_name].scaled(epochs=epochs)
+    key = run_key(recipe, data["train"], loss, LOSSES[loss], seed)
+    folder = cache_dir() / "loss_table" / key
+    record_file, logits_file = folder / "record.json", folder / "logits.npz"
+    if record_file.is_file() and logits_file.is_file():
+        return json.loads(record_file.read_text())
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another worker on this run: wait, then read it back
+        if record_file.is_file() and logits_file.is_file():
+            return json.loads(record_file.read_text())
+        return _train_and_evaluate(recipe, data, loss, seed, device, key, folder)
+
+
+def _train_and_evaluate(recipe: Recipe, data: dict[str, TensorImages], loss: str, seed: int,
+                        device: str, key: str, folder: Path) -> dict[str, Any]:
+    record_file, logits_file = folder / "record.json", folder / "logits.npz"
+    result = train_recipe(recipe, data["train"], loss=loss, loss_options=LOSSES[loss], seed=seed,
+                          device=device, out=folder / "checkpoint",
+                          log=lambda line: print(line, flush=True))
+    logits = {k: predict_logits(result.model, data[k], recipe, device) for k in SETS}
+    record = {"loss": loss, "seed": seed, "key": key, "loss_options": LOSSES[loss],
+              "train_seconds": result.train_seconds,
+              "images_per_s": float(np.mean([h["images_per_s"] for h in result.history])),
+              "final_train_loss": result.history[-1]["loss"],
+              "final_train_accuracy": result.history[-1]["train_accuracy"],
+              **evaluate(logits, data["id"].labels.numpy())}
+    np.savez(logits_file, **logits)
+    record_file.write_text(json.dumps(record, indent=1))
+    return record
+
+
+def _stat(values: list[float]) -> dict[str, Any]:
+    return {"mean": float(np.mean(values)),
+            "sd": float(np.std(values, ddof=1)) if len(values) > 1 else None, "values": values}
+
+
+def compare_with_ce(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per loss and detector: paired DeLong test of AUROC(loss) - AUROC(CE) on each seed."""
+    by = {(r["loss"], r["seed"]): r for r in runs}
+    out: dict[str, Any] = {}
+    for loss, sign in PUBLISHED.items():
+        seeds = sorted(s for (name, s) in by if name == loss and ("ce", s) in by)
+        if not seeds:
+            continue
+        out[loss] = {}
+        for det in DETECTORS:
+            for ood in ("near", "far"):
+                tests = []
+                for s in seeds:
+                    a, b = (np.load(cache_dir() / "loss_table" / by[(k, s)]["key"] / "logits.npz")
+                            for k in (loss, "ce"))
+                    t = delong_test(scores(a["id"], det), scores(a[ood], det),
+                                    scores(b["id"], det), scores(b[ood], det), paired=True)
+                    tests.append({"seed": s, "difference": t.difference, "ci": [t.low, t.high],
+                                  "p": t.p_value})
+                agree = [t["ci"][0] > 0 if sign > 0 else t["ci"][1] < 0 for t in tests]
+                oppose = [t["ci"][1] < 0 if sign > 0 else t["ci"][0] > 0 for t in tests]
+                verdict = ("holds" if all(agree) and len(tests) >= 3 else
+                           "does not hold" if all(oppose) and len(tests) >= 3 else
+                           "not resolved at this scale")
+                out[loss][f"{det}/{ood}"] = {
+                    "published": "better than CE" if sign > 0 else "worse than CE",
+                    "mean_difference": float(np.mean([t["difference"] for t in tests])),
+                    "per_seed": tests, "verdict": verdict}
     return out
 
 
 def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
     summary: dict[str, Any] = {}
     for loss in LOSSES:
-        mine = [r for r in runs if r["loss"] == loss]
+        mine = sorted((r for r in runs if r["loss"] == loss), key=lambda r: r["seed"])
         if not mine:
             continue
-        entry: dict[str, Any] = {"seeds": [r["seed"] for r in mine]}
-        acc = [r["id_accuracy"] for r in mine]
-        entry["id_accuracy"] = {"mean": float(np.mean(acc)), "sd": float(np.std(acc, ddof=1)) if len(acc) > 1 else None}
+        entry: dict[str, Any] = {"seeds": [r["seed"] for r in mine],
+                                 "id_accuracy": _stat([r["id_accuracy"] for r in mine])}
         for det in DETECTORS:
-            entry[det] = {}
-            for key in ("cood_mean", "near", "far"):
-                vals = [r[det][key] for r in mine]
-                entry[det][key] = {"mean": float(np.mean(vals)),
-                                   "sd": float(np.std(vals, ddof=1)) if len(vals) > 1 else None,
-                                   "values": vals}
+            entry[det] = {ood: {**_stat([r[det][ood] for r in mine]),
+                                "intervals": [r[det][f"{ood}_ci"] for r in mine]}
+                          for ood in ("near", "far")}
         summary[loss] = entry
-    orders: dict[str, Any] = {}
-    for det in DETECTORS:
-        for key in ("cood_mean", "near", "far"):
-            ranked = sorted(summary, key=lambda k: -summary[k][det][key]["mean"])
-            orders[f"{det}/{key}"] = {"order": ranked, "matches_published": ranked == [
-                k for k in PUBLISHED_ORDER if k in summary]}
-    return {"per_loss": summary, "orderings": orders}
+    return summary
 
 
 def fmt(stat: dict[str, Any]) -> str:
     sd = stat["sd"]
-    return f"{100 * stat['mean']:5.1f}" + (f" +-{100 * sd:4.1f}" if sd is not None else "")
+    return f"{100 * stat['mean']:5.1f}" + (f" +-{100 * sd:4.1f}" if sd is not None else "      ")
+
+
+def print_table(summary: dict[str, Any], comparisons: dict[str, Any]) -> None:
+    print("\nAUROC x 100, mean +- sd over seeds; [lowest, highest] DeLong 95 % bound over seeds")
+    print(f"{'loss':10s} {'ID acc':>12s} {'detector':9s} {'near':>12s} {'interval':>13s} "
+          f"{'far':>12s} {'interval':>13s}")
+    for loss, entry in summary.items():
+        for i, det in enumerate(DETECTORS):
+            cells = []
+            for ood in ("near", "far"):
+                lows, highs = zip(*entry[det][ood]["intervals"])
+                cells.append(f"{fmt(entry[det][ood]):>12s} [{100 * min(lows):4.1f},{100 * max(highs):5.1f}]")
+            acc = fmt(entry["id_accuracy"]) if i == 0 else ""
+            print(f"{loss if i == 0 else '':10s} {acc:>12s} {det:9s} {' '.join(cells)}")
+    print("\npublished comparison with CE (MSP, held-out classes), paired DeLong per seed:")
+    for loss, entry in comparisons.items():
+        c = entry["msp/near"]
+        print(f"  {loss:9s} {c['published']:15s} mean difference {100 * c['mean_difference']:+5.1f}"
+              f"  -> {c['verdict']}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="1 seed, 1 epoch, small subsets")
+    parser.add_argument("--recipe", default="cpu-small", choices=sorted(RECIPES))
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--epochs", type=int, default=8)
-    parser.add_argument("--lr", type=float, default=0.1)
-    parser.add_argument("--train-per-class", type=int, default=1000)
-    parser.add_argument("--test-per-class", type=int, default=500)
+    parser.add_argument("--seed-list", default=None,
+                        help="seeds in this order, e.g. 2,1 (a second worker process on the same "
+                             "cache; default 0 .. seeds-1)")
+    parser.add_argument("--epochs", type=int, default=None, help="override the recipe's epochs")
+    parser.add_argument("--train-per-class", type=int, default=None,
+                        help="default: all 5,000 (the CPU study: 1,000)")
+    parser.add_argument("--test-per-class", type=int, default=None,
+                        help="default: all 1,000 (the CPU study: 200)")
+    parser.add_argument("--losses", default=",".join(LOSSES))
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--data-root", type=Path, default=SHARED,
+                        help="folder with cifar10-train, cifar10-test, imagenet-val-1300")
+    parser.add_argument("--out", type=Path, default=None, help="result file (default: see doc)")
     args = parser.parse_args()
     if args.quick:
-        args.seeds, args.epochs, args.train_per_class, args.test_per_class = 1, 2, 200, 100
-    if not (SHARED / "cifar10-train").is_dir():
-        sys.exit(f"needs {SHARED}/cifar10-train and cifar10-test (see ../shared/data/README.md)")
-    torch.set_num_threads(1)
-    result_file = OUT / ("loss_table_quick.json" if args.quick else "loss_table.json")
-    settings = {k: v for k, v in vars(args).items() if k != "quick"}
-    previous = json.loads(result_file.read_text()) if result_file.is_file() else {}
-    runs = previous.get("runs", []) if previous.get("settings") == settings else []
-    t0 = time.perf_counter()
-    train_x, train_y = read_images(SHARED / "cifar10-train", ID, args.train_per_class)
-    test_x, test_y = read_images(SHARED / "cifar10-test", ID, args.test_per_class)
-    pool_x, pool_y = read_images(SHARED / "cifar10-test", HELD_OUT, args.test_per_class)
-    train_src = ArraySource(train_x, train_y, name="cifar6-train")
-    id_test = ArraySource(test_x, test_y, name="cifar6-test")
-    pool = ArraySource(pool_x, pool_y, name="cifar-held-out", class_names=list(HELD_OUT))
-    far = DigitsSource(size=32)
-    far_src = ArraySource(far.images, np.full(len(far), -1), name="digits32")
-    print(f"data: {len(train_src)} train, {len(id_test)} ID test, {len(pool)} held-out, "
-          f"{len(far_src)} digits ({time.perf_counter() - t0:.0f} s)", flush=True)
-    for seed in range(args.seeds):
-        for loss, options in LOSSES.items():
-            if any(r["loss"] == loss and r["seed"] == seed for r in runs):
-                continue
+        args.seeds, args.epochs, args.train_per_class, args.test_per_class = 1, 1, 100, 50
+    elif args.recipe == "cpu-small":  # what a shared 2-core CPU affords (see the module doc)
+        args.train_per_class = args.train_per_class or CPU_TRAIN_PER_CLASS
+        args.test_per_class = args.test_per_class or CPU_TEST_PER_CLASS
+    chosen = args.losses.split(",")
+    unknown = [name for name in chosen if name not in LOSSES]
+    if unknown:
+        from oodbench.errors import UnknownNameError
+
+        sys.exit(str(UnknownNameError("loss of the table", unknown[0], LOSSES)))
+    if not (args.data_root / "cifar10-train").is_dir():
+        sys.exit(f"needs {args.data_root}/cifar10-train, cifar10-test and imagenet-val-1300 "
+                 "(see ../shared/data/README.md)")
+    torch.set_num_threads(args.threads)
+    torch.backends.cudnn.benchmark = True  # fixed input shapes: let cuDNN pick its kernels
+    name = ("loss_table_quick" if args.quick else "loss_table" if args.recipe == "cpu-small"
+            else f"loss_table_{args.recipe}")
+    result_file = args.out or OUT / f"{name}.json"
+    recipe = RECIPES[args.recipe] if args.epochs is None else RECIPES[args.recipe].scaled(
+        epochs=args.epochs)
+    t0, load_start = time.perf_counter(), os.getloadavg()
+    data = load_data(args.data_root, args.train_per_class, args.test_per_class)
+    print(f"data: {len(data['train'])} train, {len(data['id'])} ID test, {len(data['near'])} "
+          f"held-out, {len(data['far'])} far ({time.perf_counter() - t0:.0f} s)", flush=True)
+    runs: list[dict[str, Any]] = []
+    failed: list[str] = []
+    seeds = ([int(v) for v in args.seed_list.split(",")] if args.seed_list
+             else list(range(args.seeds)))
+    for seed in seeds:
+        for loss in chosen:
             start = time.perf_counter()
-            with tempfile.TemporaryDirectory() as tmp:
-                res = train(small_cnn(len(ID), seed), train_src, out=tmp, loss=loss,
-                            loss_options=options, epochs=args.epochs, batch_size=128, lr=args.lr,
-                            seed=seed, device="cpu", progress=False)
-            record = {"loss": loss, "seed": seed, "train_seconds": time.perf_counter() - start,
-                      "final_train_loss": res.history[-1]["loss"],
-                      **evaluate_model(res.model, id_test, pool, far_src)}
+            try:
+                record = one_run(args.recipe, data, loss, seed, args.device, args.epochs)
+            except Exception:  # one failed run must not lose the others
+                failed.append(f"{loss} seed {seed}")
+                traceback.print_exc()
+                continue
             runs.append(record)
             print(f"{loss:9s} seed {seed}: acc {record['id_accuracy']:.3f}  MSP near "
-                  f"{record['msp']['near']:.3f} far {record['msp']['far']:.3f} C-OOD "
-                  f"{record['msp']['cood_mean']:.3f}  ({record['train_seconds']:.0f} s)", flush=True)
-            OUT.mkdir(exist_ok=True)
+                  f"{record['msp']['near']:.3f} far {record['msp']['far']:.3f}  "
+                  f"({time.perf_counter() - start:.0f} s)", flush=True)
+            result_file.parent.mkdir(parents=True, exist_ok=True)
             result_file.write_text(json.dumps({
-                "settings": settings, "machine": platform.platform(), "torch": torch.__version__,
-                "threads": torch.get_num_threads(), "runs": runs, **summarise(runs),
+                "settings": {"recipe": args.recipe, "recipe_fields": recipe.as_dict(),
+                             "seeds": args.seeds, "train_images": len(data["train"]),
+                             "id_test_images": len(data["id"]),
+                             "near_images": len(data["near"]), "far_images": len(data["far"]),
+                             "id_classes": list(ID), "held_out_classes": list(data["near"].class_names),
+                             "losses": {k: LOSSES[k] for k in chosen}, "device": args.device},
+                "machine": platform.platform(), "torch": torch.__version__,
+                "threads": torch.get_num_threads(), "load_average_start": load_start,
+                "load_average_now": os.getloadavg(),
+                "wall_seconds": time.perf_counter() - t0, "failed": failed,
+                "runs": runs, "per_loss": summarise(runs),
+                "comparisons_with_ce": compare_with_ce(runs),
             }, indent=1))
-    summary = summarise(runs)
-    print("\nAUROC x 100, mean +- sd over seeds")
-    print(f"{'loss':10s} {'detector':9s} {'ID acc':>12s} {'C-OOD':>12s} {'near':>12s} {'far':>12s}")
-    for loss, entry in summary["per_loss"].items():
-        for det in DETECTORS:
-            print(f"{loss:10s} {det:9s} {fmt(entry['id_accuracy']):>12s} "
-                  f"{fmt(entry[det]['cood_mean']):>12s} {fmt(entry[det]['near']):>12s} "
-                  f"{fmt(entry[det]['far']):>12s}")
-    print("\npublished order: " + " > ".join(PUBLISHED_ORDER))
-    for key, value in summary["orderings"].items():
-        print(f"{key:20s} {' > '.join(value['order'])}   matches: {value['matches_published']}")
-    print(f"wrote {result_file}")
+    print_table(summarise(runs), compare_with_ce(runs))
+    print(f"\nwall time {time.perf_counter() - t0:.0f} s; wrote {result_file}")
+    if failed:
+        sys.exit(f"{len(failed)} run(s) failed: {', '.join(failed)}")
 
 
 if __name__ == "__main__":

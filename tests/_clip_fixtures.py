@@ -16,21 +16,24 @@ TINY_CONFIG = {
 }
 
 
-def register_tiny_clip() -> str:
-    """Register the tiny architecture with open_clip once; returns its name."""
+def register_tiny_clip(layers: int = 1) -> str:
+    """Register the tiny architecture (``layers`` vision blocks) with open_clip once; returns
+    its name."""
     import open_clip
 
-    if TINY_ARCH not in open_clip.list_models():
+    name = TINY_ARCH if layers == 1 else f"{TINY_ARCH}-{layers}l"
+    if name not in open_clip.list_models():
         folder = Path(tempfile.mkdtemp(prefix="oodbench-clip-cfg-"))
-        (folder / f"{TINY_ARCH}.json").write_text(json.dumps(TINY_CONFIG))
+        config = {**TINY_CONFIG, "vision_cfg": {**TINY_CONFIG["vision_cfg"], "layers": layers}}
+        (folder / f"{name}.json").write_text(json.dumps(config))
         open_clip.add_model_config(folder)
-    return TINY_ARCH
+    return name
 
 
-def tiny_clip(class_names, templates=("a photo of a {}.", "a drawing of a {}.")):
+def tiny_clip(class_names, templates=("a photo of a {}.", "a drawing of a {}."), layers=1):
     """A random-weight tiny CLIP zero-shot classifier over ``class_names`` (seeded)."""
     from oodbench.models.clip import load_clip
 
     torch.manual_seed(0)
-    return load_clip(f"{register_tiny_clip()}/none", pretrained=False, class_names=class_names,
-                     templates=list(templates))
+    return load_clip(f"{register_tiny_clip(layers)}/none", pretrained=False,
+                     class_names=class_names, templates=list(templates))

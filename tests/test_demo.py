@@ -95,6 +95,13 @@ def test_demo_runs_checks_out_and_is_deterministic(tmp_path, monkeypatch):
         assert auroc == pytest.approx(roc_auc_score(labels, np.r_[id_scores, scores]), abs=1e-9)
         assert 40 <= scores.size <= 50  # the 25 % test part of one digit class (~180 images)
     assert (out / "report.html").stat().st_size > 50_000 and (out / "report.md").exists()
+    # the published results section: the digits CNN is a near-match of the ImageNet rows of its
+    # detectors on 'textures', and the report says what differs
+    summary = (out / "report.md").read_text()
+    section = summary[summary.index("## Published results"):]
+    assert "0 of " in section and "result rows match a published row" in section
+    assert "| small_cnn | react | letters, photos, textures, noise | textures | auroc |" in section
+    assert "not comparable: backbone and weights: published ResNet-50" in section
 
     # a second run from scratch (fresh cache: a new forward pass) gives identical values
     monkeypatch.setenv("OODBENCH_CACHE", str(tmp_path / "cache-b"))

@@ -1,92 +1,112 @@
-"""PLF against an independent element-by-element numpy statement of its piecewise function, and
-its two special cases (VRA with gamma = 0, ReAct)."""
+"""PLF (arXiv 2602.05935, App. A) against a direct element-by-element re-statement of the
+seven-parameter function in plain Python, the quantile-and-u parameterisation, and its errors."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 from scipy.special import logsumexp
 
 from oodbench.detectors import NotFittedError, create
-from oodbench.errors import InvalidInputError, MissingActivationError
+from oodbench.detectors.plf import three_segments
+from oodbench.errors import InvalidInputError
 
 
-def _numpy_plf(z, t1, t2, slope):
-    out = np.empty_like(z)
-    for idx, v in np.ndenumerate(z):
-        a = t1 if np.ndim(t1) == 0 else t1[idx[1]]
-        b = t2 if np.ndim(t2) == 0 else t2[idx[1]]
-        if v < a:
-            out[idx] = 0.0
-        elif v <= b:
-            out[idx] = v
-        else:
-            out[idx] = max(b - slope * (v - b), 0.0)
-    return out
+def _restated_f(a, x1, x2, y_start, y_end, delta_y, m1, m2):
+    """App. A's f at one value a = |z| (the reading of plf.py's docstring), written out."""
+    y1 = y_end + delta_y
+    if a < x1:
+        return y_start + m1 * a
+    if a <= x2:
+        return y1 if x2 == x1 else y1 + (y_end - y1) * (a - x1) / (x2 - x1)
+    return y_end + m2 * (a - x2)
 
 
-def _energy(shaped, acts):
+def _restated_scores(acts, train, params, per_unit):
+    q1, u = params["q1"], params["u"]
+    q2 = q1 + 0.10 + u * ((0.99 - q1) - 0.10)  # delta = delta_min + u (delta_max - delta_min)
+    absolute = np.abs(train.features.astype(np.float64))
+    axis = 0 if per_unit else None
+    x1, x2 = np.percentile(absolute, 100 * q1, axis=axis), np.percentile(absolute, 100 * q2, axis=axis)
+    z = acts.features.astype(np.float64)
+    shaped = np.empty_like(z)
+    for (i, j), v in np.ndenumerate(z):
+        lo, hi = (x1[j], x2[j]) if per_unit else (x1, x2)
+        shaped[i, j] = _restated_f(abs(v), lo, hi, params["y_start"], params["y_end"],
+                                   params["delta_y"], params["m1"], params["m2"])
     return logsumexp(shaped @ acts.head_weight.T.astype(np.float64) + acts.head_bias, axis=1)
 
 
-@pytest.mark.parametrize("per_unit", [True, False])
-@pytest.mark.parametrize("slope", [0.0, 0.5, 3.0])
-def test_matches_numpy(id_train, id_test, ood_test, per_unit, slope):
-    det = create("plf", lower_percentile=40, upper_percentile=85, slope=slope, per_unit=per_unit)
-    det.fit(id_train)
-    train = id_train.features.astype(np.float64)
-    axis = 0 if per_unit else None
-    t1, t2 = np.percentile(train, 40, axis=axis), np.percentile(train, 85, axis=axis)
+POINTS = [
+    {"y_start": -1.0, "y_end": 1.5, "delta_y": 0.7, "q1": 0.55, "u": 0.4, "m1": 2.0, "m2": -0.5},
+    {"y_start": 0.0, "y_end": 0.2, "delta_y": 3.0, "q1": 0.75, "u": 1.0, "m1": 0.0, "m2": 1.5},
+    {"y_start": -4.0, "y_end": 5.0, "delta_y": 0.0, "q1": 0.1, "u": 0.0, "m1": 5.0, "m2": -5.0},
+]
+
+
+@pytest.mark.parametrize("per_unit", [False, True])
+@pytest.mark.parametrize("point", range(len(POINTS)))
+def test_matches_the_restated_function(id_train, id_test, ood_test, point, per_unit):
+    params = POINTS[point]
+    det = create("plf", per_unit=per_unit, **params).fit(id_train)
     for acts in (id_test, ood_test):
-        z = acts.features.astype(np.float64)
-        shaped = _numpy_plf(z, t1, t2, slope)
-        if slope > 0:  # the fold really happens on these data: some entries are lowered, some zeroed
-            above = z > (t2 if np.ndim(t2) == 0 else t2[None, :])
-            assert above.any() and (shaped[above] < z[above]).all()
-        np.testing.assert_allclose(det.score(acts), _energy(shaped, acts), rtol=1e-6)  # float32 head product (oodbench.compute)
+        np.testing.assert_allclose(det.score(acts), _restated_scores(acts, id_train, params, per_unit),
+                                   rtol=1e-6)  # float32 head product (oodbench.compute)
 
 
-def test_special_cases(id_train, id_test):
-    """slope 0 is VRA (gamma 0); no lower threshold, one global knee and slope 0 is ReAct."""
-    vra = create("vra", lower_percentile=55, upper_percentile=92, gamma=0.0).fit(id_train)
-    plf = create("plf", lower_percentile=55, upper_percentile=92, slope=0.0).fit(id_train)
-    np.testing.assert_allclose(plf.score(id_test), vra.score(id_test), rtol=1e-12)
-    react = create("react", percentile=88).fit(id_train)
-    plf = create("plf", lower_percentile=0, upper_percentile=88, slope=0.0, per_unit=False)
-    np.testing.assert_allclose(plf.fit(id_train).score(id_test), react.score(id_test), rtol=1e-12)
+def test_signed_features_use_absolute_quantiles_and_values(make_acts):
+    """Features with negative entries: breakpoints are quantiles of |z| and f reads |z|."""
+    train, test = make_acts(300, 6, 24, seed=11), make_acts(40, 6, 24, seed=12)
+    for acts in (train, test):
+        acts.features = acts.features - 0.7  # a signed copy
+    params = POINTS[0]
+    det = create("plf", **params).fit(train)
+    assert (train.features < 0).any()
+    np.testing.assert_allclose(det.score(test), _restated_scores(test, train, params, False), rtol=1e-6)
+    assert det.x1_ == pytest.approx(np.percentile(np.abs(train.features.astype(np.float64)), 100 * det.q1))
 
 
-def test_fold_separates_over_activated_ood(id_train, id_test, ood_test):
-    """OOD rows with a few abnormally large activations: folding them down lowers their score
-    more than clipping does (the reason for the fold)."""
-    from oodbench.metrics import auroc
-
-    ood = ood_test.subset(np.arange(len(ood_test)))
-    ood.features = ood.features.copy()
-    ood.features[:, :4] += 6.0
-    clip = create("plf", slope=0.0).fit(id_train)
-    fold = create("plf", slope=2.0).fit(id_train)
-    assert auroc(fold.score(id_test), fold.score(ood)) > auroc(clip.score(id_test), clip.score(ood))
+def test_every_segment_is_exercised(id_train, id_test):
+    """The test data fall on all three segments (so the comparison above checks each one)."""
+    det = create("plf", **POINTS[0]).fit(id_train)
+    a = np.abs(id_test.features)
+    assert (a < det.x1_).any() and ((a >= det.x1_) & (a <= det.x2_)).any() and (a > det.x2_).any()
 
 
-def test_shape_is_the_scored_function(id_train, id_test):
-    import torch
+def test_quantile_parameterisation():
+    det = create("plf", q1=0.2, u=0.5)
+    assert det.q2 == pytest.approx(0.2 + 0.10 + 0.5 * (0.99 - 0.2 - 0.10))
+    assert create("plf", q1=0.8, u=1.0).q2 == pytest.approx(0.99)  # the ceiling
+    assert create("plf", q1=0.8, u=0.0).q2 == pytest.approx(0.9)  # delta_min above q1
+    assert create("plf", y_end=1.0, delta_y=0.5).y1 == 1.5
 
-    det = create("plf").fit(id_train)
-    shaped = det.shape(torch.as_tensor(id_test.features, dtype=torch.float64)).numpy()
-    np.testing.assert_allclose(det.score(id_test), _energy(shaped, id_test), rtol=1e-6)  # float32 head product
+
+def test_tied_breakpoints_give_the_middle_value():
+    a = torch.tensor([[0.0, 0.0, 1.0]], dtype=torch.float64)
+    out = three_segments(a, 0.0, 0.0, -1.0, 2.0, 3.0, 0.5, 1.0)
+    assert out.tolist() == [[3.0, 3.0, 1.5]]  # a == x1 == x2: y1; above: y_end + m2 (a - x2)
 
 
-def test_errors(id_train, make_acts):
-    with pytest.raises(InvalidInputError, match="lower_percentile <= upper_percentile"):
-        create("plf", lower_percentile=95, upper_percentile=90)
-    with pytest.raises(InvalidInputError, match="slope must be >= 0"):
-        create("plf", slope=-1.0)
-    with pytest.raises(InvalidInputError, match="upper_percentile"):
-        create("plf", upper_percentile=101)
+def test_fold_is_the_three_segments_on_z(id_train, id_test):
+    """plf_fold is the same three-segment function (y_start = m1 = 0, y1 = t1, y_end = t2,
+    m2 = -slope) on z, its last segment floored at 0."""
+    fold = create("plf_fold", lower_percentile=40, upper_percentile=85, slope=1.5).fit(id_train)
+    z = torch.as_tensor(id_test.features, dtype=torch.float64)
+    t1, t2 = fold.lower_, fold.knee_
+    general = three_segments(z, t1, t2, 0.0, 0.0, t1, t2, -1.5)
+    expected = torch.where(z > t2, general.clamp(min=0.0), general)
+    torch.testing.assert_close(fold.shape(z), expected, rtol=1e-12, atol=1e-12)
+
+
+def test_errors(id_train):
+    with pytest.raises(InvalidInputError, match=r"q1 is a quantile in \[0, 0.89\]"):
+        create("plf", q1=0.95)
+    with pytest.raises(InvalidInputError, match=r"q1 is a quantile"):
+        create("plf", q1=45)  # percent instead of a fraction
+    with pytest.raises(InvalidInputError, match=r"u must lie in \[0, 1\]"):
+        create("plf", u=1.2)
+    with pytest.raises(InvalidInputError, match="m2 must be a finite number"):
+        create("plf", m2=float("nan"))
     with pytest.raises(NotFittedError):
         create("plf").score(id_train)
-    with pytest.raises(InvalidInputError, match="ID training activations"):
-        create("plf").fit(None)
-    with pytest.raises(MissingActivationError, match="head_weight"):
-        create("plf").fit(id_train).score(make_acts(5, 10, 32, seed=3, with_head=False))

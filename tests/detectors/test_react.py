@@ -67,3 +67,18 @@ def test_errors(id_train, id_test):
     mismatched.head_weight = mismatched.head_weight[:, :16]
     with pytest.raises(InvalidInputError, match="do not match"):
         create("react").fit(id_train).score(mismatched)
+
+
+def test_threshold_is_tau_directly(id_train, id_test):
+    """``threshold=c`` clips at c itself: the same as the percentile whose value is c, and the
+    score of min(f, c) by hand."""
+    by_percentile = create("react", percentile=80).fit(id_train)
+    tau = by_percentile.threshold_
+    direct = create("react", threshold=tau).fit(id_train)
+    np.testing.assert_array_equal(direct.score(id_test), by_percentile.score(id_test))
+    shaped = np.minimum(id_test.features.astype(np.float64), 0.5)
+    expected = logsumexp(shaped @ id_test.head_weight.T.astype(np.float64) + id_test.head_bias, axis=1)
+    np.testing.assert_allclose(create("react", threshold=0.5).fit(id_train).score(id_test), expected,
+                               rtol=1e-6)
+    with pytest.raises(InvalidInputError, match="threshold must be a finite number"):
+        create("react", threshold=float("nan"))

@@ -32,3 +32,24 @@ def test_default_tau_is_the_papers():
     assert create("logitnorm").tau == 0.04
     with pytest.raises(InvalidInputError, match="tau"):
         create("logitnorm", tau=0)
+
+
+def test_gradient_is_ce_gradient_scaled_by_one_over_tau_norm_and_projected():
+    """d LN / d z_i = (1 / N) (1 / (tau ||z_i||)) (I - zhat zhat^T) (softmax(z_i / (tau ||z_i||))
+    - onehot(y_i)): the closed form behind LogitNorm's large early steps (see its docstring)."""
+    rng = np.random.default_rng(4)
+    tau, n, c = 0.04, 6, 5
+    z = torch.tensor(rng.normal(size=(n, c)) * 0.3, dtype=torch.float64, requires_grad=True)
+    y = torch.tensor(rng.integers(0, c, n))
+    create("logitnorm", tau=tau)(z, y).backward()
+    zn = z.detach().numpy()
+    norms = np.linalg.norm(zn, axis=1, keepdims=True)  # the 1e-7 is far below these norms
+    scaled = zn / (tau * norms)
+    p = np.exp(scaled - scaled.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    residual = p - np.eye(c)[y.numpy()]
+    zhat = zn / norms
+    projected = residual - (residual * zhat).sum(axis=1, keepdims=True) * zhat
+    expected = projected / (tau * norms) / n
+    np.testing.assert_allclose(z.grad.numpy(), expected, rtol=1e-5, atol=1e-6)
+    assert float(np.abs((z.grad.numpy() * zn).sum(axis=1)).max()) < 1e-6  # orthogonal to z

@@ -110,7 +110,8 @@ def test_report_contents(results, tmp_path):
     # leaderboards with both FPR@95 conventions named, best values marked
     for label in ("FPR@95 (ID positive)", "FPR@95 (OOD positive, OpenOOD)", "AUROC", "AUPR-In"):
         assert label in page
-    assert page.count("<h2>") == 5  # cood, sets, score distributions, failures, configuration
+    # cood, sets, published results, score distributions, failures, configuration
+    assert page.count("<h2>") == 6
     assert "Severity curves" in page and "Near-OOD and far-OOD means" in page
     assert "class=best" in page
     best = wide[wide["benchmark"] == "cood"].groupby(["model", "detector"])["auroc"].mean().max()
@@ -130,7 +131,32 @@ def test_report_contents(results, tmp_path):
     md = files.markdown.read_text()
     assert md.startswith("# synthetic") and "| FPR@95 (ID positive) |" in md
     assert "vit · vim · sets: InvalidInputError" in md
-    assert md.count("## ") == 3  # two benchmarks and the failures
+    assert md.count("## ") == 4  # two benchmarks, the published results and the failures
+    # knn on 'textures': a near-match with the tuning table's per-set KNN rows, value withheld
+    assert "<h2>Published results</h2>" in page and "## Published results" in md
+    assert "0 of 14 result rows match a published row" in md
+    near = next(ln for ln in md.splitlines() if "| resnet | knn | sets | textures | auroc |" in ln)
+    assert "| not comparable: backbone and weights: published ResNet-50 (cross-entropy" in near
+    assert "yours resnet; benchmark: published openood-v1.5-imagenet" in near
+
+
+def test_report_puts_the_published_value_beside_a_match(tmp_path):
+    """A results row with every key of the ImageNet-1k vs SUN ReAct row, and one with another
+    model: the report shows 88.16 beside the first and what differs beside the second."""
+    from tests.published.test_compare import _row
+
+    table = ResultsTable(tmp_path / "r")
+    frame = pd.DataFrame([_row(), _row(model="efficientnet_lite0")])
+    table.append(frame.assign(cell=["a", "b"], time="2024-01-01T00:00:00", experiment="x"))
+    files = write_report(tmp_path / "r")
+    md = files.markdown.read_text()
+    section = md[md.index("## Published results"):]
+    match = next(line for line in section.splitlines() if "timm:resnet50.tv_in1k" in line)
+    assert "| 88.16 | 88.16 |" in match and "comparable" in match and "ReAct (ResNet-50)" in match
+    near = next(line for line in section.splitlines() if "efficientnet_lite0" in line)
+    assert "not comparable: backbone and weights: published ResNet-50" in near
+    assert "1 of 2 result rows match a published row" in section
+    assert "<td class=text>88.16</td><td class=text>88.16</td>" in files.html.read_text()
 
 
 def test_histograms_for_chosen_pairs(results, tmp_path):

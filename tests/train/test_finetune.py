@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -22,14 +19,7 @@ from oodbench.errors import ClassCountMismatchError, InvalidInputError, UnknownN
 from oodbench.models.small_cnn import SmallCNN
 from oodbench.train import train
 from tests.train._digits_run import DDP_SETTINGS, run
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), str(REPO), env.get("PYTHONPATH", "")])
-    return env
+from tests.train._subprocess import REPO, kill_after_first_checkpoint, subprocess_env
 
 
 def _same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
@@ -58,16 +48,8 @@ def test_resume_after_a_kill_gives_the_same_weights(tmp_path):
     uninterrupted one."""
     epochs = 6
     out = tmp_path / "killed"
-    proc = subprocess.Popen([sys.executable, "-m", "tests.train._digits_run", str(out), str(epochs)],
-                            cwd=REPO, env=_env())
-    deadline = time.monotonic() + 120
-    while not (out / "train.json").exists() and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.005)
-    time.sleep(0.2)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert proc.returncode == -signal.SIGKILL
-    done = json.loads((out / "train.json").read_text())["epochs_done"]
+    done = kill_after_first_checkpoint(["tests.train._digits_run", str(out), str(epochs)], out,
+                                       pause=0.2, timeout=120)
     assert 1 <= done < epochs, "the kill came too late to test resuming"
     resumed = run(str(out), epochs)
     assert [h["epoch"] for h in resumed.history] == list(range(1, epochs + 1))
@@ -95,7 +77,7 @@ def test_two_gloo_processes_equal_one_process(tmp_path):
     out = tmp_path / "ddp"
     subprocess.run([torchrun, "--standalone", "--nproc_per_node=2", "-m",
                     "tests.train._digits_run", str(out), "2", "--ddp-check"],
-                   cwd=REPO, env=_env(), check=True, timeout=300)
+                   cwd=REPO, env=subprocess_env(), check=True, timeout=300)
     single = run(str(tmp_path / "single"), epochs=2, **DDP_SETTINGS)
     ddp = SmallCNN(6, seed=0, dropout=0.0)
     ddp.load_state_dict(models.checkpoint.read_state_dict(out / "model.safetensors"))

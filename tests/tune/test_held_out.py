@@ -93,7 +93,7 @@ def test_same_seed_same_choice_other_seed_other_variants(fit_val, tmp_path, monk
              "slope": Range(0.0, 4.0)}
 
     def run(seed, cache):
-        return oodbench.tune("plf", space, id_val, None, fit=fit, protocol="held_out_classes",
+        return oodbench.tune("plf_fold", space, id_val, None, fit=fit, protocol="held_out_classes",
                              held_out=_held_out(seed, cache=cache), search="tpe", n_trials=8,
                              seed=seed)
 
@@ -171,7 +171,7 @@ def test_bad_input(fit_val):
         tune(held_out_fraction=0.99)
     with pytest.raises(InvalidInputError, match="strictly between 0 and 1"):
         tune(held_out_fraction=1.5)
-    with pytest.raises(InvalidInputError, match="no hyper-parameter k; it takes fit_data, percentile") as err:
+    with pytest.raises(InvalidInputError, match="no hyper-parameter k; it takes fit_data, percentile, threshold") as err:
         tune(grid={"k": [5]})
     assert "\n" not in str(err.value)
     with pytest.raises(InvalidInputError, match="search space is empty") as err:

@@ -175,5 +175,5 @@ def test_openood_grid_fits_on_id_val_in_openoods_order(data):
     assert len(dice.table) == 1 and dice.detector.sparsity == 90.0
     with pytest.raises(InvalidInputError, match="no 'openood' preset"):
         oodbench.tune("ash_p", "openood", id_val, ood_val)
-    with pytest.raises(InvalidInputError, match="unknown named grid"):
-        oodbench.tune("react", "paper", id_val, ood_val, fit=train)
+    with pytest.raises(InvalidInputError, match="unknown named grid 'opneood'.*'paper'"):
+        oodbench.tune("react", "opneood", id_val, ood_val, fit=train)

@@ -273,7 +273,7 @@ def rank_cmd(results: Path, kappa: str | None, metric: str, allow_mismatch: bool
                    else "comparable as far as the results record")
         click.echo(f"protocol: {verdict}")
         for c in checks:
-            click.echo(f"  {c.status:>8}  {c.item}: paper {c.paper}, yours {c.yours}")
+            click.echo(f"  {c.status:>8}  {c.item}: paper {c.published}, yours {c.yours}")
     if png is not None:
         detectors = list(dict.fromkeys(mine["detector"].astype(str)))
         for det in detectors:

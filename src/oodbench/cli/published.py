@@ -91,10 +91,17 @@ def compare_cmd(results_dir: Path, names: tuple[str, ...], allow_mismatch: bool,
     rows = ResultsTable(results_dir).read()
     compared = published.compare(rows, tables_=list(names) or None,
                                  allow_mismatch=allow_mismatch)
-    shown = compared if fmt in ("csv", "json") else compared[list(COMPARED)]
-    emit(shown, fmt, title=f"{results_dir.name} beside the published results", digits=None,
-         truncate=False)
-    if fmt == "table":
+    if fmt != "table":
+        shown = compared if fmt in ("csv", "json") else compared[list(COMPARED)]
+        emit(shown, fmt, title=f"{results_dir.name} beside the published results", digits=None,
+             truncate=False)
+    else:  # one block per row: the comparison texts are too long for table cells
+        for r in compared.itertuples():
+            published_text = (f"published {r.published} {r.unit}" if r.published
+                              else "published value withheld")
+            click.echo(f"{r.model} · {r.detector} · {r.benchmark} · {r.group} · {r.metric}: "
+                       f"yours {r.yours} {r.unit}, {published_text} ({r.published_method}, "
+                       f"{r.table})\n    {r.comparison}")
         n_match = int((compared["status"] == "match").sum())
         click.echo(f"{n_match} of {len(compared)} rows match a published row; near-matches say "
                    "what differs" + ("" if allow_mismatch else

@@ -1,38 +1,64 @@
-"""PLF: piecewise-linear activation shaping (zero the low range, keep the middle, fold the top
-down); energy score.
+"""PLF: the seven-parameter piecewise-linear shaping function; energy score. And ``plf_fold``,
+oodbench's earlier three-parameter function, kept as a named special case.
 
-Mondal, Jiang & Sundaramoorthi, "A Variational Information Theoretic Approach to
-Out-of-Distribution Detection", ICML 2025 (arXiv 2506.14194), which derives shaping functions
-from an information-theoretic loss (a KL term separating ID and OOD feature distributions plus
-an Information Bottleneck term) and proposes a new piecewise-linear one; evaluated as "PLF" in
-Mondal, Xie, Duan, Wong & Sundaramoorthi, "Tuning Out-of-Distribution (OOD) Detectors Without
-Given OOD Data" (arXiv 2602.05935), as a higher-parameter family next to VRA.
+PLF is the shaping function of Mondal, Jiang & Sundaramoorthi, "A Variational Information
+Theoretic Approach to Out-of-Distribution Detection", ICML 2025 (arXiv 2506.14194), as Mondal,
+Xie, Duan, Wong & Sundaramoorthi, "Tuning Out-of-Distribution (OOD) Detectors Without Given OOD
+Data" (arXiv 2602.05935), Appendix A ("PLF") define and tune it. What App. A states:
 
-Element-wise on the penultimate features z, with thresholds t1 <= t2 taken from the ID training
-features and a fold slope s >= 0:
+* f consists of three linear segments, defined by breakpoints x1, x2, slopes m1, m2 and vertical
+  offsets (y_start, y_end, y1);
+* the breakpoints are quantiles of the *absolute* ID features, ``x1 = F_|Z_ID|^-1(q1)``,
+  ``x2 = F_|Z_ID|^-1(q2)``, with ``q2 = q1 + delta``, ``delta = 0.10 + u (0.99 - q1 - 0.10)``;
+* the optimisation variables are (y_start, y_end, Delta_y, q1, u, m1, m2) with
+  ``y1 = y_end + Delta_y``; y_start in [-5, 0], y_end in [0, 5], Delta_y in [0, 5],
+  q1 in [0.1, 0.8], u in [0, 1], m1 in [0, 5], m2 in [-5, 5];
+* the score is the energy after the feature transformation ("Optimization Protocol").
 
-    PLF(z) = 0                          if z < t1
-             z                          if t1 <= z <= t2
-             max(t2 - s (z - t2), 0)    if z > t2
-    kappa  = logsumexp(W PLF(f) + b)          (negative energy, T = 1)
+**Reading implemented where the text is open.** The full text of arXiv 2506.14194 (PLF's
+origin) could not be read where this was written (only its abstract), so the two open points
+are settled from App. A's own wording, and are our reading, not a transcription:
 
-``t1`` / ``t2`` are the ``lower_percentile`` / ``upper_percentile`` percentiles of the training
-features, per unit (``per_unit=True``) or over all units (``per_unit=False``), exactly as VRA's
-alpha / beta. The middle keeps the activation; above the knee t2 the function falls linearly
-with slope -s and reaches 0 at ``t2 (1 + 1/s)``: abnormally high activations, typical of OOD
-inputs, are suppressed instead of merely clipped. Special cases: ``slope=0`` is VRA with
-gamma = 0; ``lower_percentile=0, slope=0, per_unit=False`` is ReAct at ``upper_percentile``
-(tested).
+1. How the seven parameters join into f (a = |z|)::
 
-**Provenance of this definition.** Only the abstracts of the two papers could be read where this
-detector was written (their full texts were not reachable), so the parameterisation above is
-ours, not a transcription of the paper's equation: a piecewise-linear function of the kind VRA's
-variational analysis motivates (suppress low and abnormally high activations, keep the
-intermediate ones), with a slope so that activations above the knee are lowered rather than
-clipped. The paper's exact knots, slopes and default values may differ. Defaults here: 60 / 90
-(VRA's official CIFAR setting) and ``slope=1`` (our choice). Tune them (``oodbench.tune`` with
-``search="tpe"``: three continuous hyper-parameters), and check against the paper's equation
-before putting PLF numbers next to published ones.
+       f(a) = y_start + m1 a                              a <  x1
+              y1 + (y_end - y1) (a - x1) / (x2 - x1)     x1 <= a <= x2
+              y_end + m2 (a - x2)                        a >  x2
+
+   Three segments but only two free slopes means one segment is fixed by its end values; the
+   offsets name the value where the first segment starts (y_start, at a = 0), the value at x1
+   (y1, the index it shares with x1) and the value at x2 where the last segment starts (y_end).
+   So the middle segment joins (x1, y1) to (x2, y_end), the outer ones leave y_start and y_end
+   with slopes m1 and m2. f is continuous at x2 and may jump at x1. With App. A's ranges this
+   is the family "start at or below zero, rise (m1 >= 0), peak at x1 (y1 >= y_end), fall to
+   y_end over the middle, then any slope": a generalisation of VRA's suppress-low / keep-middle
+   / cap-high shape that can start negative and can rise again at the top.
+   Where x1 == x2 (tied quantiles, e.g. the many zeros of post-ReLU features) the middle
+   segment is the single point a = x1, valued y1.
+
+2. Whether f multiplies or replaces z: it *replaces* it, ``z' = f(|z|)``, as ReAct's
+   ``min(z, tau)`` and VRA's piecewise function replace z in the same appendix ("PLF applies a
+   ... shaping function to features", worded as for VRA). For the paper's networks (ResNet-18/50,
+   MobileNet-V2: post-ReLU pooled features) |z| = z; for signed features f(|z|) is applied as
+   written (an even function of z).
+
+Further choices: the quantiles pool every entry of the ID training features (App. A's
+"absolute ID features", one distribution; ``per_unit=True`` takes them per unit instead);
+F^-1 is ``np.percentile``'s linear interpolation at 100 q. Valid values (checked on
+construction): ``0 <= q1 <= 0.89``, ``0 <= u <= 1``, every other parameter finite; App. A's
+narrower box is the ``"paper"`` search space (``oodbench/tune/spaces.toml``). Defaults: App. A
+publishes the box, not a default, so the defaults are its centre (y_start = -2.5, y_end = 2.5,
+Delta_y = 2.5, q1 = 0.45, u = 0.5, m1 = 2.5, m2 = 0): an untuned PLF; tune it
+(``oodbench.tune("plf", "paper", ..., search="gp")``).
+
+**plf_fold** (oodbench's function of the same name before App. A could be read): zero below t1,
+identity up to t2, a falling line of slope -s above, floored at 0, with t1, t2 the
+``lower_percentile`` / ``upper_percentile`` percentiles of the raw (not absolute) training
+features, per unit by default. It is the three-segment function above evaluated on z (not |z|)
+with ``y_start = m1 = 0``, ``y1 = t1``, ``y_end = t2``, ``m2 = -s`` (so Delta_y = t1 - t2 <= 0,
+outside App. A's box), with the last segment floored at 0 (tested). Special cases: ``slope=0``
+is VRA with gamma = 0; ``lower_percentile=0, slope=0, per_unit=False`` is ReAct. It is not the
+paper's PLF and has no published configuration.
 """
 
 from __future__ import annotations
@@ -43,39 +69,113 @@ from typing import Any
 import numpy as np
 import torch
 
-from oodbench.detectors._shaping import shaped_energy
+from oodbench.detectors._math import as_tensor
+from oodbench.detectors._shaping import percentile, percentile_per_unit, required, shaped_energy
 from oodbench.detectors.base import Detector, register
 from oodbench.detectors.vra import check_thresholds, fit_thresholds
+from oodbench.detectors.vra_plus import check_finite, check_quantile_pair, upper_quantile
 from oodbench.errors import InvalidInputError
 from oodbench.extract.activations import Activations
 
+Threshold = torch.Tensor | float
 
-def plf(z: torch.Tensor, lower: torch.Tensor, knee: torch.Tensor, slope: float) -> torch.Tensor:
-    """The PLF piecewise function (thresholds broadcast over rows)."""
-    folded = torch.clamp(knee - slope * (z - knee), min=0.0)
-    return torch.where(z < lower, 0.0, torch.where(z > knee, folded, z))
+
+def three_segments(a: torch.Tensor, x1: Threshold, x2: Threshold, y_start: float, m1: float,
+                   y1: Threshold, y_end: Threshold, m2: float) -> torch.Tensor:
+    """The three-segment function of the module docstring at ``a`` (float64); breakpoints and
+    the offsets y1, y_end broadcast over rows (scalars or (D,) tensors)."""
+    x1_t, x2_t, y1_t, y_end_t = (torch.as_tensor(v, dtype=torch.float64, device=a.device)
+                                 for v in (x1, x2, y1, y_end))
+    width = x2_t - x1_t
+    mid_slope = torch.where(width > 0, (y_end_t - y1_t) / torch.where(width > 0, width, 1.0), 0.0)
+    return torch.where(a < x1_t, y_start + m1 * a,
+                       torch.where(a <= x2_t, y1_t + mid_slope * (a - x1_t),
+                                   y_end_t + m2 * (a - x2_t)))
+
+
+def absolute_quantiles(train: Activations, q1: float, q2: float, per_unit: bool
+                       ) -> tuple[Threshold, Threshold]:
+    """The ``q1`` and ``q2`` quantiles (fractions) of the absolute training features, pooled
+    (floats) or per unit ((D,) float64 tensors). Non-negative features are used as they are."""
+    features = required(train, "features")
+    if float(np.min(features)) < 0.0:
+        features = np.abs(features)
+    if per_unit:
+        return (as_tensor(percentile_per_unit(features, 100.0 * q1)),
+                as_tensor(percentile_per_unit(features, 100.0 * q2)))
+    return percentile(features, 100.0 * q1), percentile(features, 100.0 * q2)
 
 
 @register
 @dataclass
 class PLF(Detector):
-    """Energy after zeroing low activations and folding those above a knee down to zero."""
+    """Energy after the seven-parameter piecewise-linear shaping of App. A (arXiv 2602.05935)."""
+
+    y_start: float = -2.5
+    y_end: float = 2.5
+    delta_y: float = 2.5
+    q1: float = 0.45
+    u: float = 0.5
+    m1: float = 2.5
+    m2: float = 0.0
+    per_unit: bool = False
+
+    name = "plf"
+    requires = frozenset({"features", "head", "train"})
+    paper = ("Mondal, Jiang & Sundaramoorthi, ICML 2025, arXiv 2506.14194; parameterised as in "
+             "Mondal et al., arXiv 2602.05935, App. A")
+    score_only_hyperparams = frozenset({"y_start", "y_end", "delta_y", "m1", "m2"})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_quantile_pair("PLF", "q1", self.q1, self.u)
+        check_finite("PLF", y_start=self.y_start, y_end=self.y_end, delta_y=self.delta_y,
+                     m1=self.m1, m2=self.m2)
+
+    @property
+    def q2(self) -> float:
+        """The upper breakpoint's quantile, ``q1 + 0.10 + u (0.89 - q1)``."""
+        return upper_quantile(self.q1, self.u)
+
+    @property
+    def y1(self) -> float:
+        """The value at x1, ``y_end + delta_y``."""
+        return self.y_end + self.delta_y
+
+    def _fit(self, train: Activations | None, model: Any) -> None:
+        assert train is not None
+        self.x1_, self.x2_ = absolute_quantiles(train, self.q1, self.q2, self.per_unit)
+
+    def shape(self, features: torch.Tensor) -> torch.Tensor:
+        """f(|z|) for (B, D) features (float64), with the fitted breakpoints."""
+        return three_segments(features.abs().double(), self.x1_, self.x2_, self.y_start,
+                              self.m1, self.y1, self.y_end, self.m2)
+
+    def _score(self, acts: Activations) -> np.ndarray:
+        return shaped_energy(acts, self.shape, self.name)
+
+
+@register
+@dataclass
+class PLFFold(Detector):
+    """oodbench's earlier three-parameter function: zero, identity, a fold down to zero."""
 
     lower_percentile: float = 60.0
     upper_percentile: float = 90.0
     slope: float = 1.0
     per_unit: bool = True
 
-    name = "plf"
+    name = "plf_fold"
     requires = frozenset({"features", "head", "train"})
-    paper = "Mondal, Jiang & Sundaramoorthi, ICML 2025, arXiv 2506.14194"
+    paper = "oodbench's special case of PLF (see plf.py); not a published detector"
     score_only_hyperparams = frozenset({"slope"})
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_thresholds("PLF", self.lower_percentile, self.upper_percentile)
+        check_thresholds("plf_fold", self.lower_percentile, self.upper_percentile)
         if not self.slope >= 0.0:
-            raise InvalidInputError(f"PLF slope must be >= 0 (0 = clip at the knee); got {self.slope}")
+            raise InvalidInputError(
+                f"plf_fold slope must be >= 0 (0 = clip at the knee); got {self.slope}")
 
     def _fit(self, train: Activations | None, model: Any) -> None:
         assert train is not None
@@ -84,8 +184,13 @@ class PLF(Detector):
         )
 
     def shape(self, features: torch.Tensor) -> torch.Tensor:
-        """PLF applied to (B, D) float64 features, with the fitted thresholds."""
-        return plf(features, self.lower_, self.knee_, self.slope)
+        """The fold applied to (B, D) features (float64), with the fitted thresholds: the
+        three segments on z with y_start = m1 = 0, y1 = t1, y_end = t2, m2 = -slope, the last
+        floored at 0."""
+        z = features.double()
+        t1, t2 = self.lower_.to(z.device), self.knee_.to(z.device)
+        shaped = three_segments(z, t1, t2, 0.0, 0.0, t1, t2, -self.slope)
+        return torch.where(z > t2, shaped.clamp(min=0.0), shaped)
 
     def _score(self, acts: Activations) -> np.ndarray:
         return shaped_energy(acts, self.shape, self.name)

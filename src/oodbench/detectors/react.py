@@ -8,7 +8,9 @@ Sun, Guo & Li, "ReAct: Out-of-distribution Detection With Rectified Activations"
     kappa  = logsumexp(W f' + b)               (negative energy, T = 1)
 
 Defaults: ``percentile=90`` (the paper's ImageNet setting; percent, over the flattened
-activations of every training sample and unit).
+activations of every training sample and unit). ``threshold=c`` gives c directly instead (the
+percentile is then unused): the parameter tau that Mondal et al. (arXiv 2602.05935, App. A)
+search over the range of the ID activations.
 
 Relation to pytorch-ood 0.4.0 ``ReAct``: it clips whatever its ``backbone`` returns (its
 examples clip a feature map before pooling) and takes the percentile as a fraction; with the
@@ -33,6 +35,7 @@ from oodbench.detectors._shaping import (
     shaped_energy,
 )
 from oodbench.detectors.base import Detector, register
+from oodbench.errors import InvalidInputError
 from oodbench.extract.activations import Activations
 
 
@@ -42,6 +45,7 @@ class ReAct(Detector):
     """Energy of the head after clipping penultimate features at a training percentile."""
 
     percentile: float = 90.0
+    threshold: float | None = None
 
     name = "react"
     requires = frozenset({"features", "head", "train"})
@@ -50,10 +54,13 @@ class ReAct(Detector):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_percentile(self.percentile, "ReAct percentile")
+        if self.threshold is not None and not np.isfinite(self.threshold):
+            raise InvalidInputError(f"ReAct threshold must be a finite number; got {self.threshold!r}")
 
     def _fit(self, train: Activations | None, model: Any) -> None:
         assert train is not None
-        self.threshold_ = percentile(required(train, "features"), self.percentile)
+        self.threshold_ = (float(self.threshold) if self.threshold is not None
+                           else percentile(required(train, "features"), self.percentile))
 
     def shape(self, features: torch.Tensor) -> torch.Tensor:
         """min(f, c) for (B, D) float64 features, with the fitted threshold c."""

@@ -32,11 +32,19 @@ class Loss(nn.Module):
         paper: the citation (authors, venue, year, arXiv id).
         needs_outliers: ``True`` when training needs a batch of outlier images as well
             (Outlier Exposure).
+        hooks: what the training loop adds for this loss (:mod:`oodbench.train.hooks`: ``"um"``,
+            ``"umap"``, ``"doe"``); ``""`` for a plain loss.
+        trainer: the training path of ``oodbench.train`` that runs this loss: ``"classifier"``
+            (the loop over the model's head logits, :mod:`oodbench.train.finetune`, with its
+            ``hooks``), or ``"cma"`` / ``"npos"``: CLIP fine-tuning with a loop of its own
+            (text tower, cached frozen blocks; :mod:`oodbench.train.cma` / ``npos``).
     """
 
     name: ClassVar[str] = ""
     paper: ClassVar[str] = ""
     needs_outliers: ClassVar[bool] = False
+    hooks: ClassVar[str] = ""
+    trainer: ClassVar[str] = "classifier"
 
     @property
     def hyperparams(self) -> dict[str, Any]:

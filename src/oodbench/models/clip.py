@@ -3,7 +3,10 @@
 Spec: ``clip:<architecture>/<pretrained tag>``, e.g. ``clip:ViT-B-32/openai`` or
 ``clip:ViT-B-16/laion2b_s34b_b88k`` (any pair of ``open_clip.list_pretrained()``).
 ``pretrained=False`` (or the tag ``none``) builds a randomly initialised model; ``weights=PATH``
-loads a local open_clip checkpoint (``weights_only=True``).
+loads a local checkpoint safely (safetensors or ``weights_only=True``): a full state dict
+(open_clip's, OpenAI's, oodbench's training output, CMA's release) or NPOS's partial release on
+top of the tag's pretrained weights (:mod:`oodbench.models.clip_checkpoints`); a checkpoint of
+another architecture is an error naming the architectures that fit it.
 
 The zero-shot classifier of Radford et al. ("Learning Transferable Visual Models From Natural
 Language Supervision", ICML 2021, arXiv 2103.00020) as a :class:`Classifier`:
@@ -37,7 +40,9 @@ import torch.nn.functional as F
 
 from oodbench.config import cache_dir
 from oodbench.errors import InvalidInputError, MissingDependencyError, OodbenchError
+from oodbench.models.checkpoint import read_state_dict
 from oodbench.models.classifier import Classifier
+from oodbench.models.clip_checkpoints import is_npos_release, load_into
 
 Template = Callable[[str], str]
 
@@ -165,6 +170,14 @@ class ClipClassifier(Classifier):
         emb = self.encode_text(prompts).reshape(self.num_classes, len(self.templates), -1)
         return F.normalize(emb.mean(dim=1), dim=-1)
 
+    def refresh_text_head(self) -> None:
+        """Recompute the zero-shot head (and the logit scale) from the current towers, e.g.
+        after fine-tuning the text tower (CMA)."""
+        self._digest = None
+        scale = float(self.clip.logit_scale.detach().exp())  # type: ignore[operator]
+        self.logit_scale = scale
+        self._head_weight = self.zero_shot_text_embeddings() * scale
+
     # -- Classifier contract --------------------------------------------------------------------
     def forward_feature_map(self, x: torch.Tensor) -> torch.Tensor:
         return self.clip.encode_image(x).float()  # type: ignore[operator]
@@ -214,9 +227,17 @@ def load_clip(
         from oodbench.errors import UnknownNameError
 
         raise UnknownNameError("open_clip architecture", arch, open_clip.list_models())
+    state, origin = None, ""
     if weights is not None:
-        source: str | None = os.fspath(weights)
+        state, origin = read_state_dict(weights), repr(os.fspath(weights))
+    if state is not None and not is_npos_release(state):
+        source: str | None = None  # every weight comes from the checkpoint
     elif not pretrained or tag in (None, "none"):
+        if state is not None:
+            raise InvalidInputError(
+                f"checkpoint {origin} is NPOS's release (the last vision blocks, "
+                "ln_post and proj only): the rest comes from the pretrained CLIP it was "
+                f"fine-tuned from; name its tag, e.g. clip:{arch}/openai")
         if pretrained and tag is None:
             raise InvalidInputError(
                 f"clip:{spec} names no pretrained tag: use clip:{arch}/<tag> (tags for {arch}: "
@@ -233,6 +254,8 @@ def load_clip(
             f"could not load CLIP weights {arch}/{source}: {err}. Offline, the weights must already "
             "be in the Hugging Face / open_clip cache, or pass weights=PATH to a local checkpoint"
         ) from err
+    if state is not None:
+        load_into(model, state, origin=origin, arch=arch)
     imagenet = class_names is None
     names = list(open_clip.IMAGENET_CLASSNAMES) if class_names is None else list(class_names)
     model = model.to(device or "cpu")

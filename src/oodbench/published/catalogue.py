@@ -210,7 +210,9 @@ def _cood_rows() -> pd.DataFrame:
     df = pd.DataFrame(text)
     df["method"] = raw["confidence function"].to_numpy()
     df["detector"] = [k.detector for k in kappas]
-    df["preset"] = [str(k.hyperparams.get("preset", "cood")) for k in kappas]
+    configured = [k.published_row() for k in kappas]
+    df["preset"] = [c["preset"] for c in configured]
+    df["hyperparams"] = [c["hyperparams"] for c in configured]
     df["backbone"] = raw["model name"].to_numpy()
     df["weights"] = ("timm:" + raw["model name"]).to_numpy()
     df["training"] = "see the model's name (oodbench.results.model_tags)"

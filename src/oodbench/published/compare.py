@@ -2,16 +2,15 @@
 
 A published row and a row of your results table are compared key by key (:func:`row_checks`):
 
-==========================  =========================================================  ==========
-item                        published                                                  yours
-==========================  =========================================================  ==========
-detector configuration      ``detector``, ``preset``'s hyper-parameters, ``hyperparams``  ``hyperparams``
-backbone and weights        ``weights`` (oodbench specs of exactly those weights)      ``model``
-benchmark                   ``benchmark``                                              ``benchmark``
-metric convention           ``metric`` (``fpr95_id`` vs ``fpr95_ood``)                  ``metric``
-detector fit data           ``fit_data``                                               ``fit_data``
-tuning protocol             ``tuning``                                                 ``tuning`` (its JSON ``protocol``)
-==========================  =========================================================  ==========
+- detector configuration: the published ``detector``'s ``preset`` hyper-parameters and its
+  ``hyperparams``, against the row's ``hyperparams`` JSON;
+- backbone and weights: ``weights`` (the oodbench specs of exactly those weights) against
+  ``model``;
+- benchmark: ``benchmark`` against ``benchmark``;
+- metric convention: ``metric`` against ``metric`` (``fpr95_id`` against ``fpr95_ood`` is the
+  "FPR95 convention");
+- detector fit data: ``fit_data`` against ``fit_data``;
+- tuning protocol: ``tuning`` against the ``protocol`` of the row's ``tuning`` JSON;
 
 and the table's protocol (``TableInfo.protocol``: ID set size, C-OOD levels and window) against
 what the results record (:func:`protocol_checks`). Each check is ``same``, ``differs`` or
@@ -121,7 +120,9 @@ def wanted_hyperparams(published: Mapping[str, str]) -> dict[str, Any] | None:
     return wanted
 
 
-def _configuration(published: Mapping[str, str], yours: Mapping[str, Any]) -> Check:
+def configuration_check(published: Mapping[str, str], yours: Mapping[str, Any]) -> Check:
+    """The detector configuration of a published row (its preset's hyper-parameters and its
+    own ``hyperparams``) against the ``hyperparams`` JSON of a results row."""
     wanted = wanted_hyperparams(published)
     shown = f"{published['detector']} ({published['method']})"
     if wanted is None:
@@ -163,7 +164,7 @@ def _weights(published: Mapping[str, str], yours: Mapping[str, Any]) -> Check:
                  "same" if model in specs else "unknown" if not model else "differs")
 
 
-def _simple(item: str, published: str, published_text: str, yours: str, yours_text: str) -> Check:
+def _keyed(item: str, published: str, published_text: str, yours: str, yours_text: str) -> Check:
     if not published:
         return Check(item, "not stated", yours_text or "not recorded", "unknown")
     if not yours:
@@ -187,27 +188,25 @@ def row_checks(published: Mapping[str, str], yours: Mapping[str, Any],
     benchmark = published["benchmark"]
     mine_tuning = tuning_protocol(yours.get("tuning"))
     pub_tuning = published["tuning"]
+    mine_metric = str(yours.get("metric", ""))
+    both_fpr95 = {METRIC_FAMILY.get(published["metric"]), METRIC_FAMILY.get(mine_metric)} == {"fpr95"}
     checks = [
-        _configuration(published, yours),
+        configuration_check(published, yours),
         _weights(published, yours),
-        _simple("benchmark", benchmark,
+        _keyed("benchmark", benchmark,
                 benchmark + f" ({published['id_set']})" if benchmark
                 else f"{published['id_set']} (no oodbench benchmark)",
                 str(yours.get("benchmark", "")), str(yours.get("benchmark", ""))),
-        _simple("metric convention", published["metric"],
-                CONVENTIONS.get(published["metric"], published["metric"]),
-                str(yours.get("metric", "")),
-                CONVENTIONS.get(str(yours.get("metric", "")), str(yours.get("metric", "")))),
-        _simple("detector fit data", published["fit_data"], published["fit_data"],
+        _keyed("FPR95 convention" if both_fpr95 else "metric convention", published["metric"],
+                CONVENTIONS.get(published["metric"], published["metric"]), mine_metric,
+                CONVENTIONS.get(mine_metric, mine_metric)),
+        _keyed("detector fit data", published["fit_data"], published["fit_data"],
                 _text(yours.get("fit_data")), _text(yours.get("fit_data"))),
-        _simple("tuning protocol", pub_tuning,
+        _keyed("tuning protocol", pub_tuning,
                 f"{TUNING_NAMES.get(pub_tuning, pub_tuning)}: {published['tuning_detail']}"
                 if published["tuning_detail"] else TUNING_NAMES.get(pub_tuning, pub_tuning),
                 mine_tuning, TUNING_NAMES.get(mine_tuning, mine_tuning)),
     ]
-    if published["metric"] != str(yours.get("metric", "")) and checks[3].status == "differs" \
-            and METRIC_FAMILY.get(published["metric"]) == "fpr95":
-        checks[3] = Check("FPR95 convention", checks[3].published, checks[3].yours, "differs")
     if info is not None:
         checks += protocol_checks(info, pd.DataFrame([dict(yours)]))
     return checks
@@ -224,22 +223,30 @@ def _family(metric: str) -> str | None:
     return METRIC_FAMILY.get(metric)
 
 
-def candidates(published: pd.DataFrame, yours: Mapping[str, Any]) -> pd.DataFrame:
-    """The published rows a results row could be compared with (same detector, OOD set and
-    metric family; only its own weights in ``compare_by = "weights"`` tables)."""
+def candidate_index(published: pd.DataFrame) -> dict[tuple[str, str, str], pd.DataFrame]:
+    """The published rows by (detector, OOD set, metric family): the rows a results row with
+    those keys can be compared with (built once per comparison)."""
+    keyed = published.assign(_family=published["metric"].map(_family))
+    return {(det, ood_set, family): rows.drop(columns="_family")
+            for (det, ood_set, family), rows in keyed.groupby(["detector", "ood_set", "_family"])}
+
+
+def candidates(index: Mapping[tuple[str, str, str], pd.DataFrame],
+               yours: Mapping[str, Any]) -> pd.DataFrame | None:
+    """The published rows a results row could be compared with: the same detector, OOD set and
+    metric family; in ``compare_by = "weights"`` tables only the rows of its own weights.
+    ``None`` when there are none."""
     family = _family(str(yours.get("metric", "")))
-    if family is None:
-        return published.iloc[0:0]
-    metric_ok = published["metric"].map(_family) == family
     group = "" if yours.get("metric") in ID_ONLY_METRICS else str(yours.get("group", ""))
-    rows = published[metric_ok & (published["detector"] == str(yours.get("detector", "")))
-                     & (published["ood_set"] == group)]
+    rows = index.get((str(yours.get("detector", "")), group, family or ""))
+    if family is None or rows is None:
+        return None
     by_weights = [name for name, info in tables().items() if info.compare_by == "weights"]
-    if by_weights and len(rows):
+    if by_weights:
         model = str(yours.get("model", ""))
         own = rows["weights"].str.split(";").map(lambda specs: model in specs)
         rows = rows[~rows["table"].isin(by_weights) | own]
-    return rows
+    return rows if len(rows) else None
 
 
 def display_value(value: float, unit: str, printed: str) -> str:
@@ -281,15 +288,22 @@ def compare(
         raise EmptyInputError("no finished results rows to compare (no row has status 'ok')")
     names = list(tables()) if tables_ is None else [table_info(n).name for n in tables_]
     published = load_all(names)
+    index = candidate_index(published)
     infos = {n: table_info(n) for n in names}
     out = []
-    for _, row in rows.iterrows():
-        yours = row.to_dict()
-        options = candidates(published, yours)
-        if options.empty:
+    seen_id_only: set[tuple[str, ...]] = set()
+    for yours in rows.to_dict(orient="records"):
+        if yours["metric"] in ID_ONLY_METRICS:  # one value per cell, whatever its OOD group
+            key = tuple(str(yours.get(k)) for k in ("model", "detector", "hyperparams",
+                                                   "benchmark", "metric"))
+            if key in seen_id_only:
+                continue
+            seen_id_only.add(key)
+        options = candidates(index, yours)
+        if options is None:
             continue
         scored = []
-        for _, pub in options.iterrows():
+        for pub in options.to_dict(orient="records"):
             checks = row_checks(pub, yours, infos[pub["table"]])
             scored.append((sum(c.status == "differs" for c in checks), pub, checks))
         n_diff, pub, checks = min(scored, key=lambda s: s[0])

@@ -51,6 +51,7 @@ from oodbench.errors import (
     ProtocolMismatchError,
     UnknownNameError,
 )
+from oodbench.published.compare import Check
 
 PAPER_RESULTS_URL = (
     "https://raw.githubusercontent.com/mdabbah/COOD_benchmarking/main/"
@@ -85,18 +86,22 @@ class PaperKappa:
     hyperparams: dict[str, Any] = field(default_factory=dict)
     note: str = ""
 
-    def reproduces(self, hyperparams: Mapping[str, Any]) -> bool:
-        """Whether a detector run with ``hyperparams`` computes this published kappa: every value
-        that ``create(detector, **self.hyperparams)`` sets on purpose (its preset's, or the
-        given ones) is the same."""
-        from oodbench.detectors import create, preset_for
+    def published_row(self) -> dict[str, str]:
+        """This kappa's configuration as the keys of a published row (``oodbench.published``):
+        ``detector``, ``preset`` (``"cood"`` unless it names another) and ``hyperparams``."""
+        extra = dict(self.hyperparams)
+        preset = str(extra.pop("preset", "cood"))
+        return {"method": self.paper_name, "detector": self.detector, "preset": preset,
+                "hyperparams": json.dumps(extra, sort_keys=True) if extra else ""}
 
-        wanted = dict(self.hyperparams)
-        preset = wanted.pop("preset", None)
-        if preset is not None:
-            wanted = {**preset_for(self.detector, preset).hyperparams, **wanted}
-        reference = create(self.detector, **self.hyperparams).hyperparams
-        return all(json.dumps(hyperparams.get(k)) == json.dumps(reference[k]) for k in wanted)
+    def reproduces(self, hyperparams: Mapping[str, Any]) -> bool:
+        """Whether a detector run with ``hyperparams`` computes this published kappa: the
+        configuration check of :mod:`oodbench.published.compare` (every value the preset and
+        the given hyper-parameters set is the same)."""
+        from oodbench.published.compare import configuration_check
+
+        yours = {"detector": self.detector, "hyperparams": json.dumps(dict(hyperparams))}
+        return configuration_check(self.published_row(), yours).status == "same"
 
 
 #: every confidence function in the published results, in one table
@@ -343,71 +348,26 @@ def leaderboard(
 
 
 # -- comparing a user's results with the paper ----------------------------------------------------
-@dataclass(frozen=True)
-class ProtocolCheck:
-    """One property of a C-OOD benchmark, as the paper ran it and as a user's results show it.
-
-    ``status``: ``"same"``, ``"differs"`` or ``"unknown"`` (the results do not record it).
-    """
-
-    item: str
-    paper: str
-    yours: str
-    status: str
-
-
-#: the paper's benchmark (Galil et al. 2023, Sec. 4 and the official code's defaults)
-PAPER_PROTOCOL = {
-    "n_levels": 11,
-    "window": 1000,  # classes per level = the number of ID classes
-    "n_id": 50_000,  # the ImageNet-1k validation set
-}
-
-
-def _one_value(results: pd.DataFrame, column: str) -> set[int] | None:
-    if column not in results.columns or results[column].isna().all():
-        return None
-    return {int(v) for v in results[column].dropna()}
-
-
-def _check(item: str, paper: int, found: set[int] | None, what: str) -> ProtocolCheck:
-    if found is None:
-        return ProtocolCheck(item, f"{paper:,}", "not recorded", "unknown")
-    shown = ", ".join(f"{v:,}" for v in sorted(found))
-    return ProtocolCheck(item, f"{paper:,}", f"{shown} {what}".strip(),
-                         "same" if found == {paper} else "differs")
-
-
-def protocol_checks(results: pd.DataFrame) -> list[ProtocolCheck]:
+def protocol_checks(results: pd.DataFrame) -> list[Check]:
     """How a user's C-OOD rows compare with the paper's benchmark, item by item.
 
-    Read from the rows: the severity levels (``level``; ``n_levels`` when recorded), the window
-    (``n_classes`` per level), the ID test set size (``n_id``) and the pool (``n_pool_classes``,
-    which can be shown but not verified: the paper's pool is its own filtered ImageNet-21k).
+    The C-OOD table's protocol in the published catalogue (``oodbench.published``: 11 severity
+    levels, a window of 1,000 classes, the 50,000 ImageNet-1k validation images) checked with
+    :func:`oodbench.published.compare.protocol_checks` against the rows' ``n_levels`` (or their
+    levels), ``n_classes`` and ``n_id``; then the pool (``n_pool_classes``), which can be shown
+    but not verified: the paper's pool is its own filtered ImageNet-21k.
     """
-    levels = set(_levels_of(results).tolist())
-    recorded = _one_value(results, "n_levels")
-    paper_levels = PAPER_PROTOCOL["n_levels"]
-    if recorded is not None:
-        n_levels = _check("severity levels", paper_levels, recorded, "levels")
-    elif max(levels) >= paper_levels:
-        n_levels = ProtocolCheck("severity levels", f"{paper_levels}",
-                                 f"levels up to {max(levels)}", "differs")
-    else:
-        n_levels = ProtocolCheck("severity levels", f"{paper_levels}",
-                                 f"levels {sorted(levels)} (total not recorded)", "unknown")
-    pool = _one_value(results, "n_pool_classes")
-    return [
-        n_levels,
-        _check("window (OOD classes per level)", PAPER_PROTOCOL["window"],
-               _one_value(results, "n_classes"), ""),
-        _check("ID test images (ImageNet-1k validation)", PAPER_PROTOCOL["n_id"],
-               _one_value(results, "n_id"), ""),
-        ProtocolCheck("OOD pool", "the paper's filtered ImageNet-21k",
-                      "not recorded" if pool is None
-                      else f"{', '.join(f'{v:,}' for v in sorted(pool))} classes (identity not checked)",
-                      "unknown"),
-    ]
+    from oodbench.published import protocol_checks as catalogue_checks
+    from oodbench.published import table_info
+
+    checks = catalogue_checks(table_info("cood"), results.assign(level=_levels_of(results)))
+    pool = None
+    if "n_pool_classes" in results.columns and results["n_pool_classes"].notna().any():
+        pool = sorted({int(v) for v in results["n_pool_classes"].dropna()})
+    return [*checks, Check("OOD pool", "the paper's filtered ImageNet-21k",
+                           "not recorded" if pool is None
+                           else f"{', '.join(f'{v:,}' for v in pool)} classes (identity not checked)",
+                           "unknown")]
 
 
 def _levels_of(results: pd.DataFrame) -> pd.Series:
@@ -446,10 +406,12 @@ def rank(
 
     Rows whose detector has no published counterpart are returned with NaN ranks. When the
     results carry ``hyperparams`` (JSON), ``like_for_like`` says whether the row's detector
-    configuration is the one behind the published numbers (:meth:`PaperKappa.reproduces`; e.g.
-    ODIN with ``preset="cood_code"``).
+    configuration is the one behind the published numbers (:meth:`PaperKappa.reproduces`, the
+    configuration check of ``oodbench.published.compare``; e.g. ODIN with
+    ``preset="cood_code"``).
 
-    The rows are first compared with the paper's benchmark (:func:`protocol_checks`): when the
+    The rows are first compared with the paper's benchmark (:func:`protocol_checks`, the
+    published catalogue's C-OOD protocol checked as ``oodbench published compare`` does): when the
     number of levels, the window or the ID set differ, a rank would mix two benchmarks, so
     ``ProtocolMismatchError`` is raised unless ``allow_mismatch``. The result's
     ``attrs["protocol"]`` holds the checks and its ``comparable`` column says whether every
@@ -469,7 +431,7 @@ def rank(
     checks = protocol_checks(model_results)
     differing = [c for c in checks if c.status == "differs"]
     if differing and not allow_mismatch:
-        listed = "; ".join(f"{c.item}: paper {c.paper}, yours {c.yours}" for c in differing)
+        listed = "; ".join(f"{c.item}: paper {c.published}, yours {c.yours}" for c in differing)
         raise ProtocolMismatchError(
             f"these C-OOD results do not come from the paper's benchmark ({listed}), so their "
             "rank among the published models would compare two different benchmarks. Run the "

@@ -6,9 +6,11 @@ The HTML embeds every figure as a base64 PNG and its CSS inline, so the single f
 mailed or attached to a review. It holds, per benchmark: the leaderboard (best first; each
 column's best value highlighted; both FPR@95 conventions named), the severity curves (C-OOD:
 AUROC against level per model, a line per detector) or the AUROC grid of detectors x OOD groups,
-near/far means where groups are labelled, the per-group table; then ID-against-OOD score
-histograms of chosen (model, detector) pairs, the failures and skipped cells, and the run's
-configuration and package versions.
+near/far means where groups are labelled, the per-group table; then the published results
+each row can be compared with (:mod:`oodbench.published`: the published value beside a match,
+"not comparable: what differs" beside a near-match), ID-against-OOD score histograms of chosen
+(model, detector) pairs, the failures and skipped cells, and the run's configuration and
+package versions.
 """
 
 from __future__ import annotations
@@ -132,12 +134,13 @@ def render_html(
     skipped_images = table.skipped_images() if table is not None else {}
     parts = [f"<h1>{_e(title)}</h1>", _summary_html(rows, skipped_images)]
     nav = [(f"bench-{i}", n) for i, n in enumerate(names)]
-    nav += [("histograms", "Score distributions"), ("failures", "Failures"),
-            ("configuration", "Configuration")]
+    nav += [("published", "Published results"), ("histograms", "Score distributions"),
+            ("failures", "Failures"), ("configuration", "Configuration")]
     parts.append("<nav>" + "".join(f'<a href="#{a}">{_e(t)}</a>' for a, t in nav) + "</nav>")
     for i, name in enumerate(names):
         parts.append(_benchmark_html(rows, name, f"bench-{i}", table))
     parts.append(_tuning_html(rows))
+    parts.append(_published_html(rows))
     parts.append(_histograms_html(rows, table, histograms))
     parts.append(_problems_html(rows, skipped_images))
     parts.append(_configuration_html(rows, configuration))
@@ -218,6 +221,38 @@ def _benchmark_html(rows: pd.DataFrame, name: str, anchor: str,
                                                       if c not in (*lb.KEYS, "label")]],
                         higher_is_better=True), "</details></section>"]
     return "\n".join(out)
+
+
+#: the columns of the published-results table
+PUBLISHED_COLUMNS = ("model", "detector", "benchmark", "group", "metric", "yours", "published",
+                     "unit", "published_method", "table", "comparison")
+
+
+def published_comparison(rows: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """The results rows beside the published rows they can be compared with
+    (:func:`oodbench.published.compare`), and a sentence saying how to read it (or why there is
+    nothing to compare)."""
+    from oodbench.errors import EmptyInputError
+    from oodbench.published import compare
+
+    try:
+        compared = compare(rows)
+    except EmptyInputError as err:
+        return pd.DataFrame(columns=list(PUBLISHED_COLUMNS)), str(err)
+    n_match = int((compared["status"] == "match").sum())
+    note = (f"{n_match} of {len(compared)} result rows match a published row (same detector "
+            "configuration, weights, benchmark and OOD set, metric convention, fit data, tuning "
+            "protocol and ID set): the published value stands beside yours. The others are "
+            "near-matches: 'not comparable' says exactly what differs, and their published "
+            "value is withheld (`oodbench published compare --allow-mismatch` shows it).")
+    return compared, note
+
+
+def _published_html(rows: pd.DataFrame) -> str:
+    compared, note = published_comparison(rows)
+    body = _table_html(compared, PUBLISHED_COLUMNS) if len(compared) else ""
+    return (f'<section id="published"><h2>Published results</h2><p class=note>{_e(note)}</p>'
+            f"{body}</section>")
 
 
 def _histograms_html(
@@ -417,6 +452,10 @@ def render_markdown(rows: pd.DataFrame, *, title: str = "oodbench report",
     tuned = tuned_cells(rows)
     if len(tuned):
         out += ["## Tuned hyper-parameters", "", _markdown_table(tuned, list(tuned.columns)), ""]
+    compared, note = published_comparison(rows)
+    out += ["## Published results", "", note, ""]
+    if len(compared):
+        out += [_markdown_table(compared, PUBLISHED_COLUMNS), ""]
     failed = lb.problems(rows, "failed")
     out += ["## Failures", ""]
     if failed.empty:

@@ -2,6 +2,9 @@
 
     <out>/model.safetensors   the network's weights (``models.load(spec, weights=...)`` reads it)
     <out>/optimizer.safetensors   optimiser tensors (momentum, Adam moments) for resuming
+    <out>/method.safetensors  a method's own state beside the network, when it has one (UMAP:
+                              the mask scores; DOE: the averaged weight perturbation; NPOS: the
+                              MLP phi and the class queues)
     <out>/train.json          the config, epochs done, per-epoch history, optimiser scalars,
                               scheduler state, and the sha256 of both tensor files
 
@@ -21,12 +24,13 @@ from typing import Any
 
 import torch
 
-from oodbench.errors import CacheError
+from oodbench.errors import CacheError, InvalidInputError
 from oodbench.extract._atomic import atomic_path, file_sha256, read_json, write_json
 
 WEIGHTS = "model.safetensors"
 OPTIMIZER = "optimizer.safetensors"
 STATE = "train.json"
+METHOD = "method.safetensors"
 
 
 def save_tensors(path: Path, tensors: dict[str, torch.Tensor]) -> str:
@@ -67,13 +71,16 @@ def _pending(out: Path, name: str) -> Path:
 
 
 def write_checkpoint(
-    out: Path, weights: dict[str, torch.Tensor], optimizer: dict[str, Any], record: dict[str, Any]
+    out: Path, weights: dict[str, torch.Tensor], optimizer: dict[str, Any], record: dict[str, Any],
+    method: dict[str, torch.Tensor] | None = None,
 ) -> None:
-    """Write the three files of one finished epoch (the two-phase commit of the module doc)."""
+    """Write the files of one finished epoch (the two-phase commit of the module doc)."""
     out.mkdir(parents=True, exist_ok=True)
     tensors, rest = split_optimizer_state(optimizer)
     digests = {WEIGHTS: save_tensors(_pending(out, WEIGHTS), weights),
                OPTIMIZER: save_tensors(_pending(out, OPTIMIZER), tensors)}
+    if method is not None:
+        digests[METHOD] = save_tensors(_pending(out, METHOD), method)
     write_json(out / STATE, {**record, "optimizer": rest, "sha256": digests})
     for name in digests:
         os.replace(_pending(out, name), out / name)
@@ -101,3 +108,27 @@ def read_checkpoint(out: Path) -> tuple[dict[str, Any], dict[str, torch.Tensor],
     optimizer = join_optimizer_state(load_file(os.fspath(out / OPTIMIZER), device="cpu"),
                                      record["optimizer"])
     return record, weights, optimizer
+
+
+def read_method_state(out: Path) -> dict[str, torch.Tensor]:
+    """The method's tensors of the last finished epoch (after :func:`read_checkpoint` checked
+    them against the record)."""
+    from safetensors.torch import load_file
+
+    return load_file(os.fspath(out / METHOD), device="cpu")
+
+
+def resume_checkpoint(
+    out: Path, config: dict[str, Any], resume: bool
+) -> tuple[dict[str, Any], dict[str, torch.Tensor], dict[str, Any]] | None:
+    """:func:`read_checkpoint` of a run to continue, or None to start; a checkpoint of another
+    config is an error (``InvalidInputError`` naming the keys that differ)."""
+    previous = read_checkpoint(out) if resume else None
+    if previous is not None and previous[0]["config"] != config:
+        changed = sorted(k for k in config if previous[0]["config"].get(k) != config[k])
+        raise InvalidInputError(
+            f"{out} holds a training run with another config (differs in "
+            f"{', '.join(changed)}); train into another out folder, or resume=False to "
+            "overwrite it"
+        )
+    return previous

@@ -32,7 +32,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,54 +44,20 @@ from oodbench.data.source import Source
 from oodbench.errors import InvalidInputError
 from oodbench.extract.loader import make_loader, to_device
 from oodbench.extract.runtime import autocast, place_model, resolve_amp, resolve_device
-from oodbench.models.checkpoint import load_strict
 from oodbench.models.classifier import Classifier
 from oodbench.train import checkpoint as ckpt
+from oodbench.train import ddp
+from oodbench.train.cma import train_cma
+from oodbench.train.hooks import Batch, Run, hooks_for
 from oodbench.train.labels import select_classes
+from oodbench.train.npos import train_npos
 from oodbench.train.optim import OptimSettings
 from oodbench.train.parts import network, trainable_modules
 from oodbench.train.progress import training_bar
+from oodbench.train.result import TrainResult
 
-
-@dataclass(frozen=True)
-class TrainResult:
-    """What :func:`train` produced: the trained model (eval mode) and its files."""
-
-    model: Classifier
-    out: Path
-    weights: Path  # <out>/model.safetensors, for models.load(spec, weights=...)
-    config: dict[str, Any]
-    history: list[dict[str, Any]]
-    #: epochs a checkpoint in ``out`` already held when this call started (0: a new run)
-    resumed_from: int = 0
-
-    def describe_start(self) -> str:
-        """``"a new run"``, ``"resumed after epoch 2 of 3"`` or ``"already finished (3 of 3
-        epochs)"``: how this call began."""
-        total = int(self.config.get("epochs", len(self.history)))
-        if self.resumed_from == 0:
-            return "a new run"
-        if self.resumed_from >= total:
-            return f"already finished ({self.resumed_from} of {total} epochs)"
-        return f"resumed after epoch {self.resumed_from} of {total}"
-
-
-def _world() -> tuple[int, int, int]:
-    """(world size, rank, local rank), joining the torchrun process group when launched by it."""
-    size = int(os.environ.get("WORLD_SIZE", "1"))
-    if size <= 1:
-        return 1, 0, 0
-    if not dist.is_initialized():
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-    return dist.get_world_size(), dist.get_rank(), int(os.environ.get("LOCAL_RANK", "0"))
-
-
-def _share(rows: np.ndarray, world: int, rank: int) -> np.ndarray:
-    return np.array_split(rows, world)[rank]
-
-
-def _batches(order: np.ndarray, batch_size: int) -> list[np.ndarray]:
-    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+#: the training paths of losses whose ``trainer`` is not "classifier" (CLIP fine-tuning)
+METHOD_TRAINERS: dict[str, Callable[..., TrainResult]] = {"cma": train_cma, "npos": train_npos}
 
 
 def train(
@@ -143,6 +108,15 @@ def train(
                              weight_decay=weight_decay, optimizer=optimizer, schedule=schedule,
                              warmup_epochs=warmup_epochs)
     criterion = losses.create(loss, **dict(loss_options or {}))
+    if criterion.trainer in METHOD_TRAINERS:
+        if trainable != "all" or outliers is not None:
+            raise InvalidInputError(
+                f"loss {loss!r} decides what trains and makes its own negatives: leave "
+                "trainable at 'all' and give no outliers")
+        return METHOD_TRAINERS[criterion.trainer](
+            model, source, criterion, settings, out=out, seed=seed, resume=resume,
+            device=device, amp=amp, num_workers=num_workers, transform=transform,
+            progress=progress)
     if criterion.needs_outliers and outliers is None:
         raise InvalidInputError(
             f"loss {loss!r} needs an outlier source: train(..., outliers=ImageFolder(...))"
@@ -151,17 +125,22 @@ def train(
     _, rows, _ = select_classes(source.labels, None, n_classes, f"source {source.name!r}")
     modules = trainable_modules(model, trainable)
     out_dir = Path(out)
-    world, rank, local_rank = _world()
+    world, rank, local_rank = ddp.world()
     dev = resolve_device(f"cuda:{local_rank}" if world > 1 and torch.cuda.is_available() else device)
     amp_dtype = resolve_amp(amp, dev)
     out_batch = outlier_batch_size or 2 * batch_size
+    load = transform or model.transform
+    initial_digest = model.weights_digest()
+    hooks = hooks_for(criterion)
+    method_config = hooks.prepare(Run(model, modules, source, rows, load, batch_size, seed, dev,
+                                      num_workers, world, rank))
     config: dict[str, Any] = {
-        "model": model.spec, "initial_weights_sha256": model.weights_digest(),
+        "model": model.spec, "initial_weights_sha256": initial_digest,
         "source": source.name, "source_fingerprint": source.fingerprint(), "n_train": int(rows.size),
         "loss": loss, "loss_options": criterion.hyperparams, "trainable": trainable,
         **settings.as_dict(), "seed": seed, "amp": str(amp_dtype), "world_size": world,
         "outliers": None if outliers is None else outliers.fingerprint(),
-        "outlier_batch_size": None if outliers is None else out_batch,
+        "outlier_batch_size": None if outliers is None else out_batch, **method_config,
     }
     net = network(model)
     for p in model.parameters():
@@ -169,22 +148,16 @@ def train(
     params = list({id(p): p for m in modules for p in m.parameters()}.values())
     for p in params:
         p.requires_grad_(True)
+    params = hooks.parameters(params)
     opt = settings.make_optimizer(params)
     steps = -(-rows.size // batch_size)
     scheduler = settings.make_scheduler(opt, steps)
     history: list[dict[str, Any]] = []
     start_epoch = 0
-    previous = ckpt.read_checkpoint(out_dir) if resume else None
+    previous = ckpt.resume_checkpoint(out_dir, config, resume)
     if previous is not None:
         record, weights, opt_state = previous
-        if record["config"] != config:
-            changed = sorted(k for k in config if record["config"].get(k) != config[k])
-            raise InvalidInputError(
-                f"{out_dir} holds a training run with another config (differs in "
-                f"{', '.join(changed)}); train into another out folder, or resume=False to "
-                "overwrite it"
-            )
-        load_strict(net, weights, origin=repr(os.fspath(out_dir / ckpt.WEIGHTS)))
+        hooks.load(net, weights, out_dir)
         opt.load_state_dict(opt_state)
         scheduler.load_state_dict(record["scheduler"])
         start_epoch, history = record["epochs_done"], record["history"]
@@ -196,7 +169,6 @@ def train(
             model, device_ids=[dev.index] if dev.type == "cuda" else None)
     scaler = torch.amp.GradScaler("cuda") if amp_dtype == torch.float16 else None
     labels = np.asarray(source.labels, dtype=np.int64)
-    load = transform or model.transform
     with training_bar(f"train {model.spec} ({loss})", epochs * rows.size,
                       completed=start_epoch * rows.size, enabled=progress and rank == 0) as advance, \
             torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
@@ -204,14 +176,15 @@ def train(
             history.append(_epoch(
                 runner, model, modules, criterion, opt, scheduler, scaler, source, outliers,
                 rows, labels, load, epoch, settings, out_batch, seed, dev, amp_dtype,
-                num_workers, world, rank, advance))
+                num_workers, world, rank, advance, hooks, params))
             if rank == 0:
                 ckpt.write_checkpoint(
-                    out_dir, net.state_dict(), opt.state_dict(),
+                    out_dir, hooks.weights(net), opt.state_dict(),
                     {"config": config, "epochs_done": epoch + 1, "history": history,
-                     "scheduler": scheduler.state_dict()})
+                     "scheduler": scheduler.state_dict()}, method=hooks.state())
             if world > 1:
                 dist.barrier()
+    hooks.finish(model)
     for p in model.parameters():
         p.requires_grad_(True)
     # the optimiser changed the weights in place: reloading them makes adapters forget a
@@ -223,40 +196,51 @@ def train(
 
 def _epoch(runner, model, modules, criterion, opt, scheduler, scaler, source, outliers, rows,  # type: ignore[no-untyped-def]
            labels, load, epoch, settings, out_batch, seed, dev, amp_dtype, num_workers, world,
-           rank, advance) -> dict[str, Any]:
+           rank, advance, hooks, params) -> dict[str, Any]:
     """One pass over the rows in this epoch's seeded order; returns the epoch's record."""
     rng = np.random.default_rng([seed, epoch])
     order = rng.permutation(rows)
     torch.manual_seed(int(rng.integers(2**62)))  # dropout masks, loader worker seeds
-    global_batches = _batches(order, settings.batch_size)
-    local = [_share(b, world, rank) for b in global_batches]
+    global_batches = ddp.batches(order, settings.batch_size)
+    local = [ddp.share(b, world, rank) for b in global_batches]
     loader = make_loader(source, load, local, device=dev, num_workers=num_workers)
     out_iter: Any = iter([None] * len(local))
     if outliers is not None:
         out_order = rng.permutation(len(outliers))
         picks = [out_order[(np.arange(out_batch) + i * out_batch) % len(outliers)]
                  for i in range(len(local))]
-        out_iter = iter(make_loader(outliers, load, [_share(p, world, rank) for p in picks],
+        out_iter = iter(make_loader(outliers, load, [ddp.share(p, world, rank) for p in picks],
                                     device=dev, num_workers=num_workers))
     model.eval()
     for m in modules:
         m.train()
     total = torch.zeros((), dtype=torch.float64, device=dev)
     seen, skipped, start = 0, 0, time.perf_counter()
-    for batch, global_batch, out_batch_data in zip(loader, global_batches, out_iter):
+    for index, (batch, global_batch, out_batch_data) in enumerate(
+            zip(loader, global_batches, out_iter)):
         skipped += len(batch.failed)
         if batch.images is None:
             scheduler.step()
             continue
         x = to_device(batch.images, dev, channels_last=False)
         y = torch.from_numpy(labels[batch.indices]).to(dev)
+        x_out = (None if out_batch_data is None or out_batch_data.images is None
+                 else to_device(out_batch_data.images, dev, channels_last=False))
+        share = len(y) * world / len(global_batch) if world > 1 else 1.0
+        value = hooks.step(Batch(runner, opt, params, x, y, x_out, epoch, index, seed, share,
+                                 lambda: autocast(dev, amp_dtype)))
+        if value is not None:
+            scheduler.step()
+            total += value.double() * len(y)
+            seen += len(y)
+            if advance is not None:
+                advance(len(global_batch), float(total) / max(seen, 1))
+            continue
         with autocast(dev, amp_dtype):
             logits = runner(x)
-            out_logits = None
-            if out_batch_data is not None and out_batch_data.images is not None:
-                out_logits = runner(to_device(out_batch_data.images, dev, channels_last=False))
+            out_logits = None if x_out is None else runner(x_out)
             value = criterion(logits.float(), y, None if out_logits is None else out_logits.float())
-        scaled = value * (len(y) * world / len(global_batch)) if world > 1 else value
+        scaled = value * share if world > 1 else value
         opt.zero_grad(set_to_none=True)
         if scaler is not None:
             scaler.scale(scaled).backward()

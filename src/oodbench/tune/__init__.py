@@ -50,9 +50,15 @@ than OOD data would. Report which mode chose the hyper-parameters.
 Ties are broken by grid order (the first best point wins); NaN metrics never win.
 
 **Other protocols and searches** (:mod:`oodbench.tune.dispatch`): ``protocol="held_out_classes"``
-tunes without OOD data by withholding ID classes (:mod:`oodbench.tune.held_out`, Mondal et al.,
-arXiv 2602.05935); ``search="tpe"`` searches ranges (:class:`oodbench.tune.space.Range`) with
-Optuna's seeded, resumable TPE sampler (:mod:`oodbench.tune.optuna_search`).
+tunes without OOD data by withholding ID classes (:mod:`oodbench.tune.held_out`: one
+withheld fraction, M tuned jointly with phi, oodbench's approximation), and
+``protocol="held_out_paper"`` is that paper's own Algorithms 1-4 (Mondal et al., arXiv
+2602.05935; :mod:`oodbench.tune.paper_protocol`: an M grid, N variants per M, S balanced
+tuning sets, phi per M, M* on resampled sets, the final phi on the original network);
+``search="tpe"`` or ``search="gp"`` searches ranges (:class:`oodbench.tune.space.Range`) with
+Optuna's seeded, resumable TPE or Gaussian-process sampler (:mod:`oodbench.tune.optuna_search`).
+``grid="paper"`` is the tuning paper's search space for the detector (arXiv 2602.05935, App. A;
+:mod:`oodbench.tune.paper_space`), searched by ``search="gp"`` unless another is named.
 """
 
 from __future__ import annotations
@@ -124,7 +130,8 @@ def named_grid(name: str, detector: str) -> dict[str, list[Any]]:
     values as a single point where OpenOOD does not search (``APS_mode: False``)."""
     if name not in NAMED_GRIDS:
         raise InvalidInputError(
-            f"tune: unknown named grid {name!r}; use one of {NAMED_GRIDS} or a dict of lists"
+            f"tune: unknown named grid {name!r}; use one of {NAMED_GRIDS + ('paper',)} or a dict "
+            "of lists"
         )
     preset = preset_for(detector, name)
     if preset.grid:
@@ -166,7 +173,7 @@ def tune(
     model: Any = None,
     criterion: str | None = None,
     protocol: str = "ood_val",
-    search: str = "grid",
+    search: str | None = None,
     **options: Any,
 ) -> TuneResult:
     """Pick the detector's hyper-parameters from ``grid`` (see the module docstring).
@@ -178,6 +185,7 @@ def tune(
         grid: hyper-parameter name -> list of values; every combination is tried. With
             ``search="tpe"`` also ranges (``Range(low, high)`` or ``{"low": .., "high": ..}``).
             ``"openood"``: OpenOOD v1.5's sweep for this detector, in OpenOOD's order.
+            ``"paper"``: the tuning paper's ranges (App. A of arXiv 2602.05935).
         id_val, ood_val: validation activations (``ood_val=None``: the OOD-free mode);
             detectors with ``fit_data="id_val"`` are also fitted on ``id_val``.
         fit: ID training activations for detectors that learn statistics from them; model:
@@ -187,22 +195,36 @@ def tune(
             withholding ID classes of ``fit``; ``held_out={"n_variants": 5,
             "held_out_fraction": 0.2, "retrain": "head", "seed": 0, "train": {...}}``;
             ``retrain="full"`` also needs ``model``).
-        search: ``"grid"`` or ``"tpe"`` (``n_trials=50, seed=0, storage=None, study_name=None,
-            progress=False``).
+        search: ``"grid"`` (the default), ``"tpe"`` or ``"gp"`` (``n_trials=50, seed=0,
+            storage=None, study_name=None, progress=False``); ``"gp"`` by default for
+            ``grid="paper"``.
     """
     grid_name = grid if isinstance(grid, str) else "custom"
+    space: Mapping[str, Any]
     if isinstance(grid, str):
         det_name = detector_or_name.name if isinstance(detector_or_name, Detector) else detector_or_name
-        grid = named_grid(grid, det_name)
-        if not isinstance(detector_or_name, Detector):
-            detector_or_name = create(detector_or_name, preset=grid_name)
+        if grid == "paper":
+            from oodbench.tune.paper_space import paper_space
+
+            space, search = paper_space(det_name, fit), search or "gp"
+        else:
+            space = named_grid(grid, det_name)
+            if not isinstance(detector_or_name, Detector):
+                detector_or_name = create(detector_or_name, preset=grid_name)
+    else:
+        space = grid
+    search = search or "grid"
     if protocol != "ood_val" or search != "grid" or options:
         from oodbench.tune.dispatch import search as run_search
 
-        return run_search(detector_or_name, grid, id_val, ood_val, fit=fit, model=model,
-                          criterion=criterion, protocol=protocol, search=search, **options)
+        found = run_search(detector_or_name, space, id_val, ood_val, fit=fit, model=model,
+                           criterion=criterion, protocol=protocol, search=search, **options)
+        if grid_name != "custom":  # a named space: record which
+            found.provenance["grid"] = grid_name
+            found.detector.tuning = found.tuning_record()
+        return found
     name, larger_is_better = _resolve_criterion(criterion, ood_val is not None)
-    build = detector_builder(detector_or_name, list(grid))
+    build = detector_builder(detector_or_name, list(space))
 
     correct = np.asarray(id_val.correct)
     if ood_val is None and (correct.all() or not correct.any()):
@@ -212,7 +234,7 @@ def tune(
             "right; use a larger labelled id_val or pass ood_val"
         )
 
-    points = grid_points(parse_space(grid, allow_ranges=False),  # type: ignore[arg-type]
+    points = grid_points(parse_space(space, allow_ranges=False),  # type: ignore[arg-type]
                          first_fastest=grid_name == "openood")
     built = [build(point) for point in points]  # validates every value up front
     groups: dict[tuple[Any, ...], list[int]] = {}  # grid points that share one fit

@@ -5,7 +5,8 @@
     protocol="held_out_classes"   point -> metrics averaged over simulated ID/OOD variants
                                   (:mod:`oodbench.tune.held_out`)
     search="grid"                 every point of a space of lists, in order
-    search="tpe"                  Optuna's TPE sampler (:mod:`oodbench.tune.optuna_search`)
+    search="tpe" / "gp"           Optuna's TPE or Gaussian-process sampler
+                                  (:mod:`oodbench.tune.optuna_search`)
 
 (The OOD-val grid itself stays in ``oodbench.tune``, where grid points that differ only in
 score-only hyper-parameters share one fit.) Whatever the search, the winner is the first best
@@ -27,10 +28,16 @@ from oodbench.detectors import Detector, detector_class
 from oodbench.errors import InvalidInputError
 from oodbench.extract.activations import Activations
 from oodbench.tune.held_out import HeldOutClasses, VariantFactory, held_out_objective
-from oodbench.tune.space import detector_builder, grid_points, parse_space, split_point
+from oodbench.tune.space import (
+    check_bounds,
+    detector_builder,
+    grid_points,
+    parse_space,
+    split_point,
+)
 
-PROTOCOLS = ("ood_val", "held_out_classes")
-SEARCHES = ("grid", "tpe")
+PROTOCOLS = ("ood_val", "held_out_classes", "held_out_paper")
+SEARCHES = ("grid", "tpe", "gp")
 #: the options of ``oodbench.tune`` beyond protocol and search, with their defaults
 OPTIONS: dict[str, Any] = {"n_trials": None, "seed": 0, "storage": None, "study_name": None,
                            "progress": False, "held_out": None}
@@ -71,15 +78,21 @@ def search(
     n_trials, seed, held_out = opts["n_trials"], opts["seed"], opts["held_out"]
     check_choice("protocol", protocol, PROTOCOLS)
     check_choice("search", search, SEARCHES)
-    dims = parse_space(space, allow_ranges=search == "tpe")
+    dims = parse_space(space, allow_ranges=search != "grid")
     build = detector_builder(detector_or_name, list(dims), protocol)
+    check_bounds(build, dims)
     cls = type(detector_or_name) if isinstance(detector_or_name, Detector) else detector_class(
         detector_or_name)
-    if "model" in cls.requires and protocol == "held_out_classes":
+    if "model" in cls.requires and protocol.startswith("held_out"):
         raise InvalidInputError(
             f"tune: detector {cls.name!r} runs the live network, which the held-out-class "
             "protocol does not hand to detectors; tune it with protocol='ood_val'"
         )
+    if protocol == "held_out_paper":
+        from oodbench.tune.paper_protocol import tune_paper
+
+        return tune_paper(build, dims, id_val, ood_val, fit, model, criterion, search, cls.name,
+                          opts)
     objective, name, larger, provenance = _objective(
         build, id_val, ood_val, fit, model, criterion, protocol, held_out)
     provenance = {"protocol": protocol, "search": search, **provenance, "criterion": name}
@@ -90,12 +103,12 @@ def search(
             build(point)
         rows = [{**point, **objective(point), "status": "ok"} for point in points]
     else:
-        from oodbench.tune.optuna_search import tpe_search
+        from oodbench.tune.optuna_search import bayes_search
 
         trials = 50 if n_trials is None else n_trials
         signature = {"detector": cls.name, "space": {k: repr(v) for k, v in dims.items()},
                      **provenance}
-        rows = tpe_search(objective, dims, criterion=name, larger_is_better=larger,
+        rows = bayes_search(objective, dims, sampler=search, criterion=name, larger_is_better=larger,
                           n_trials=trials, seed=seed, storage=opts["storage"],
                           study_name=opts["study_name"], signature=signature,
                           progress=opts["progress"])

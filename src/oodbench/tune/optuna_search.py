@@ -1,26 +1,38 @@
-"""Bayesian optimisation of a detector's hyper-parameters with Optuna's TPE sampler.
+"""Bayesian optimisation of a detector's hyper-parameters with Optuna: TPE or a Gaussian process.
 
-Bergstra, Bardenet, Bengio & Kegl, "Algorithms for Hyper-Parameter Optimization" (NeurIPS 2011),
-the tree-structured Parzen estimator, as implemented by Optuna (Akiba et al., KDD 2019,
-``optuna.samplers.TPESampler``): the first ``n_startup_trials`` (10) points are drawn at random,
-later ones maximise the ratio of the densities of good and bad past points. For detectors with
-several continuous hyper-parameters (VRA, PLF) it needs far fewer evaluations than a grid.
+Two samplers of Optuna (Akiba et al., KDD 2019), chosen by ``search``:
 
-* Seeded: ``TPESampler(seed=seed)``, one trial at a time: the same objective and seed give the
-  same sequence of points.
+* ``"tpe"``: the tree-structured Parzen estimator of Bergstra, Bardenet, Bengio & Kegl,
+  "Algorithms for Hyper-Parameter Optimization" (NeurIPS 2011), ``optuna.samplers.TPESampler``:
+  the first 10 points at random, later ones maximise the ratio of the densities of good and bad
+  past points.
+* ``"gp"``: Bayesian optimisation with a Gaussian-process surrogate (Frazier, "A Tutorial on
+  Bayesian Optimization", arXiv 1807.02811), ``optuna.samplers.GPSampler`` (Optuna >= 3.6; a
+  Matern-5/2 ARD kernel, log expected improvement maximised by L-BFGS-B, 10 random start-up
+  points), with ``deterministic_objective=True`` since every objective here is a deterministic
+  function of the point (seeded variants, fixed data). This is the search of Mondal et al.,
+  arXiv 2602.05935 ("Optimization Protocol", App. A: "Bayesian optimization with a Gaussian
+  process surrogate"). Optuna's GP was preferred to BoTorch: it is already the project's
+  search library (one storage, one resume path for TPE and GP) and needs only torch and scipy;
+  BoTorch would add gpytorch and a second study format for the same low-dimensional searches.
+
+Both are:
+
+* Seeded: ``seed`` seeds the sampler; one trial at a time: the same objective and seed give the
+  same sequence of points (on the CPU).
 * Resumable: with ``storage`` (an Optuna storage URL such as ``"sqlite:///tune.db"``) every
   finished trial is stored; calling again with the same ``study_name`` continues the study up
   to ``n_trials`` in total. A resumed study keeps its past trials, but its sampler restarts
   from ``seed`` on that history, so the points after the interruption may differ from those of
-  an uninterrupted run (each is still a valid TPE search). A stored study records the search
-  it belongs to (detector, space, protocol, criterion); resuming it with another search raises.
+  an uninterrupted run (each is still a valid search). A stored study records the search it
+  belongs to (detector, space, protocol, criterion, sampler); resuming it with another raises.
 * Ctrl-C: the trial it stops is marked failed in the storage and is not counted (a resume runs
   it again); Optuna's log of that trial (a traceback) is dropped and ``Interrupted`` says how
   many trials are kept.
 * Progress: ``progress=True`` shows Optuna's progress bar (best value so far).
 * A point the detector rejects (e.g. VRA's lower percentile above its upper one when both are
   sampled independently) is recorded as ``invalid`` and reported to Optuna as pruned, which
-  TPE treats as a bad point; it costs no fit.
+  the samplers treat as a bad point; it costs no fit.
 """
 
 from __future__ import annotations
@@ -44,7 +56,7 @@ def _optuna() -> Any:
         import optuna
     except ImportError:
         raise MissingDependencyError(
-            "tune(search='tpe') uses Optuna: pip install 'oodbench[tune]' (or pip install optuna)"
+            "tune(search='tpe' or 'gp') uses Optuna: pip install 'oodbench[tune]' (or pip install optuna)"
         ) from None
     return optuna
 
@@ -83,10 +95,21 @@ def _quiet(optuna: Any):
         optuna.logging.set_verbosity(level)
 
 
-def tpe_search(
+#: search name -> the Optuna sampler it uses
+SAMPLERS = ("tpe", "gp")
+
+
+def _sampler(optuna: Any, sampler: str, seed: int) -> Any:
+    if sampler == "gp":
+        return optuna.samplers.GPSampler(seed=seed, deterministic_objective=True)
+    return optuna.samplers.TPESampler(seed=seed)
+
+
+def bayes_search(
     objective: Callable[[Mapping[str, Any]], dict[str, float]],
     space: Mapping[str, Dimension],
     *,
+    sampler: str,
     criterion: str,
     larger_is_better: bool,
     n_trials: int,
@@ -96,30 +119,30 @@ def tpe_search(
     signature: Mapping[str, Any],
     progress: bool,
 ) -> list[dict[str, Any]]:
-    """Run (or continue) a TPE study; one row per trial in trial order: the point, the metrics
-    (or ``status="invalid"`` and the reason) and ``trial``.
+    """Run (or continue) a study with ``sampler`` (``"tpe"`` or ``"gp"``); one row per trial in
+    trial order: the point, the metrics (or ``status="invalid"`` and the reason) and ``trial``.
 
     ``signature`` identifies the search (stored on the study, checked on resume). List values are
     sampled by position, so any value (booleans, strings, None) can be a choice.
     """
     if not (isinstance(n_trials, int) and n_trials >= 1):
-        raise InvalidInputError(f"tune(search='tpe'): n_trials must be an integer >= 1; got {n_trials!r}")
+        raise InvalidInputError(f"tune(search={sampler!r}): n_trials must be an integer >= 1; got {n_trials!r}")
     if storage is not None and not study_name:
-        raise InvalidInputError("tune(search='tpe'): a storage needs a study_name to resume by")
+        raise InvalidInputError(f"tune(search={sampler!r}): a storage needs a study_name to resume by")
     optuna = _optuna()
-    stamp = json.dumps(signature, sort_keys=True, default=str)
+    stamp = json.dumps({**signature, "sampler": sampler}, sort_keys=True, default=str)
     with _quiet(optuna):
         study = optuna.create_study(
             storage=storage, study_name=study_name, load_if_exists=True,
             direction="maximize" if larger_is_better else "minimize",
-            sampler=optuna.samplers.TPESampler(seed=seed),
+            sampler=_sampler(optuna, sampler, seed),
         )
         stored = study.user_attrs.get("oodbench_search")
         if stored is None:
             study.set_user_attr("oodbench_search", stamp)
         elif stored != stamp:
             raise InvalidInputError(
-                f"tune(search='tpe'): study {study_name!r} in {storage!r} belongs to another "
+                f"tune(search={sampler!r}): study {study_name!r} in {storage!r} belongs to another "
                 f"search ({stored}); use another study_name to start a new one"
             )
         done = [t for t in study.trials if _counts(t)]
@@ -149,7 +172,7 @@ def tpe_search(
             except KeyboardInterrupt as err:
                 kept = len([t for t in study.trials if _counts(t)])
                 where = f" in {storage}" if storage is not None else " (no storage: not kept)"
-                raise Interrupted(f"{kept} of {n_trials} TPE trials finished{where}; run the "
+                raise Interrupted(f"{kept} of {n_trials} {sampler.upper()} trials finished{where}; run the "
                                   "same search again to resume") from err
             finally:
                 log.removeFilter(interrupt)

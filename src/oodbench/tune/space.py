@@ -123,3 +123,31 @@ def detector_builder(
         return det
 
     return build
+
+
+def check_bounds(build: Callable[[Mapping[str, Any]], Detector], space: Mapping[str, Any]) -> None:
+    """Raise a one-line error when a bound of a ``Range`` (or a value of a list) is outside the
+    valid range of its hyper-parameter, before anything is fitted. The detector's own
+    validation decides: a value is valid when it builds with the other hyper-parameters at their
+    base values, or at some combination of the other dimensions' bounds (so that VRA's lower
+    percentile may reach up to where only a higher upper one admits it)."""
+    names = [n for n in space if n not in PROTOCOL_PARAMS]
+    ends = {n: (space[n].low, space[n].high) if isinstance(space[n], Range) else list(space[n])
+            for n in names}
+    for name in names:
+        others = [n for n in names if n != name]
+        for value in ends[name]:
+            combos = itertools.product(*(ends[n] for n in others))
+            trials: list[dict[str, Any]] = [{}] + [dict(zip(others, c)) for c in combos]
+            first: InvalidInputError | None = None
+            for rest in trials:
+                try:
+                    build({**rest, name: value})
+                    break
+                except InvalidInputError as err:
+                    first = first or err
+            else:
+                kind = "bound" if isinstance(space[name], Range) else "value"
+                raise InvalidInputError(
+                    f"tune: space[{name!r}] {kind} {value!r} is outside the valid range: {first}"
+                )

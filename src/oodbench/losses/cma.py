@@ -1,0 +1,76 @@
+"""CMA: cross-modal alignment, FLYP's contrastive fine-tuning loss plus a log-sum-exp term.
+
+Kim et al., "Enhanced OoD Detection through Cross-Modal Alignment of Multi-Modal
+Representations", CVPR 2025 (arXiv 2503.18817). Checked against the official code
+(github.com/ma-kjh/CMA-OoDD, ``utils/train_utils.py``, function ``train``).
+
+For a batch of B images with embeddings u_i and the text embeddings v_i of their class prompts
+("a photo of a {class}"), both L2-normalised, and the CLIP logit scale s = exp(logit_scale):
+
+    l_ij = s * <u_i, v_j>                                 (B, B): image i vs the prompt of sample j
+    L    = 1/2 [CE(l, arange(B)) + CE(l^T, arange(B))]    FLYP (Goyal et al., CVPR 2023)
+           + lam / (2B) * sum_k ( -LSE_j l_kj  -  LSE_i l_ik )
+
+i.e. the official ``(CE_text + lam * mean(-LSE rows of l^T)) / 2 + (CE_image + lam * mean(-LSE
+rows of l)) / 2``. With ``lam = 0`` this is FLYP's loss. The target of row i is column i even
+when another sample of the batch has the same class: same-class pairs count as negatives, as in
+the official code. The paper's default is lam = 0.001 (the official script's command-line
+default is 0.0, i.e. FLYP). The loss trains every parameter of both towers and the logit scale
+(``oodbench.train`` with this loss runs :mod:`oodbench.train.cma`).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from oodbench.errors import InvalidInputError
+from oodbench.losses.base import Loss, register
+
+
+def cma_loss(logits_per_image: torch.Tensor, lam: float) -> torch.Tensor:
+    """The CMA loss of the (B, B) image-to-text logit matrix (see the module docstring)."""
+    targets = torch.arange(len(logits_per_image), device=logits_per_image.device)
+    per_text = logits_per_image.T
+    contrastive = 0.5 * (F.cross_entropy(logits_per_image, targets)
+                         + F.cross_entropy(per_text, targets))
+    if lam == 0:
+        return contrastive
+    lse = torch.logsumexp(logits_per_image, dim=1) + torch.logsumexp(per_text, dim=1)
+    return contrastive - lam * 0.5 * lse.mean()
+
+
+@register
+class CMA(Loss):
+    """Cross-modal alignment: FLYP's symmetric contrastive loss + lam * (-LSE) (CVPR 2025)."""
+
+    name = "cma"
+    paper = "Kim et al., CVPR 2025, arXiv 2503.18817 (CMA); FLYP at lam=0"
+    trainer = "cma"
+
+    def __init__(self, lam: float = 0.001, train_prompt: str = "a photo of a {}",
+                 warmup_steps: int = 500):
+        """``lam``: weight of the log-sum-exp term; ``train_prompt``: the class prompt of the
+        text side during training; ``warmup_steps``: the learning-rate warm-up in optimisation
+        steps (the official 500), used instead of ``warmup_epochs``."""
+        super().__init__()
+        if not lam >= 0:
+            raise InvalidInputError(f"cma: lam must be >= 0; got {lam}")
+        if train_prompt.count("{}") != 1:
+            raise InvalidInputError(
+                f"cma: train_prompt {train_prompt!r} needs exactly one '{{}}' for the class name")
+        if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int) or warmup_steps < 0:
+            raise InvalidInputError(f"cma: warmup_steps must be an integer >= 0; got {warmup_steps!r}")
+        self.lam = float(lam)
+        self.train_prompt = train_prompt
+        self.warmup_steps = warmup_steps
+
+    def _loss(self, logits, labels, outlier_logits):  # type: ignore[no-untyped-def]
+        """``logits``: the (B, B) image-to-text logits; ``labels`` must be ``arange(B)`` (each
+        image's own prompt is column i)."""
+        if logits.shape[0] != logits.shape[1] or not torch.equal(
+                labels, torch.arange(len(labels), device=labels.device)):
+            raise InvalidInputError(
+                "cma: expects the square (B, B) image-to-text logits and labels arange(B); "
+                f"got logits {tuple(logits.shape)}")
+        return cma_loss(logits, self.lam)

@@ -1,0 +1,86 @@
+"""Unleashing Mask (UM): cross-entropy flooded at the loss of a randomly masked copy.
+
+Zhu, Chen, Xie, Liu, Ye, Han & Liu, "Unleashing Mask: Explore the Intrinsic Out-of-Distribution
+Detection Capability", ICML 2023 (arXiv 2306.03715; checked against ZFancy/Unleashing-Mask
+``utils/custom_loss.py``, ``estimate_loss.py``, ``trainers/default.py``,
+``configs/estimate_loss/estimate_loss_cifar10.yaml``).
+
+A well-trained model is fine-tuned with
+
+    L = |beta * CE(z, y) - L_hat| + L_hat         (the batch mean CE; "flooding" at L_hat)
+
+Above ``L_hat`` this is plain cross-entropy; below it the sign flips and the step *ascends*
+the cross-entropy, so the model forgets the atypical training samples it fits last, which the
+paper finds restores its OOD discrimination. ``L_hat`` (``constraint``) is the mean training
+cross-entropy of a copy of the model whose conv / linear weights carry random top-k masks
+keeping ``estimate_keep = 0.965`` of each layer (the official estimate config, ``prune_rate:
+0.965``; :mod:`oodbench.train.masks`), computed by :func:`oodbench.train.unleashing_mask.
+estimate_constraint` before training when ``constraint="estimate"`` (the default), or given as
+a number (the official ``--UM`` argument). ``beta = 1`` as the official default.
+
+Pitfalls of the official code that do not apply here: the flooding is applied only when the
+configured criterion is *not* ``CrossEntropyLoss`` (``get_criterion`` returns plain CE then, so
+UM is silently off with the shipped configs); ``prune_rate`` is the fraction kept, not pruned.
+The flooding acts on the batch mean, so under DDP each rank floods the mean of its own slice.
+Any post-hoc detector then scores the fine-tuned model (the leaderboard row: ODIN,
+T = 1000, eps = 0.0014, after UMAP on ResNet-50).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from oodbench.errors import InvalidInputError
+from oodbench.losses.base import Loss, register
+
+PAPER = "Zhu et al., ICML 2023, arXiv 2306.03715"
+
+
+def check_keep(keep: float, who: str) -> float:
+    """``keep`` (the share of each layer's weights a mask keeps) as a float in (0, 1], else a
+    one-line ``InvalidInputError``."""
+    if isinstance(keep, bool) or not isinstance(keep, (int, float)) or not 0.0 < keep <= 1.0:
+        raise InvalidInputError(
+            f"{who}: the mask fraction (the share of each layer's weights that is kept) must lie "
+            f"in (0, 1]; got {keep!r}"
+        )
+    return float(keep)
+
+
+def flooded(loss: torch.Tensor, level: float) -> torch.Tensor:
+    """``|loss - level| + level``: the loss above ``level``, its mirror image below."""
+    return (loss - level).abs() + level
+
+
+@register
+class UnleashingMask(Loss):
+    """|beta CE - L_hat| + L_hat, L_hat = the CE of a randomly masked copy (Zhu et al. 2023)."""
+
+    name = "um"
+    paper = PAPER
+    hooks = "um"
+
+    def __init__(self, constraint: float | str = "estimate", beta: float = 1.0,
+                 estimate_keep: float = 0.965):
+        super().__init__()
+        if not (constraint == "estimate" or (isinstance(constraint, (int, float))
+                                             and not isinstance(constraint, bool)
+                                             and constraint >= 0)):
+            raise InvalidInputError(
+                f"loss {self.name!r}: constraint (L_hat) must be a number >= 0 or \"estimate\" "
+                f"(the CE of a randomly masked copy, computed before training); got {constraint!r}"
+            )
+        if not beta > 0:
+            raise InvalidInputError(f"loss {self.name!r}: beta must be > 0; got {beta}")
+        self.constraint: float | str = constraint if constraint == "estimate" else float(constraint)
+        self.beta = float(beta)
+        self.estimate_keep = check_keep(estimate_keep, f"loss {self.name!r} (estimate_keep)")
+
+    def _loss(self, logits, labels, outlier_logits):  # type: ignore[no-untyped-def]
+        if not isinstance(self.constraint, float):
+            raise InvalidInputError(
+                f"loss {self.name!r}: the constraint L_hat has not been estimated; train through "
+                "oodbench.train.train (which estimates it first) or give constraint=<number>"
+            )
+        return flooded(self.beta * F.cross_entropy(logits, labels), self.constraint)

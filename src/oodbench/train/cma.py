@@ -1,0 +1,127 @@
+"""CMA fine-tuning of a CLIP classifier: every parameter of both towers, the contrastive loss of
+:mod:`oodbench.losses.cma` on each batch's image and class-prompt embeddings.
+
+Kim et al., CVPR 2025 (arXiv 2503.18817); the official training loop is
+github.com/ma-kjh/CMA-OoDD ``utils/train_utils.py``. Per step, for the B images of a global
+batch and their labels: image embeddings u = encode_image(x), text embeddings v of
+``train_prompt.format(class name)`` for each sample's class, both L2-normalised, logits
+``exp(logit_scale) * u @ v.T`` (B, B), ``loss = cma_loss(logits, lam)``. The text tower runs
+once per distinct class of the batch and its embeddings are repeated (the official code encodes
+one prompt per sample: the same values and the same gradient). Defaults of the paper: AdamW,
+lr 1e-5, weight decay 0.1, batch 512, 10 epochs, 500 warm-up steps then cosine to 0 (the
+official ``CosineAnnealingWarmupRestarts``; oodbench's warm-up is ``(s + 1) / W``).
+
+Under ``torchrun`` every rank all-gathers the embeddings of the others with their gradients
+(:func:`oodbench.train.ddp.gather_with_grad`) and computes the loss of the whole global batch,
+so same-batch negatives are those of one process with the same global batch, and the averaged
+gradients are that process's gradients. After training the classifier's zero-shot head is
+recomputed from the fine-tuned text tower (the test prompts are the model's ``templates``;
+the paper tests with "The nice {}" and NegLabel).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from oodbench.data.source import Source
+from oodbench.extract.loader import make_loader, to_device
+from oodbench.extract.runtime import autocast, place_model, resolve_amp
+from oodbench.losses.cma import CMA
+from oodbench.models.classifier import Classifier
+from oodbench.train import checkpoint as ckpt
+from oodbench.train import ddp
+from oodbench.train.labels import select_classes
+from oodbench.train.method_loop import (
+    Placement,
+    epoch_record,
+    optimisation_step,
+    require_clip,
+    run_epochs,
+)
+from oodbench.train.optim import OptimSettings, lr_factor
+from oodbench.train.result import TrainResult
+
+
+def train_cma(
+    model: Classifier, source: Source, criterion: CMA, settings: OptimSettings, *,
+    out: str | os.PathLike[str], seed: int = 0, resume: bool = True,
+    device: str | torch.device = "auto", amp: str = "auto", num_workers: int | str = "auto",
+    transform: Callable[..., torch.Tensor] | None = None, progress: bool = True,
+) -> TrainResult:
+    """Fine-tune a CLIP classifier with CMA (see the module docstring); the files under ``out``
+    are those of :func:`oodbench.train.train`."""
+    clip_model = require_clip(model, "cma")
+    _, rows, _ = select_classes(source.labels, None, clip_model.num_classes,
+                                f"source {source.name!r}")
+    place = Placement.create(device, seed, rows, settings.batch_size)
+    amp_dtype = resolve_amp(amp, place.device)
+    config: dict[str, Any] = {
+        "model": model.spec, "initial_weights_sha256": model.weights_digest(),
+        "source": source.name, "source_fingerprint": source.fingerprint(), "n_train": int(rows.size),
+        "loss": criterion.name, "loss_options": criterion.hyperparams, "trainable": "all",
+        **settings.as_dict(), "seed": seed, "amp": str(amp_dtype), "world_size": place.world,
+    }
+    net = clip_model.clip
+    place_model(model, place.device)
+    params = list(net.parameters())
+    for p in params:
+        p.requires_grad_(True)
+    opt = settings.make_optimizer(params)
+    steps = -(-rows.size // settings.batch_size)
+    total, warmup = settings.epochs * steps, criterion.warmup_steps
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda step: lr_factor(step, total, warmup, settings.schedule))
+    tokens = clip_model.tokenizer(
+        [criterion.train_prompt.format(name) for name in clip_model.class_names]).to(place.device)
+    labels = np.asarray(source.labels, dtype=np.int64)
+    scaler = torch.amp.GradScaler("cuda") if amp_dtype == torch.float16 else None
+    load = transform or model.transform
+
+    def run_epoch(epoch: int, advance: Callable[[int, float], None]) -> dict[str, Any]:
+        global_batches, local = place.epoch_batches(epoch)
+        loader = make_loader(source, load, local, device=place.device, num_workers=num_workers)
+        net.train()
+        loss_sum, images, skipped, start = 0.0, 0, 0, time.perf_counter()
+        for batch in loader:
+            skipped += len(batch.failed)
+            if ddp.any_rank(batch.images is None, place.device):
+                scheduler.step()
+                continue
+            x = to_device(batch.images, place.device, channels_last=False)
+            y = torch.from_numpy(labels[batch.indices]).to(place.device)
+            classes, position = torch.unique(y, return_inverse=True)
+            with autocast(place.device, amp_dtype):
+                image = net.encode_image(x)  # type: ignore[operator]
+                text = net.encode_text(tokens[classes])[position]  # type: ignore[operator]
+            u = ddp.gather_with_grad(F.normalize(image.float(), dim=-1))
+            v = ddp.gather_with_grad(F.normalize(text.float(), dim=-1))
+            logits = net.logit_scale.exp() * u @ v.T  # type: ignore[operator]
+            value = criterion(logits, torch.arange(len(u), device=place.device))
+            optimisation_step(value, opt, params, scaler)
+            scheduler.step()
+            loss_sum += float(value.detach()) * len(u)
+            images += len(u)
+            advance(len(u), loss_sum / images)
+        return epoch_record(epoch, loss_sum, images, skipped, time.perf_counter() - start,
+                            place.device)
+
+    out_dir = Path(out)
+    try:
+        history = run_epochs(
+            out=out_dir, config=config, net=net, opt=opt, scheduler=scheduler,
+            epochs=settings.epochs, images_per_epoch=int(rows.size),
+            description=f"train {model.spec} (cma)", place=place, resume=resume,
+            progress=progress, run_epoch=run_epoch)
+    finally:
+        net.eval()
+    clip_model.refresh_text_head()
+    model.eval()
+    return TrainResult(model, out_dir, out_dir / ckpt.WEIGHTS, config, history)

@@ -1,0 +1,113 @@
+"""DOE's optimisation step in the training loop (the formulas: :mod:`oodbench.losses.doe`).
+
+    perturbation(runner, x, n_in, params)  P_new for every weight matrix (the scale-gradient step)
+    DOEHooks.step                          warm-up: CE + OE; then OE at theta + gamma P,
+                                           theta restored exactly, CE at theta
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from oodbench.losses.oe import uniform_cross_entropy
+from oodbench.train.checkpoint import read_method_state
+from oodbench.train.hooks import Batch, LoopHooks
+
+#: added to the norm of a direction before rescaling (the official EPS)
+EPS = 1e-20
+
+
+def scale_gradient(outlier_logits: torch.Tensor) -> torch.Tensor:
+    """``d/ds mean_out(mean_c s z_c - logsumexp(s z))`` at ``s = 1``: ``mean(mean_c z - sum_c p_c z_c)``."""
+    z = outlier_logits.float()
+    return (z.mean(dim=1) - (torch.softmax(z, dim=1) * z).sum(dim=1)).mean()
+
+
+def _buffers(module: torch.nn.Module) -> list[torch.Tensor]:
+    return [b for b in module.buffers()]
+
+
+def perturbation(
+    runner: torch.nn.Module, x: torch.Tensor, n_in: int, weights: list[torch.nn.Parameter],
+    share: float = 1.0,
+) -> list[torch.Tensor]:
+    """``P_W = ||W|| / (||D_W|| + EPS) * D_W`` with ``D_W = -d g^2 / d W`` for each of ``weights``
+    (``g``: :func:`scale_gradient` of the outlier rows ``x[n_in:]``). BatchNorm running
+    statistics are left as they were (the official code runs this pass on a proxy copy)."""
+    saved = [b.detach().clone() for b in _buffers(runner)]
+    for w in weights:
+        w.grad = None
+    logits = runner(x)
+    (scale_gradient(logits[n_in:]) ** 2 * share).backward()
+    with torch.no_grad():
+        for b, old in zip(_buffers(runner), saved):
+            b.copy_(old)
+        out = []
+        for w in weights:
+            d = -w.grad if w.grad is not None else torch.zeros_like(w)
+            out.append(w.norm() / (d.norm() + EPS) * d)
+            w.grad = None
+    return out
+
+
+class DOEHooks(LoopHooks):
+    """DOE's step (see :mod:`oodbench.losses.doe`); the averaged P is the method's state."""
+
+    average_: list[torch.Tensor] | None = None
+
+    def _weights(self, params: list[torch.nn.Parameter]) -> list[torch.nn.Parameter]:
+        return [p for p in params if p.ndim >= 2]
+
+    def _clipped_step(self, batch: Batch, loss: torch.Tensor, restore: list[torch.Tensor] | None = None) -> None:
+        batch.optimizer.zero_grad(set_to_none=True)
+        (loss * batch.share).backward()
+        torch.nn.utils.clip_grad_norm_(batch.params, self.criterion.clip_norm)  # type: ignore[arg-type]
+        if restore is not None:
+            with torch.no_grad():
+                for w, theta in zip(self._weights(batch.params), restore):
+                    w.copy_(theta)
+        batch.optimizer.step()
+
+    def step(self, batch: Batch) -> torch.Tensor:
+        c: Any = self.criterion
+        assert batch.x_out is not None
+        x, n = torch.cat([batch.x, batch.x_out]), len(batch.x)
+        if batch.epoch < c.warmup:
+            with batch.autocast():
+                logits = batch.runner(x).float()
+            loss = F.cross_entropy(logits[:n], batch.y) + uniform_cross_entropy(logits[n:]).mean()
+            self._clipped_step(batch, loss)
+            return loss.detach()
+        weights = self._weights(batch.params)
+        rng = np.random.default_rng([batch.seed, batch.epoch, batch.index, 0xD0E])
+        gamma = c.gammas[int(rng.integers(len(c.gammas)))]
+        with batch.autocast():
+            new = perturbation(batch.runner, x, n, weights, batch.share)
+        self.average_ = new if self.average_ is None else [
+            c.average * a.to(b.device) + (1.0 - c.average) * b for a, b in zip(self.average_, new)]
+        theta = [w.detach().clone() for w in weights]
+        with torch.no_grad():
+            for w, p in zip(weights, self.average_):
+                w.add_(gamma * p)
+        with batch.autocast():
+            oe = uniform_cross_entropy(batch.runner(x).float()[n:]).mean()
+        self._clipped_step(batch, oe, restore=theta)
+        with batch.autocast():
+            ce = F.cross_entropy(batch.runner(x).float()[:n], batch.y)
+        self._clipped_step(batch, ce)
+        return ce.detach()
+
+    def state(self) -> dict[str, torch.Tensor] | None:
+        if self.average_ is None:
+            return {}
+        return {f"average.{i}": p for i, p in enumerate(self.average_)}
+
+    def load(self, net: torch.nn.Module, weights: dict[str, torch.Tensor], out: Path) -> None:
+        super().load(net, weights, out)
+        state = read_method_state(out)
+        self.average_ = [state[f"average.{i}"] for i in range(len(state))] or None

@@ -1,0 +1,268 @@
+"""A fast training recipe for small (32 px) images: one loop, the same on a CPU and a GPU.
+
+    data = tensor_images(ImageFolder("cifar10-train")).split(ID_CLASSES)[0]
+    result = train_recipe(RECIPES["cpu-small"], data, loss="logitnorm", seed=0, out="runs/x")
+    logits = predict_logits(result.model, test_data)        # numpy (N, classes)
+
+What makes it fast, and what every loss shares:
+
+* **Images in memory** as one uint8 tensor (:mod:`oodbench.train.tensor_images`), moved to
+  the device once; each batch is cropped, flipped and normalised there by one tensor gather
+  (no PIL, no DataLoader workers).
+* **Network**: a CIFAR ResNet (:mod:`oodbench.models.cifar_resnet`), in channels-last memory
+  format, bfloat16/float16 autocast on CUDA.
+* **Optimiser and schedule**: SGD with momentum 0.9 and weight decay
+  (:class:`~oodbench.train.optim.OptimSettings`), learning rate per step by
+  :func:`~oodbench.train.optim.lr_factor`: a linear warm-up over the first
+  ``warmup_fraction`` of the steps, then a cosine decay to 0 (one cycle). Nothing in the
+  recipe depends on the loss: every loss of a study trains under the same recipe.
+* **Seeded**: epoch ``e`` visits the images in ``randperm`` order of a generator seeded with
+  ``(seed, e)``, which also draws the crops and flips; the initial weights depend on ``seed``.
+* **Resumable**: with ``out``, every finished epoch writes a checkpoint
+  (:mod:`oodbench.train.checkpoint`); a run with the same config resumes from the last one.
+
+The presets in :data:`RECIPES` are data: ``cpu-small`` is what a shared 2-core CPU affords
+for a 5-loss x 3-seed study (see ``benchmarks/loss_table.py``), ``resnet20`` the paper network
+of He et al. (2016) at a CPU-sized epoch count, and ``gpu-resnet18`` the full-scale
+configuration: ResNet-18, 200 epochs, batch 128, lr 0.1, weight decay 5e-4 (the CIFAR-10
+schedule length and optimiser of LogitNorm, Wei et al., ICML 2022, Sec. 4.1).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from oodbench import losses
+from oodbench.errors import InvalidInputError
+from oodbench.extract.runtime import autocast, resolve_amp, resolve_device
+from oodbench.models.checkpoint import load_strict
+from oodbench.models.cifar_resnet import CifarResNet
+from oodbench.train import checkpoint as ckpt
+from oodbench.train.optim import OptimSettings, lr_factor
+from oodbench.train.tensor_images import CIFAR_MEAN, CIFAR_STD, TensorImages, augment, normalise
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Everything that decides a small-image training run except the loss, data and seed."""
+
+    widths: tuple[int, ...] = (16, 32, 64)
+    blocks: tuple[int, ...] = (3, 3, 3)
+    image_size: int = 32
+    epochs: int = 30
+    batch_size: int = 128
+    lr: float = 0.1
+    weight_decay: float = 5e-4
+    warmup_fraction: float = 0.1
+    pad: int = 4
+    flip: bool = True
+    mean: tuple[float, float, float] = CIFAR_MEAN
+    std: tuple[float, float, float] = CIFAR_STD
+    channels_last: bool = True
+    amp: str = "auto"
+    eval_batch_size: int = 1000
+
+    def __post_init__(self) -> None:
+        self.optim()  # validates epochs, batch size, lr, weight decay
+        if not 0.0 <= self.warmup_fraction < 1.0:
+            raise InvalidInputError(
+                f"warmup_fraction must lie in [0, 1); got {self.warmup_fraction!r}")
+        if self.image_size < 8 or self.pad < 0:
+            raise InvalidInputError(
+                f"image_size must be >= 8 and pad >= 0; got {self.image_size}, {self.pad}")
+
+    def optim(self) -> OptimSettings:
+        return OptimSettings(epochs=self.epochs, batch_size=self.batch_size, lr=self.lr,
+                             weight_decay=self.weight_decay, optimizer="sgd", schedule="cosine")
+
+    def scaled(self, **changes: Any) -> Recipe:
+        """A copy with some fields changed (e.g. ``epochs=``)."""
+        return replace(self, **changes)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+
+    def network(self, num_classes: int, seed: int) -> CifarResNet:
+        return CifarResNet(num_classes, widths=self.widths, blocks=self.blocks, seed=seed)
+
+
+#: the presets (see the module docstring)
+RECIPES: dict[str, Recipe] = {
+    "cpu-small": Recipe(widths=(16, 32, 64), blocks=(1, 1, 1), epochs=1, batch_size=64,
+                        lr=0.05, warmup_fraction=0.15),
+    "resnet20": Recipe(widths=(16, 32, 64), blocks=(3, 3, 3), epochs=30),
+    "gpu-resnet18": Recipe(widths=(64, 128, 256, 512), blocks=(2, 2, 2, 2), epochs=200,
+                           batch_size=128, lr=0.1, warmup_fraction=0.0, eval_batch_size=2000),
+}
+
+
+@dataclass(frozen=True)
+class RecipeResult:
+    """The trained network (eval mode), the run's config and its per-epoch history."""
+
+    model: CifarResNet
+    config: dict[str, Any]
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def train_seconds(self) -> float:
+        return float(sum(h["seconds"] for h in self.history))
+
+
+def check_inputs(recipe: Recipe, data: TensorImages, loss: str,
+                 loss_options: Mapping[str, Any] | None = None) -> losses.Loss:
+    """Every check that can fail before training (one-line ``OodbenchError``s); the loss."""
+    criterion = losses.create(loss, **dict(loss_options or {}))  # unknown name: did-you-mean
+    if criterion.needs_outliers:
+        raise InvalidInputError(
+            f"loss {loss!r} needs outlier images, which the small-image recipe does not feed; "
+            "use oodbench.train.train(..., outliers=...)")
+    h, w = data.size
+    if (h, w) != (recipe.image_size, recipe.image_size):
+        raise InvalidInputError(
+            f"{data.name}: the recipe is for {recipe.image_size} px images but the data is "
+            f"{h} x {w} px; down-sample it (tensor_images(source, size={recipe.image_size})) or "
+            "use a recipe for that size")
+    classes = len(data.class_names)
+    present = set(data.labels.unique().tolist())
+    if classes < 2 or -1 in present or len(present) < classes:
+        raise InvalidInputError(
+            f"{data.name}: training needs images of every one of its >= 2 classes and no "
+            f"unlabelled rows; it has {len(present - {-1})} of {classes} classes"
+            + (" and rows labelled -1" if -1 in present else ""))
+    return criterion
+
+
+def run_key(recipe: Recipe, data: TensorImages, loss: str, loss_options: Mapping[str, Any],
+            seed: int) -> str:
+    """A digest of everything that decides the trained weights (a run's cache name)."""
+    ident = {"recipe": recipe.as_dict(), "data": data.fingerprint(), "loss": loss,
+             "loss_options": dict(loss_options), "seed": seed}
+    return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def _generator(seed: int, epoch: int) -> torch.Generator:
+    return torch.Generator().manual_seed(int(np.random.SeedSequence([seed, epoch]).generate_state(1)[0]))
+
+
+def train_recipe(
+    recipe: Recipe,
+    data: TensorImages,
+    *,
+    loss: str = "ce",
+    loss_options: Mapping[str, Any] | None = None,
+    seed: int = 0,
+    device: str | torch.device = "auto",
+    out: str | os.PathLike[str] | None = None,
+    log: Any = None,
+) -> RecipeResult:
+    """Train a fresh :class:`CifarResNet` on ``data`` with ``loss`` (see the module doc).
+
+    Args:
+        log: optional ``callable(str)`` that receives one line per finished epoch.
+    """
+    criterion = check_inputs(recipe, data, loss, loss_options)
+    dev = resolve_device(device)
+    amp_dtype = resolve_amp(recipe.amp, dev)
+    model = recipe.network(len(data.class_names), seed)
+    config = {"recipe": recipe.as_dict(), "data": data.name, "data_fingerprint":
+              data.fingerprint(), "n_train": len(data), "loss": loss,
+              "loss_options": criterion.hyperparams, "seed": seed, "amp": str(amp_dtype)}
+    settings = recipe.optim()
+    opt = settings.make_optimizer(model.parameters())
+    steps = -(-len(data) // recipe.batch_size)
+    total = recipe.epochs * steps
+    warmup = int(round(recipe.warmup_fraction * total))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: lr_factor(s, total, warmup, "cosine"))
+    history: list[dict[str, Any]] = []
+    out_dir = Path(out) if out is not None else None
+    previous = ckpt.read_checkpoint(out_dir) if out_dir is not None else None
+    if previous is not None:
+        record, weights, opt_state = previous
+        if record["config"] != config:
+            raise InvalidInputError(
+                f"{out_dir} holds a run of another config; train into another out folder")
+        load_strict(model, weights, origin=repr(os.fspath(out_dir / ckpt.WEIGHTS)))  # type: ignore[operator]
+        opt.load_state_dict(opt_state)
+        scheduler.load_state_dict(record["scheduler"])
+        history = record["history"]
+    model.to(dev)
+    if recipe.channels_last:
+        model.to(memory_format=torch.channels_last)  # type: ignore[call-arg]
+    opt.load_state_dict(opt.state_dict())  # optimiser state onto the parameters' device
+    images, labels = data.images.to(dev), data.labels.to(dev)
+    for epoch in range(len(history), recipe.epochs):
+        history.append(_epoch(model, criterion, opt, scheduler, images, labels, recipe,
+                              _generator(seed, epoch), dev, amp_dtype, epoch))
+        if out_dir is not None:
+            ckpt.write_checkpoint(out_dir, model.state_dict(), opt.state_dict(), {
+                "config": config, "epochs_done": epoch + 1, "history": history,
+                "scheduler": scheduler.state_dict()})
+        if log is not None:
+            h = history[-1]
+            log(f"  epoch {h['epoch']}/{recipe.epochs}: loss {h['loss']:.4f}, train acc "
+                f"{h['train_accuracy']:.3f}, {h['images_per_s']:.0f} images/s")
+    model.load_state_dict(model.state_dict())  # forget the memoised digest of the old weights
+    return RecipeResult(model.eval(), config, history)
+
+
+def _epoch(model, criterion, opt, scheduler, images, labels, recipe, gen, dev, amp_dtype,  # type: ignore[no-untyped-def]
+           epoch) -> dict[str, Any]:
+    """One pass over the images in this epoch's seeded order."""
+    model.train()
+    order = torch.randperm(len(images), generator=gen).to(dev)
+    loss_sum = torch.zeros((), dtype=torch.float64, device=dev)
+    correct = torch.zeros((), dtype=torch.int64, device=dev)
+    start = time.perf_counter()
+    for i in range(0, len(order), recipe.batch_size):
+        rows = order[i : i + recipe.batch_size]
+        x = augment(images[rows], gen, pad=recipe.pad, flip=recipe.flip, mean=recipe.mean,
+                    std=recipe.std)
+        y = labels[rows]
+        with autocast(dev, amp_dtype):
+            logits = model(x)
+        value = criterion(logits.float(), y)
+        opt.zero_grad(set_to_none=True)
+        value.backward()
+        opt.step()
+        scheduler.step()
+        loss_sum += value.detach().double() * len(y)
+        correct += (logits.detach().argmax(1) == y).sum()
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+    seconds = time.perf_counter() - start
+    n = len(order)
+    return {"epoch": epoch + 1, "loss": float(loss_sum) / n, "train_accuracy": int(correct) / n,
+            "images": n, "seconds": seconds, "images_per_s": n / seconds,
+            "lr_end": float(scheduler.get_last_lr()[0])}
+
+
+@torch.no_grad()
+def predict_logits(model: CifarResNet, data: TensorImages, recipe: Recipe,
+                   device: str | torch.device = "auto") -> np.ndarray:
+    """Logits (N, classes) float32 of ``model`` (eval mode) on ``data``, in batches."""
+    if data.size != (recipe.image_size, recipe.image_size):
+        raise InvalidInputError(
+            f"{data.name}: {data.size[0]} x {data.size[1]} px images for a recipe of "
+            f"{recipe.image_size} px; down-sample them (tensor_images(..., size=...))")
+    dev = resolve_device(device)
+    amp_dtype = resolve_amp(recipe.amp, dev)
+    model.eval().to(dev)
+    out = []
+    for i in range(0, len(data), recipe.eval_batch_size):
+        x = normalise(data.images[i : i + recipe.eval_batch_size].to(dev), recipe.mean,
+                      recipe.std, channels_last=recipe.channels_last)
+        with autocast(dev, amp_dtype):
+            out.append(model(x).float().cpu())
+    return torch.cat(out).numpy()

@@ -1,0 +1,95 @@
+"""Unleashing Mask in the training loop: the loss constraint estimate (UM, UMAP) and the
+learned weight masks (UMAP). The losses and their formulas: :mod:`oodbench.losses.um`,
+:mod:`oodbench.losses.umap`; the masks: :mod:`oodbench.train.masks`.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from oodbench.extract.loader import make_loader, to_device
+from oodbench.models.classifier import Classifier
+from oodbench.train import masks
+from oodbench.train.checkpoint import read_method_state
+from oodbench.train.hooks import LoopHooks, Run
+
+
+def estimate_constraint(run: Run, keep: float) -> float:
+    """``L_hat``: the mean cross-entropy over the training rows of a copy of ``run.model`` with
+    random top-k masks keeping ``keep`` of every conv / linear weight, in eval mode.
+
+    As the official ``estimate_loss.py`` (``modifier``: eval mode, the average of the batch
+    losses weighted by batch size). The masks come from ``run.seed``, so the estimate is a
+    function of the config; under DDP each rank scores its share and the sums are reduced.
+    """
+    model = copy.deepcopy(run.model)
+    masks.attach([model], keep, run.seed, "loss constraint estimate")
+    model.to(run.device).eval()
+    rows = np.array_split(np.asarray(run.rows), run.world)[run.rank]
+    batches = [rows[i : i + run.batch_size] for i in range(0, len(rows), run.batch_size)]
+    total = torch.zeros(2, dtype=torch.float64, device=run.device)
+    with torch.no_grad():
+        for batch in make_loader(run.source, run.load, batches, device=run.device,
+                                 num_workers=run.num_workers):
+            if batch.images is None:
+                continue
+            labels = torch.as_tensor(np.asarray(run.source.labels)[batch.indices], device=run.device)
+            logits = model(to_device(batch.images, run.device, channels_last=False)).float()
+            total[0] += F.cross_entropy(logits, labels.long(), reduction="sum").double()
+            total[1] += len(labels)
+    if run.world > 1:
+        dist.all_reduce(total)
+    return float(total[0] / total[1].clamp(min=1.0))
+
+
+class UMHooks(LoopHooks):
+    """UM: estimate ``L_hat`` before training when the loss was given ``constraint="estimate"``."""
+
+    def prepare(self, run: Run) -> dict[str, Any]:
+        criterion: Any = self.criterion
+        if criterion.constraint != "estimate":
+            return {"loss_constraint": "given"}
+        criterion.constraint = estimate_constraint(run, criterion.estimate_keep)
+        return {"loss_constraint": f"estimated (random masks keeping {criterion.estimate_keep})"}
+
+
+class UMAPHooks(UMHooks):
+    """UMAP: masks on the trained part's weights; only their scores train; baked at the end."""
+
+    def prepare(self, run: Run) -> dict[str, Any]:
+        criterion: Any = self.criterion
+        if not any(masks.maskable_layers(m) for m in run.modules):
+            masks.attach(run.modules, criterion.keep, run.seed, f"loss {criterion.name!r}")  # raises
+        extra = super().prepare(run)  # estimated on the unmasked model, as the official code
+        self.masks = masks.attach(run.modules, criterion.keep, run.seed, f"loss {criterion.name!r}")
+        return extra
+
+    def parameters(self, params: list[torch.nn.Parameter]) -> list[torch.nn.Parameter]:
+        for p in params:
+            p.requires_grad_(False)
+        scores = [m.scores for m in self.masks]
+        for s in scores:
+            s.requires_grad_(True)
+        return scores
+
+    def load(self, net: torch.nn.Module, weights: dict[str, torch.Tensor], out: Path) -> None:
+        state = read_method_state(out)
+        with torch.no_grad():
+            for i, mask in enumerate(self.masks):
+                mask.scores.copy_(state[f"scores.{i}"])
+
+    def weights(self, net: torch.nn.Module) -> dict[str, torch.Tensor]:
+        return masks.plain_state_dict(net)
+
+    def state(self) -> dict[str, torch.Tensor]:
+        return {f"scores.{i}": m.scores.detach() for i, m in enumerate(self.masks)}
+
+    def finish(self, model: Classifier) -> None:
+        masks.bake(model)

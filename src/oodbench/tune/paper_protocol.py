@@ -1,0 +1,290 @@
+"""The tuning paper's protocol, Algorithms 1-4: tune a detector without OOD data.
+
+Mondal, Xie, Duan, Wong & Sundaramoorthi, "Tuning Out-of-Distribution (OOD) Detectors Without
+Given OOD Data", arXiv 2602.05935, Section 2 and Section 4.1. ``protocol="held_out_paper"``:
+
+    oodbench.tune("plf", "paper", id_val, None, fit=train, model=net, protocol="held_out_paper",
+                  held_out={"m_grid": [1, 2, 3], "n_variants": 5, "n_tuning_sets": 5,
+                            "retrain": "full"}, search="gp", n_trials=50)
+
+With n the classes of ``fit`` (D_t):
+
+* **Algorithm 1.** For each M of the grid and i = 1..N: withhold M random classes (simulated
+  OOD), train the variant f_theta_i^M on the other n - M (simulated ID); for j = 1..S draw a
+  simulated ID tuning set D_id,sim,i,j and a simulated OOD one D_ood,sim,i,j. Here the
+  simulated-ID pool is the ``id_val`` rows of the kept classes (never trained on), the
+  simulated-OOD pool every ``fit`` and ``id_val`` row of the withheld classes (the network never
+  saw them: footnote 1 and Sec. 4.1 use "the OOD tuning and training data ... to create balanced
+  simulated datasets"). Balanced (footnote 1): each set has k = min(|ID pool|, |OOD pool|)
+  samples of each side, drawn with replacement (a bootstrap: the paper gives neither the size
+  nor the scheme; drawing without replacement would return the whole smaller pool every time).
+* **Algorithm 2.** For each M, phi*_M = argmax_phi l(phi | M), Eq. (1):
+  ``l(phi | M) = 1/N sum_i 1/S sum_j AUROC(d_phi; f_theta_i^M, D_id,sim,i,j, D_ood,sim,i,j)``
+  (the criterion may be another key of ``metrics.evaluate``; AUROC is the paper's, Sec. 4.1),
+  searched with ``search`` (``"gp"``: Bayesian optimisation with a Gaussian-process surrogate,
+  the paper's; ``"tpe"``; ``"grid"``). The detector is fitted on the variant's training rows
+  through the variant, as the final one is fitted on D_t through f_theta.
+* **Algorithm 3.** For each M, resample the tuning sets (new draws, same variants) and
+  recompute ``l_hat(phi*_M | M)``; ``M* = argmax_M l_hat`` (Eq. (2); ties: the first M).
+* **Algorithm 4.** The result is phi*_{M*}, fitted on ``fit`` through the original network.
+
+Variants (``retrain``), all through :class:`oodbench.tune.held_out.VariantFactory` (seeded,
+cached by content):
+
+* ``"full"``: the network fine-tuned on the kept classes' images through ``oodbench.train``
+  (needs ``model=``; the paper trains its variants, Algorithm 1 line 5; here from the given
+  weights, not from scratch: a documented approximation of its setting, the nearest one can
+  run without the original training recipe);
+* ``"last_block"``: the last block and the head retrained from cached activations of the
+  stage before it, no image pass per epoch (:mod:`oodbench.tune.last_block`) -- an
+  approximation: every earlier layer keeps what it learnt from the withheld classes;
+* ``"head"``: a new linear head on the frozen features -- the cheapest and most optimistic
+  approximation (the whole backbone has seen the withheld classes).
+
+Defaults "from the paper for the dataset size at hand" (Sec. 4.1): the grid and N of the paper's
+setting nearest in the number of classes (log scale) -- CIFAR-10 (n = 10: M in {1..5}, 10 seeds),
+CIFAR-100 (100: {5, 10, ..., 40}, 10), ImageNet-200 (200: {10, 20, 30, 40}, 3), ImageNet-1K
+(1000: {50, 100, ..., 300}, 5) -- with M scaled by n / n_paper, rounded, kept in [1, n - 2]
+(deduplicated). ``n_tuning_sets`` S is not given in the paper: 5 (our choice). ``retrain``
+defaults to ``"full"`` (the paper trains its variants).
+
+Seeds: variant i of M withholds the classes drawn by ``numpy.random.default_rng([seed, i, M])``
+(:class:`VariantFactory`) and trains with seed ``seed * 1000 + i``; tuning set j of variant i
+of M is drawn by ``default_rng([seed, M, i, j, stage])`` (stage 0: Algorithm 2, 1: Algorithm
+3); the sampler of the search for M is seeded by ``search_seed + M``. So the same data and
+seeds choose the same phi and M*. Resumable: the variants are cached by content (a re-run
+trains nothing), and with ``storage`` each M's search is its own Optuna study
+(``<study_name>-M<M>``), continued where it stopped.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from oodbench import metrics
+from oodbench.detectors import Detector
+from oodbench.errors import InvalidInputError
+from oodbench.extract.activations import Activations
+from oodbench.tune.held_out import HeldOutClasses, Variant, VariantFactory, fit_classes
+from oodbench.tune.space import Dimension, grid_points
+
+#: the paper's settings (Sec. 4.1): classes -> (M grid, N seeds)
+PAPER_SETTINGS: dict[int, tuple[tuple[int, ...], int]] = {
+    10: (tuple(range(1, 6)), 10),
+    100: (tuple(range(5, 41, 5)), 10),
+    200: ((10, 20, 30, 40), 3),
+    1000: (tuple(range(50, 301, 50)), 5),
+}
+RETRAIN = ("full", "last_block", "head")
+
+
+def paper_defaults(n_classes: int) -> tuple[tuple[int, ...], int]:
+    """(M grid, N) of the paper's setting nearest to ``n_classes`` (log scale), M scaled to it."""
+    nearest = min(PAPER_SETTINGS, key=lambda n: abs(math.log(n / max(n_classes, 1))))
+    grid, n_variants = PAPER_SETTINGS[nearest]
+    scaled = sorted({min(max(1, round(m * n_classes / nearest)), n_classes - 2) for m in grid})
+    return tuple(scaled), n_variants
+
+
+@dataclass(frozen=True)
+class PaperProtocol:
+    """Settings of Algorithms 1-4 (see the module docstring); ``None`` = the paper's default."""
+
+    m_grid: Sequence[int] | None = None
+    n_variants: int | None = None
+    n_tuning_sets: int = 5
+    retrain: str = "full"
+    seed: int = 0
+    train: Mapping[str, Any] = field(default_factory=dict)
+    cache: bool = True
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.n_tuning_sets, int) and self.n_tuning_sets >= 1):
+            raise InvalidInputError(
+                f"held_out_paper: n_tuning_sets (S) must be an integer >= 1; got {self.n_tuning_sets!r}")
+        if self.n_variants is not None and not (isinstance(self.n_variants, int) and self.n_variants >= 1):
+            raise InvalidInputError(
+                f"held_out_paper: n_variants (N) must be an integer >= 1; got {self.n_variants!r}")
+        if self.retrain not in RETRAIN:
+            raise InvalidInputError(
+                f"held_out_paper: retrain must be one of {list(RETRAIN)}; got {self.retrain!r}")
+        if self.m_grid is not None and (isinstance(self.m_grid, (str, bytes)) or not self.m_grid):
+            raise InvalidInputError(
+                f"held_out_paper: m_grid must be a non-empty list of class counts; got {self.m_grid!r}")
+
+    def resolved(self, n_classes: int) -> tuple[tuple[int, ...], int]:
+        """(M grid, N) for ``n_classes`` classes, checked: every M an integer, 1 <= M <= n - 2."""
+        grid, n_variants = paper_defaults(n_classes)
+        grid = tuple(self.m_grid) if self.m_grid is not None else grid
+        for m in grid:
+            if not (isinstance(m, (int, np.integer)) and 1 <= m <= n_classes - 2):
+                raise InvalidInputError(
+                    f"held_out_paper: m_grid holds M={m!r}, but M must be an integer in [1, "
+                    f"{n_classes - 2}] (fit has {n_classes} classes: withhold at least one, "
+                    "keep at least two)")
+        return tuple(int(m) for m in grid), self.n_variants or n_variants
+
+    def describe(self, n_classes: int) -> dict[str, Any]:
+        grid, n_variants = self.resolved(n_classes)
+        return {"m_grid": list(grid), "n_variants": n_variants, "n_tuning_sets": self.n_tuning_sets,
+                "retrain": self.retrain, "seed": self.seed, "train": dict(self.train),
+                "balanced": "bootstrap, k = min(|sim ID|, |sim OOD|) per side"}
+
+
+def as_protocol(settings: PaperProtocol | Mapping[str, Any] | None) -> PaperProtocol:
+    """``settings`` as a :class:`PaperProtocol` (a mapping's unknown keys raise, naming the known)."""
+    if isinstance(settings, PaperProtocol):
+        return settings
+    settings = dict(settings or {})
+    known = set(PaperProtocol.__dataclass_fields__)
+    unknown = sorted(set(settings) - known)
+    if unknown:
+        raise InvalidInputError(
+            f"held_out_paper: unknown setting(s) {unknown}; the settings are {sorted(known)}")
+    return PaperProtocol(**settings)
+
+
+def tuning_sets(variant: Variant, m: int, seed: int, n_sets: int, stage: int
+                ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """S balanced (simulated-ID rows, simulated-OOD rows) draws of ``variant``: k = min of the
+    two pool sizes per side, with replacement, seeded by (seed, M, i, j, stage)."""
+    n_id, n_ood = len(variant.id_val), len(variant.ood)
+    k = min(n_id, n_ood)
+    if k == 0:
+        raise InvalidInputError(
+            f"held_out_paper: variant {variant.index} of M={m} has {n_id} simulated-ID and "
+            f"{n_ood} simulated-OOD samples; id_val needs samples of the kept classes")
+    out = []
+    for j in range(n_sets):
+        rng = np.random.default_rng([seed, m, variant.index, j, stage])
+        out.append((rng.integers(0, n_id, size=k), rng.integers(0, n_ood, size=k)))
+    return out
+
+
+def loss_of(build: Callable[[Mapping[str, Any]], Detector], variants: list[Variant],
+            sets: list[list[tuple[np.ndarray, np.ndarray]]], criterion: str
+            ) -> Callable[[Mapping[str, Any]], dict[str, float]]:
+    """point -> Eq. (1): ``criterion`` averaged over the variants and their tuning sets, with
+    ``<criterion>_std`` (spread over the N x S sets)."""
+
+    def objective(point: Mapping[str, Any]) -> dict[str, float]:
+        values = []
+        for variant, draws in zip(variants, sets):
+            det = build(point).fit(variant.fit, id_val=variant.id_val)
+            s_id, s_ood = det.score(variant.id_val), det.score(variant.ood)
+            correct = np.asarray(variant.id_val.correct)
+            values += [metrics.evaluate(s_id[i], s_ood[o], id_correct=correct[i])[criterion]
+                       for i, o in draws]
+        return {criterion: float(np.mean(values)), f"{criterion}_std": float(np.std(values))}
+
+    return objective
+
+
+def run(
+    build: Callable[[Mapping[str, Any]], Detector],
+    dims: Mapping[str, Dimension],
+    fit: Activations,
+    id_val: Activations,
+    model: Any,
+    *,
+    settings: PaperProtocol | Mapping[str, Any] | None,
+    criterion: str,
+    larger_is_better: bool,
+    search: Callable[[Callable[[Mapping[str, Any]], dict[str, float]], int], list[dict[str, Any]]],
+    best_row: Callable[[list[dict[str, Any]], str, bool], int],
+) -> tuple[dict[str, Any], pd.DataFrame, float, dict[str, Any]]:
+    """Algorithms 1-4. ``search(objective, M)`` runs one search (Algorithm 2 for that M) and
+    returns its rows. Returns (phi*_{M*}, the table of every M's points, l_hat(phi*_{M*} | M*),
+    provenance with every M's phi*, l and l_hat)."""
+    config = as_protocol(settings)
+    n_classes = len(fit_classes(fit))
+    grid, n_variants = config.resolved(n_classes)  # every M checked before any training
+    factory = VariantFactory(fit, id_val, HeldOutClasses(
+        n_variants=n_variants, retrain=config.retrain, seed=config.seed, train=config.train,
+        cache=config.cache, held_out_fraction=min(0.5, max(grid) / n_classes)), model)
+    tables: list[pd.DataFrame] = []
+    per_m: list[dict[str, Any]] = []
+    for m in grid:
+        variants = factory.variants_m(m)  # Algorithm 1
+        draws = [tuning_sets(v, m, config.seed, config.n_tuning_sets, stage=0) for v in variants]
+        rows = search(loss_of(build, variants, draws, criterion), m)  # Algorithm 2
+        best = best_row(rows, criterion, larger_is_better)
+        phi = {k: rows[best][k] for k in dims}
+        fresh = [tuning_sets(v, m, config.seed, config.n_tuning_sets, stage=1) for v in variants]
+        validation = loss_of(build, variants, fresh, criterion)(phi)[criterion]  # Algorithm 3
+        per_m.append({"M": m, "best_params": phi, "objective": float(rows[best][criterion]),
+                      "validation": validation})
+        tables.append(pd.DataFrame(rows).assign(M=m, best_of_m=np.arange(len(rows)) == best))
+    signed = [float(r["validation"]) * (1.0 if larger_is_better else -1.0) for r in per_m]
+    star = int(np.nanargmax(signed))  # the first best M
+    table = pd.concat(tables, ignore_index=True)
+    provenance = {**config.describe(n_classes), "per_m": per_m, "m_star": per_m[star]["M"]}
+    return dict(per_m[star]["best_params"]), table, float(per_m[star]["validation"]), provenance
+
+
+def tune_paper(
+    build: Callable[[Mapping[str, Any]], Detector],
+    dims: Mapping[str, Dimension],
+    id_val: Activations,
+    ood_val: Activations | None,
+    fit: Activations | None,
+    model: Any,
+    criterion: str | None,
+    search: str,
+    detector: str,
+    opts: Mapping[str, Any],
+) -> Any:
+    """``oodbench.tune(..., protocol="held_out_paper")``: a ``TuneResult`` whose detector is
+    phi*_{M*} fitted on ``fit`` through the original network (Algorithm 4); ``best_value`` is
+    l_hat(phi*_{M*} | M*); ``table`` every point of every M's search (columns ``M``,
+    ``best_of_m``, ``best``); ``provenance`` the settings, every M's phi*, l and l_hat, M*."""
+    from oodbench.tune import TuneResult, _resolve_criterion
+    from oodbench.tune.dispatch import best_row
+    from oodbench.tune.optuna_search import bayes_search
+
+    if ood_val is not None:
+        raise InvalidInputError(
+            "tune: protocol='held_out_paper' simulates OOD with withheld ID classes and takes no "
+            "ood_val; pass ood_val=None (or use protocol='ood_val')")
+    if fit is None:
+        raise InvalidInputError(
+            "tune: protocol='held_out_paper' trains variants on labelled ID training activations: "
+            "pass fit=train_activations")
+    settings = as_protocol(opts["held_out"])
+    name, larger = _resolve_criterion(criterion, with_ood=True)
+    points = grid_points(dims) if search == "grid" else []  # type: ignore[arg-type]
+    for point in points:  # every value checked before anything is trained
+        build(point)
+    trials = 50 if opts["n_trials"] is None else opts["n_trials"]
+    seed, study = opts["seed"], opts["study_name"]
+
+    def run_search(objective: Callable[[Mapping[str, Any]], dict[str, float]], m: int
+                   ) -> list[dict[str, Any]]:
+        if search == "grid":
+            return [{**p, **objective(p), "status": "ok"} for p in points]
+        signature = {"detector": detector, "space": {k: repr(v) for k, v in dims.items()},
+                     "protocol": "held_out_paper", "M": m, "criterion": name,
+                     "settings": settings.describe(len(fit_classes(fit)))}
+        return bayes_search(objective, dims, sampler=search, criterion=name, larger_is_better=larger,
+                            n_trials=trials, seed=seed + m, storage=opts["storage"],
+                            study_name=f"{study}-M{m}" if study else None, signature=signature,
+                            progress=opts["progress"])
+
+    phi, table, value, provenance = run(build, dims, fit, id_val, model, settings=settings,
+                                        criterion=name, larger_is_better=larger,
+                                        search=run_search, best_row=best_row)
+    table["best"] = (table["M"] == provenance["m_star"]) & table["best_of_m"]
+    detector_ = build(phi).fit(fit, model, id_val=id_val)  # Algorithm 4: the original network
+    record = {"protocol": "held_out_paper", "search": search, **provenance, "criterion": name}
+    if search != "grid":
+        record.update({"n_trials": trials, "sampler_seed": seed})
+    result = TuneResult(best_params=phi, detector=detector_, table=table, criterion=name,
+                        best_value=float(value), provenance=record)
+    detector_.tuning = result.tuning_record()
+    return result
