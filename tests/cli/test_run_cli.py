@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from oodbench.cli.main import main
 from tests._read_only import read_only, snapshot
 from tests.conftest import REPO
-from tests.run.tiny import add_interrupting_model, add_nan_model, write_tiny_experiment
+from tests.run.tiny import add_model, write_tiny_experiment
 
 
 def invoke(*args: str):
@@ -94,7 +94,7 @@ def test_missing_experiment_and_results_paths(tmp_path):
 
 def test_exit_status_counts_failed_cells(tiny):
     """0 when every cell is ok (or already finished), 1 with the count when any cell failed."""
-    add_nan_model(tiny)  # a second model whose 10 cells fail at run time (NaN logits)
+    add_model(tiny, "nan_cnn")  # a second model whose 10 cells fail at run time (NaN logits)
     result = invoke("run", str(tiny), "--no-progress")
     assert result.exit_code == 1, result.output
     assert "cells: 10 ok, 10 failed" in result.output
@@ -107,7 +107,7 @@ def test_exit_status_counts_failed_cells(tiny):
 def test_ctrl_c_exits_130_with_one_line_saying_what_was_kept(tiny):
     """Issue 23 item 4: Ctrl-C exited 1, the status of "a cell failed"; it is 130, with one line
     that says what was kept and how to resume, and the re-run resumes."""
-    add_interrupting_model(tiny)  # the second model's first forward pass is a Ctrl-C
+    add_model(tiny, "interrupting_cnn")  # the second model's first forward pass is a Ctrl-C
     result = invoke("run", str(tiny), "--no-progress")
     assert result.exit_code == 130, result.output
     lines = [line for line in result.output.splitlines() if line.startswith("interrupted: ")]

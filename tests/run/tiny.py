@@ -40,13 +40,6 @@ def nan_cnn(**options):
     return model
 
 
-def add_nan_model(path: Path) -> None:
-    """Append a second model to the experiment at ``path`` whose cells all fail at run time."""
-    with open(path, "a", encoding="utf-8") as f:
-        f.write('\n[[models]]\nname = "nan_cnn"\nfactory = "tests.run.tiny:nan_cnn"\n'
-                "options = { num_classes = 3, seed = 0 }\n")
-
-
 def interrupting_cnn(**options):
     """A SmallCNN whose forward pass raises KeyboardInterrupt, as Ctrl-C would."""
     from oodbench.models.small_cnn import SmallCNN
@@ -60,8 +53,9 @@ def interrupting_cnn(**options):
     return model
 
 
-def add_interrupting_model(path: Path) -> None:
-    """Append a second model to the experiment at ``path`` whose first forward pass is a Ctrl-C."""
+def add_model(path: Path, factory: str) -> None:
+    """Append a second 3-class model, ``factory`` of this module (``"nan_cnn"``: its cells all
+    fail at run time; ``"interrupting_cnn"``: its first forward pass is a Ctrl-C)."""
     with open(path, "a", encoding="utf-8") as f:
-        f.write('\n[[models]]\nname = "interrupting_cnn"\nfactory = "tests.run.tiny:interrupting_cnn"\n'
+        f.write(f'\n[[models]]\nname = "{factory}"\nfactory = "tests.run.tiny:{factory}"\n'
                 "options = { num_classes = 3, seed = 0 }\n")
