@@ -22,24 +22,24 @@ from oodbench.errors import Interrupted, OodbenchError
 EXIT_INTERRUPTED = 130
 
 
-def _one_line_warning(message, category, filename, lineno, file=None, line=None):  # type: ignore[no-untyped-def]
-    """``warnings.showwarning`` for the command line: oodbench's own warnings as one line,
-    ``warning: <message>`` (no source path and line); others as Python shows them."""
+def _one_line_warning(message, category, filename, lineno, line=None):  # type: ignore[no-untyped-def]
+    """``warnings.formatwarning`` for the command line: oodbench's own warnings as one line,
+    ``warning: <message>`` (no source path and line); others as Python formats them."""
     if not category.__module__.startswith("oodbench"):
-        return _PYTHON_SHOWWARNING(message, category, filename, lineno, file, line)
-    click.secho(f"warning: {message}", fg="yellow", err=True)
+        return _PYTHON_FORMATWARNING(message, category, filename, lineno, line)
+    return f"warning: {message}\n"
 
 
-_PYTHON_SHOWWARNING = warnings.showwarning
+_PYTHON_FORMATWARNING = warnings.formatwarning
 
 
 class _FriendlyGroup(click.Group):
     def invoke(self, ctx: click.Context):  # type: ignore[override]
+        previous = warnings.formatwarning  # (a recorder such as pytest.warns still records)
+        if not os.environ.get("OODBENCH_DEBUG"):
+            warnings.formatwarning = _one_line_warning
         try:
-            with warnings.catch_warnings():
-                if not os.environ.get("OODBENCH_DEBUG"):
-                    warnings.showwarning = _one_line_warning
-                return super().invoke(ctx)
+            return super().invoke(ctx)
         except OodbenchError as err:
             if os.environ.get("OODBENCH_DEBUG"):
                 raise
@@ -52,6 +52,8 @@ class _FriendlyGroup(click.Group):
                 "what finished is kept; run the same command again to resume")
             click.secho(f"interrupted: {kept}", fg="yellow", err=True)
             sys.exit(EXIT_INTERRUPTED)
+        finally:
+            warnings.formatwarning = previous
 
 
 @click.group(cls=_FriendlyGroup, context_settings={"help_option_names": ["-h", "--help"]})

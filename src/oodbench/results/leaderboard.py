@@ -76,7 +76,8 @@ def detector_labels(rows: pd.DataFrame, results: pd.DataFrame | None = None) -> 
     made = (results.drop_duplicates(KEYS).set_index(KEYS)[columns] if columns and results is not None
             else None)
     labels = []
-    for key in zip(*(rows[k] for k in KEYS)):
+    models = rows["model"] if "model" in rows.columns else pd.Series("", index=rows.index)
+    for key in zip(models, rows["detector"], rows["hyperparams"]):
         name, hyperparams = str(key[1]), json.loads(str(key[2]))
         notes = {c: "" for c in ("preset", "fit_data", "tuning")}
         if made is not None and key in made.index:
