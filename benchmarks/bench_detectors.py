@@ -5,6 +5,8 @@ pytorch-ood 0.4.0's implementation on the same arrays.
     .venv/bin/python benchmarks/bench_detectors.py --quick    # every row count / 10
     .venv/bin/python benchmarks/bench_detectors.py --only react,dice --budget 120  # update rows
     .venv/bin/python benchmarks/bench_detectors.py --quick --repeat 3   # best of 3 per side
+    .venv/bin/python benchmarks/bench_detectors.py --quick --setting busy   # 2 spinning neighbours
+    .venv/bin/python benchmarks/bench_detectors.py --table    # the three settings side by side
 
 Full size: 50,000 scored rows x 2,048 features, 1,000 classes, a 100,000-row training bank,
 float32 (what the extraction cache holds for a ResNet-50 on ImageNet); feature-map detectors
@@ -24,7 +26,20 @@ timed as part of pytorch-ood's ViM fit. Each measurement has a time budget (``--
 seconds, enforced with SIGALRM between Python-level steps): a run over budget is reported as
 such.
 
-Prints a table and writes ``benchmarks/results/bench_detectors.json``. Timings are wall-clock
+Three settings (``--setting``), each written to its own file
+``benchmarks/results/bench_detectors_<setting>.json``: ``one-thread`` (torch and every BLAS
+limited to one thread), ``default`` (each library's own thread counts, nothing else started)
+and ``busy`` (the default thread counts, with ``--neighbours`` processes spinning
+``while True: pass`` beside the benchmark for its whole run, started and stopped by it, at its
+own niceness: other work holding the cores, as DataLoader workers or a second job do).
+``--table`` prints the three side by side from those files. This machine is shared, so
+``default`` is not an idle machine either: each file records the load averages before and after
+and per detector.
+
+For the detectors of logits alone, pytorch-ood is timed both in batches and in one call on all
+rows (its faster way when the logits are cached), and the better of the two is kept.
+
+Prints a table and writes ``benchmarks/results/bench_detectors.json`` (without ``--setting``). Timings are wall-clock
 seconds of one run on this machine (``--clock cpu``: CPU seconds of this process; ``--repeat``:
 the best of several), with the thread counts and the machine's load averages before and after
 in the JSON; nothing here is a unit test. ``--threads 1`` limits torch and the BLAS of NumPy,
@@ -39,6 +54,8 @@ import json
 import os
 import platform
 import signal
+import subprocess
+import sys
 import time
 import traceback
 from collections.abc import Callable
@@ -54,7 +71,10 @@ from oodbench.detectors import available, create
 from oodbench.extract.activations import Activations
 
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_detectors.json"
+SETTINGS = ("one-thread", "default", "busy")
 POOD_BATCH = 128
+#: pytorch-ood detectors of logits alone: also timed in one call on every row
+POOD_ONE_CALL = {"msp", "maxlogit", "entropy", "energy", "gen", "klm", "temperature_scaling"}
 FULL = {"n_test": 50_000, "n_train": 100_000, "n_map": 2_000, "dim": 2048, "classes": 1000,
         "map_hw": 7}
 
@@ -173,8 +193,9 @@ POOD_SETTINGS = {  # our name -> (pytorch-ood class, what it eats)
 }
 
 
-def pytorch_ood(name: str, train: Activations, test: Activations):
-    """(fit, score) closures of pytorch-ood's counterpart of ``name`` on the same arrays."""
+def pytorch_ood(name: str, train: Activations, test: Activations, batch: int | None = POOD_BATCH):
+    """(fit, score) closures of pytorch-ood's counterpart of ``name`` on the same arrays, scoring
+    in batches of ``batch`` rows (``None``: one call on every row)."""
     import pytorch_ood.detector as P
 
     w, b = torch.from_numpy(test.head_weight), torch.from_numpy(test.head_bias)
@@ -190,9 +211,10 @@ def pytorch_ood(name: str, train: Activations, test: Activations):
     def head(x: torch.Tensor) -> torch.Tensor:
         return fc(x.flatten(1)) if x.ndim == 4 else fc(x)
 
+    step = batch or len(test)
+
     def batched(predict: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor):
-        return lambda: torch.cat([predict(x[i : i + POOD_BATCH])
-                                  for i in range(0, len(x), POOD_BATCH)])
+        return lambda: torch.cat([predict(x[i : i + step]) for i in range(0, len(x), step)])
 
     nothing = lambda: None  # noqa: E731
     logit_dets = {"msp": lambda: P.MaxSoftmax(None), "maxlogit": lambda: P.MaxLogit(None),
@@ -242,14 +264,82 @@ def pytorch_ood(name: str, train: Activations, test: Activations):
     raise KeyError(name)
 
 
+def better(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """The faster of two timings of one side (fit + score), each recording its batching."""
+    def total(t: dict[str, Any]) -> float:
+        return t["fit_s"] + t["score_s"] if t["status"] == "ok" else float("inf")
+
+    return a if total(a) <= total(b) else b
+
+
+# -- busy neighbours ------------------------------------------------------------------------
+#: a neighbour: spin for at most the given seconds (so none outlives a killed benchmark long)
+SPIN = "import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end:\n    pass"
+
+
+@contextmanager
+def busy_neighbours(count: int, seconds: float):
+    """``count`` processes spinning beside this one (at its niceness) while the block runs."""
+    procs = [subprocess.Popen([sys.executable, "-c", SPIN.format(seconds=seconds)])
+             for _ in range(count)]
+    try:
+        time.sleep(1.0)  # let them start spinning
+        yield
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait()
+
+
 # -- main ---------------------------------------------------------------------------------
 def fmt(value: Any) -> str:
     return "" if value is None else f"{value:.3f}"
 
 
+def setting_path(setting: str) -> Path:
+    return RESULTS.with_name(f"bench_detectors_{setting.replace('-', '_')}.json")
+
+
+def total_s(side: dict[str, Any] | None) -> str:
+    """fit + score seconds of one side, or why there is none."""
+    if not side:
+        return ""
+    if side.get("status") != "ok":
+        return side.get("status", "")
+    return f"{side['fit_s'] + side['score_s']:.3f}"
+
+
+def settings_table() -> None:
+    """The three settings' files as one markdown table: fit + score seconds per library."""
+    runs = {s: json.loads(setting_path(s).read_text()) for s in SETTINGS if setting_path(s).exists()}
+    if not runs:
+        raise SystemExit(f"no results yet: run with --setting one of {SETTINGS}")
+    header = " | ".join(f"{s}: oodbench | {s}: pytorch-ood" for s in runs)
+    print(f"| detector | {header} |")
+    print("|---|" + "---|" * (2 * len(runs)))
+    by_setting = {s: {r["detector"]: r for r in run["rows"]} for s, run in runs.items()}
+    for name in sorted({n for rows in by_setting.values() for n in rows}):
+        cells = []
+        for s in runs:
+            row = by_setting[s].get(name, {})
+            cells += [total_s(row.get("ours")), total_s(row.get("pytorch_ood"))]
+        print(f"| {name} | " + " | ".join(cells) + " |")
+    for s, run in runs.items():
+        m = run["machine"]
+        print(f"{s}: torch threads {m['torch_threads']}, neighbours {run.get('neighbours', 0)}, "
+              f"load before {m['load_average_1_5_15min_before']}, after "
+              f"{m['load_average_1_5_15min_after']}")
+
+
 def main() -> None:
+    import sympy  # noqa: F401  (torch imports it lazily: a budget alarm inside that import would
+    # leave it half-imported for every later measurement)
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="every row count / 10")
+    parser.add_argument("--divide", type=int, default=None,
+                        help="every row count / this (--quick is --divide 10)")
     parser.add_argument("--only", default="", help="comma-separated detector names")
     parser.add_argument("--budget", type=float, default=None,
                         help="seconds per measurement (default 900 full, 300 quick)")
@@ -260,8 +350,22 @@ def main() -> None:
                         help="threads of torch and of the BLAS/OpenMP pools NumPy, SciPy and faiss "
                              "use (threadpoolctl); default: each library's own")
     parser.add_argument("--no-pytorch-ood", action="store_true")
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--setting", choices=SETTINGS, default=None,
+                        help="one-thread (= --threads 1), default, or busy (default threads with "
+                             "--neighbours spinning processes); writes bench_detectors_<setting>.json")
+    parser.add_argument("--neighbours", type=int, default=os.cpu_count() or 1,
+                        help="spinning processes beside the benchmark with --setting busy")
+    parser.add_argument("--table", action="store_true",
+                        help="print the three settings' results side by side and exit")
+    parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
+    if args.table:
+        settings_table()
+        return
+    if args.setting == "one-thread":
+        args.threads = 1
+    args.out = args.out or (setting_path(args.setting) if args.setting else RESULTS)
+    neighbours = args.neighbours if args.setting == "busy" else 0
 
     global clock
     clock = CLOCKS[args.clock]
@@ -273,9 +377,9 @@ def main() -> None:
         threadpool_limits(args.threads)  # in force for the rest of the process
     load_before = os.getloadavg()
     sizes = dict(FULL)
-    if args.quick:
-        sizes.update({k: sizes[k] // 10 for k in ("n_test", "n_train", "n_map")})
-    seconds = args.budget or (300.0 if args.quick else 900.0)
+    divide = args.divide or (10 if args.quick else 1)
+    sizes.update({k: sizes[k] // divide for k in ("n_test", "n_train", "n_map")})
+    seconds = args.budget or (300.0 if divide > 1 else 900.0)
     rng = np.random.default_rng(0)
     t0 = time.perf_counter()
     head = make_head(sizes["classes"], sizes["dim"], rng)
@@ -285,7 +389,16 @@ def main() -> None:
     print(f"generated arrays in {time.perf_counter() - t0:.1f} s: {sizes}", flush=True)
 
     wanted = {n for n in args.only.split(",") if n}
-    rows = []
+    rows: list[dict[str, Any]] = []
+    with busy_neighbours(neighbours, seconds=4 * 3600):
+        run_all(args, wanted, seconds, train, test, maps, rows)
+    print_table(rows)
+    write(args, wanted, sizes, seconds, load_before, neighbours, rows)
+
+
+def run_all(args: argparse.Namespace, wanted: set[str], seconds: float, train: Activations,
+            test: Activations, maps: Activations, rows: list[dict[str, Any]]) -> None:
+    """Time every detector on both sides, appending one row each to ``rows``."""
     for info in available():
         name, needs = info["name"], set(info["requires"])
         if wanted and name not in wanted:
@@ -301,14 +414,21 @@ def main() -> None:
         row["rows_scored"] = len(scored)
         row["ours"] = timed(lambda name=name, s=scored: ours(name, train, s), seconds, args.repeat)
         if name in POOD_SETTINGS and not args.no_pytorch_ood:
-            row["pytorch_ood"] = {"class": POOD_SETTINGS[name], **timed(
+            theirs = {"batch": POOD_BATCH, **timed(
                 lambda name=name, s=scored: pytorch_ood(name, train, s), seconds, args.repeat)}
+            if name in POOD_ONE_CALL:
+                theirs = better(theirs, {"batch": "all rows", **timed(
+                    lambda name=name, s=scored: pytorch_ood(name, train, s, None), seconds,
+                    args.repeat)})
+            row["pytorch_ood"] = {"class": POOD_SETTINGS[name], **theirs}
         rows.append(row)
         mine, theirs = row["ours"], row.get("pytorch_ood", {})
         print(f"{name:22s} ours fit {fmt(mine['fit_s']):>9s} score {fmt(mine['score_s']):>9s}"
               f" [{mine['status']}]   pytorch-ood fit {fmt(theirs.get('fit_s')):>9s} score "
               f"{fmt(theirs.get('score_s')):>9s} [{theirs.get('status', '-')}]", flush=True)
 
+
+def print_table(rows: list[dict[str, Any]]) -> None:
     print("\n| detector | rows scored | fit s | score s | pytorch-ood | fit s | score s | note |")
     print("|---|---|---|---|---|---|---|---|")
     for row in rows:
@@ -320,7 +440,11 @@ def main() -> None:
               f"{fmt(mine.get('score_s'))} | {theirs.get('class', '')} | "
               f"{fmt(theirs.get('fit_s'))} | {fmt(theirs.get('score_s'))} | {'; '.join(notes)} |")
 
-    mode = "quick" if args.quick else "full"
+
+def write(args: argparse.Namespace, wanted: set[str], sizes: dict[str, int], seconds: float,
+          load_before: tuple[float, float, float], neighbours: int,
+          rows: list[dict[str, Any]]) -> None:
+    mode = "full" if sizes == FULL else "quick" if args.quick else f"rows / {args.divide}"
     if wanted and args.out.exists():  # --only updates those rows of an earlier run of this mode
         earlier = json.loads(args.out.read_text())
         if earlier.get("mode") == mode and earlier.get("sizes") == sizes:
@@ -334,6 +458,8 @@ def main() -> None:
         "budget_s": seconds,
         "repeat": args.repeat,
         "clock": args.clock,
+        "setting": args.setting,
+        "neighbours": neighbours,
         "backend": str(compute.current()),
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
                     "torch_threads": torch.get_num_threads(), "torch": torch.__version__,

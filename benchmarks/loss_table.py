@@ -35,12 +35,15 @@ Each (loss, seed) is cached by content (recipe, data fingerprint, loss, options,
 last epoch) and, once evaluated, the logits and the record, so an interrupted study continues
 where it stopped. Nothing is tuned to match the paper. Writes
 ``benchmarks/results/loss_table.json`` (``loss_table_quick.json``, ``loss_table_<recipe>.json``
-for another recipe) after every run, with the machine's load average and the wall time.
+for another recipe) after every run, with the machine's load average, this process's wall time
+and when the first and the last run finished (runs read back from the cache keep the time they
+were written, so a study resumed or split over workers keeps its wall clock).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import fcntl
 import json
 import os
@@ -90,7 +93,8 @@ def load_data(root: Path, train_per_class: int | None, test_per_class: int | Non
     far_source = ImageFolder(packed) if packed.is_dir() else ImageNetVal(root / "imagenet-val-1300")
     far = tensor_images(far_source, size=32, name="imagenet-val-1300@32px")
     far = TensorImages(far.images, torch.full((len(far),), -1), (), far.name)
-    return {"train": train.split(ID)[0], "id": id_test, "near": near, "far": far}
+    return {"train": train.select(ID, "cifar10-train[id]"), "id": id_test, "near": near,
+            "far": far}
 
 
 def scores(logits: np.ndarray, name: str) -> np.ndarray:
@@ -119,17 +123,24 @@ def one_run(recipe_name: str, data: dict[str, TensorImages], loss: str, seed: in
     folder = cache_dir() / "loss_table" / key
     record_file, logits_file = folder / "record.json", folder / "logits.npz"
     if record_file.is_file() and logits_file.is_file():
-        return json.loads(record_file.read_text())
+        return _read_record(record_file)
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / "lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another worker on this run: wait, then read it back
         if record_file.is_file() and logits_file.is_file():
-            return json.loads(record_file.read_text())
-        return _train_and_evaluate(recipe, data, loss, seed, device, key, folder)
+            return _read_record(record_file)
+        _train_and_evaluate(recipe, data, loss, seed, device, key, folder)
+        return _read_record(record_file)
+
+
+def _read_record(file: Path) -> dict[str, Any]:
+    """A finished run's record, with the time it was written (a study's wall clock)."""
+    finished = datetime.datetime.fromtimestamp(file.stat().st_mtime, datetime.timezone.utc)
+    return {**json.loads(file.read_text()), "finished_at": finished.isoformat(timespec="seconds")}
 
 
 def _train_and_evaluate(recipe: Recipe, data: dict[str, TensorImages], loss: str, seed: int,
-                        device: str, key: str, folder: Path) -> dict[str, Any]:
+                        device: str, key: str, folder: Path) -> None:
     record_file, logits_file = folder / "record.json", folder / "logits.npz"
     result = train_recipe(recipe, data["train"], loss=loss, loss_options=LOSSES[loss], seed=seed,
                           device=device, out=folder / "checkpoint",
@@ -143,7 +154,6 @@ def _train_and_evaluate(recipe: Recipe, data: dict[str, TensorImages], loss: str
               **evaluate(logits, data["id"].labels.numpy())}
     np.savez(logits_file, **logits)
     record_file.write_text(json.dumps(record, indent=1))
-    return record
 
 
 def _stat(values: list[float]) -> dict[str, Any]:
@@ -296,6 +306,8 @@ def main() -> None:
                 "threads": torch.get_num_threads(), "load_average_start": load_start,
                 "load_average_now": os.getloadavg(),
                 "wall_seconds": time.perf_counter() - t0, "failed": failed,
+                "runs_finished_between": [min(r["finished_at"] for r in runs),
+                                          max(r["finished_at"] for r in runs)],
                 "runs": runs, "per_loss": summarise(runs),
                 "comparisons_with_ce": compare_with_ce(runs),
             }, indent=1))

@@ -85,3 +85,66 @@ def test_the_stand_in_gpu_catches_device_mistakes():
         assert on_device.device == device
         np.testing.assert_array_equal(compute.to_host(on_device), [2.0] * 4)
         assert float(on_device.sum() + torch.tensor(1.0)) == 9.0  # 0-d host tensors are fine
+
+
+@pytest.fixture
+def two_threads():
+    """torch with two intra-op threads (so that run_chunks uses its workers), restored after."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_run_chunks_spreads_chunks_over_single_threaded_workers(two_threads):
+    """Each chunk runs once, off the calling thread, with one intra-op thread (so no torch op
+    opens a parallel region), seeing the caller's backend and grad mode; the caller keeps its
+    own thread count."""
+    import threading
+
+    seen: dict[int, tuple[int, int, str, bool]] = {}
+    out = np.zeros(1000)
+
+    def fn(rows: slice) -> None:
+        seen[rows.start] = (threading.get_ident(), torch.get_num_threads(),
+                            str(compute.current().chunk_bytes), torch.is_grad_enabled())
+        out[rows] += np.arange(rows.start, rows.stop)
+
+    with compute.use("numpy", chunk_bytes=4 * 10 * 7), torch.no_grad():
+        backend = compute.current()
+        backend.run_chunks(backend.rows(1000, 10), fn)
+    np.testing.assert_array_equal(out, np.arange(1000))  # every row once
+    assert sorted(seen) == list(range(0, 1000, 7))
+    assert {ident for ident, *_ in seen.values()}.isdisjoint({threading.get_ident()})
+    assert {(threads, chunk, grad) for _, threads, chunk, grad in seen.values()} == {(1, "280", False)}
+    assert torch.get_num_threads() == 2
+
+
+def test_run_chunks_runs_in_order_here_with_one_thread_or_under_a_mode():
+    """One torch thread, or a thread-local torch mode (the stand-in GPU's checks): in order, in
+    the calling thread."""
+    import threading
+
+    threads = torch.get_num_threads()
+    order: list[tuple[int, int]] = []
+    fn = lambda rows: order.append((rows.start, threading.get_ident()))  # noqa: E731
+    backend = compute.resolve("numpy", chunk_bytes=4 * 10 * 7)
+    try:
+        torch.set_num_threads(1)
+        backend.run_chunks(backend.rows(100, 10), fn)
+        torch.set_num_threads(2)
+        with fake_device():
+            backend.run_chunks(backend.rows(100, 10), fn)
+    finally:
+        torch.set_num_threads(threads)
+    assert order == [(s, threading.get_ident()) for s in range(0, 100, 7)] * 2
+
+
+def test_run_chunks_raises_a_chunks_error(two_threads):
+    def fn(rows: slice) -> None:
+        if rows.start == 21:
+            raise ValueError("chunk 21")
+
+    backend = compute.resolve("numpy", chunk_bytes=4 * 10 * 7)
+    with pytest.raises(ValueError, match="chunk 21"):
+        backend.run_chunks(backend.rows(100, 10), fn)

@@ -204,12 +204,13 @@ def benchmark(
         fit_acts = fit_data if isinstance(fit_data, Activations) else extract(
             classifier, fit_data, capture=("logits", "features"), **options)
     start = time.perf_counter()
-    wide = bench.run(classifier, dets, fit_activations=fit_acts, **options)
+    measured = bench.measure(classifier, dets, fit_activations=fit_acts, **options)
+    wide = measured.rows
     seconds = time.perf_counter() - start
     wide.insert(0, "model", classifier.spec)
     wide.insert(2, "kappa", [_kappa_or_empty(d, kappa_for) for d in wide["detector"]])
     if out is not None:
-        _keep(wide, bench, dets, classifier.spec, Path(out), seconds)
+        _keep(wide, bench, measured.scores, dets, classifier.spec, Path(out), seconds)
     return wide[wide["level"].isin(chosen)].reset_index(drop=True)
 
 
@@ -227,8 +228,8 @@ def _identity(data: Source | Activations) -> str:
     return str(data.meta.get("source_fingerprint", f"{len(data)} activations"))
 
 
-def _keep(wide: pd.DataFrame, bench: Any, dets: Sequence[Detector], model: str, out: Path,
-          seconds: float) -> None:
+def _keep(wide: pd.DataFrame, bench: Any, scores: Mapping[tuple[str, str], Any],
+          dets: Sequence[Detector], model: str, out: Path, seconds: float) -> None:
     """Append the rows (one cell per detector) and the scores to the results folder ``out``."""
     import hashlib
 
@@ -246,7 +247,7 @@ def _keep(wide: pd.DataFrame, bench: Any, dets: Sequence[Detector], model: str, 
         long = results_table.from_wide(
             rows.drop(columns=["model", "kappa"]).assign(seed=np.int64(bench.seed)), model=model,
             benchmark="cood", cell=key, seconds=seconds, time=results_table.now())
-        scores = bench.scores_.get((det.name, hp))
-        if scores is not None:
-            table.save_scores(key, *scores)
+        kept = scores.get((det.name, hp))
+        if kept is not None:
+            table.save_scores(key, *kept)
         table.append(long)

@@ -30,20 +30,27 @@ from pathlib import Path
 
 import pandas as pd
 
-from oodbench.data.demo import KINDS, demo_data
+from oodbench.data.demo import demo_data
+from oodbench.demo_benchmarks import (
+    COOD_NAME,
+    DEMO_LEVELS,
+    DEMO_WINDOW,
+    FAR_NAME,
+    N_ID_CLASSES,
+    benchmark_tables,
+)
 from oodbench.extract.runtime import torch_threads
 from oodbench.models.small_cnn import train_small_cnn
 
-DEMO_WINDOW = 1
-DEMO_LEVELS = 4
+__all__ = ["COOD_NAME", "DEMO_K", "DEMO_LEVELS", "DEMO_WINDOW", "FAR_NAME", "N_ID_CLASSES",
+           "DemoResult", "benchmark_tables", "experiment_text", "run_demo"]
+
 #: the ID training digits the detectors fit on (60 % of digits 0-5)
 N_FIT_BANK = 650
 #: KNN's and NNGuide's k on that bank: under 1 % of it (LargeKWarning), as the papers' share
 DEMO_K = 5
-N_ID_CLASSES = 6
+
 WEIGHTS = "small_cnn.safetensors"
-COOD_NAME = "C-OOD (held-out digits 6-9)"
-FAR_NAME = "letters, photos, textures, noise"
 
 
 @dataclass(frozen=True)
@@ -57,27 +64,6 @@ class DemoResult:
     skipped_detectors: tuple[str, ...]  # registered detectors that do not apply (CLIP, MOS)
     loss_results: pd.DataFrame  # the loss comparison (one model per training loss)
     loss_report_html: Path
-
-
-def benchmark_tables(seed: int) -> str:
-    """The demo's two ``[[benchmarks]]`` tables (C-OOD on the held-out digits, the far sets)."""
-    groups = "\n".join(
-        f'groups.{name} = {{ demo = "{name}", seed = {seed}, kind = "{kind}" }}'
-        for name, kind in KINDS.items()
-    )
-    return f"""[[benchmarks]]
-type = "cood"
-name = "{COOD_NAME}"
-pool = {{ demo = "pool", seed = {seed} }}
-window = {DEMO_WINDOW}       # classes per severity level (the paper: 1000 of ~10,000)
-n_levels = {DEMO_LEVELS}     # 4 held-out classes -> 4 levels, easiest to hardest
-seed = {seed}
-
-[[benchmarks]]
-type = "custom"
-name = "{FAR_NAME}"
-{groups}
-"""
 
 
 def experiment_text(seed: int) -> str:

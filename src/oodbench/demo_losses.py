@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from oodbench.demo import N_ID_CLASSES, benchmark_tables
+from oodbench.demo_benchmarks import N_ID_CLASSES, benchmark_tables
 
 #: the losses of Spratling & Schütt's table (arXiv 2501.12191), with their default options
 LOSSES = ("ce", "logitnorm", "hem", "mm", "dice")

@@ -25,6 +25,10 @@ class ConfigError(InvalidInputError):
     field and the fix (see :mod:`oodbench.schema`)."""
 
 
+class ExperimentError(ConfigError):
+    """The experiment file is invalid; the message names the file, the field and the fix."""
+
+
 class NonFiniteError(InvalidInputError):
     """NaN (or, where not allowed, inf) values in scores, logits or features."""
 

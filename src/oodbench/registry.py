@@ -7,15 +7,20 @@ from typing import Any, TypeVar
 from oodbench.errors import UnknownNameError
 
 C = TypeVar("C")
+T = TypeVar("T", bound=type)
 
 
 class Registry(dict[str, type[C]]):
     """The classes of one kind (``"detector"``, ``"loss"``) under their ``name`` attribute: a
     dict of name -> class that checks what is added and explains a name it lacks."""
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, *, declares: tuple[str, frozenset[str]] | None = None) -> None:
+        """``declares``: ``(attribute, allowed values)``, a set-valued class attribute every
+        entry declares (a detector's ``requires``, a benchmark kind's ``needs``), checked on
+        :meth:`add`."""
         super().__init__()
         self.kind = kind
+        self.declares = declares
 
     def add(self, cls: type[C]) -> None:
         """Register ``cls`` under ``cls.name`` (``TypeError`` for a missing or taken name)."""
@@ -24,7 +29,18 @@ class Registry(dict[str, type[C]]):
             raise TypeError(f"{cls.__name__} must set the class attribute 'name'")
         if self.get(name, cls) is not cls:
             raise TypeError(f"{self.kind} name {name!r} registered twice")
+        if self.declares is not None:
+            attribute, allowed = self.declares
+            unknown = set(getattr(cls, attribute)) - allowed
+            if unknown:
+                raise TypeError(f"{cls.__name__}.{attribute}: unknown {sorted(unknown)}; use "
+                                f"{sorted(allowed)}")
         self[name] = cls
+
+    def register(self, cls: T) -> T:
+        """Class decorator: :meth:`add` ``cls`` and return it."""
+        self.add(cls)
+        return cls
 
     def lookup(self, name: str) -> type[C]:
         """The class registered as ``name`` (``UnknownNameError`` with the closest names)."""

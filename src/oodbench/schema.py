@@ -1,4 +1,7 @@
-"""One schema mechanism for every configuration file (experiments, training): pydantic models.
+"""One schema mechanism for every configuration file: pydantic models and one TOML reader.
+
+Experiments, training configs, benchmark specs, detector presets and the dataset catalogue are
+all parsed by :func:`loads_toml` (files: :func:`read_toml`).
 
 A configuration section is a :class:`Schema` (a frozen pydantic model); a file is read with
 :func:`read_toml` and validated with :func:`parse`::
@@ -38,7 +41,7 @@ from pydantic import (
     model_validator,
 )
 
-from oodbench.errors import ConfigError, MissingDataError
+from oodbench.errors import ConfigError, InvalidInputError, MissingDataError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -51,6 +54,10 @@ ARRAY_SECTIONS = frozenset({"models", "benchmarks", "detectors", "losses"})
 TAG_PREFIX = "type="
 
 M = TypeVar("M", bound=BaseModel)
+
+
+class DeprecatedKeyWarning(FutureWarning):
+    """A configuration file uses a key under its old name (it still works; rename it)."""
 
 
 class At(ValueError):
@@ -212,7 +219,14 @@ def read_toml(
         see = f" (see {example})" if example else ""
         raise MissingDataError(f"{what} {path} does not exist; pass the path of a TOML {what}{see}")
     text = path.read_text(encoding="utf-8")
+    return loads_toml(text, origin=str(path), error=error), text
+
+
+def loads_toml(text: str, *, origin: str, error: type[InvalidInputError] = ConfigError
+               ) -> dict[str, Any]:
+    """TOML text as a dict; invalid TOML raises ``error`` naming ``origin`` (a file or the
+    name of a table shipped with the package). The one TOML parser of every config format."""
     try:
-        return tomllib.loads(text), text
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
-        raise error(f"{path}: not valid TOML: {err}") from None
+        raise error(f"{origin}: not valid TOML: {err}") from None

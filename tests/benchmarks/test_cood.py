@@ -514,12 +514,13 @@ def test_id_classes_fit_only_on_id_class_rows(name) -> None:
     those rows by hand."""
     fit, id_test, pool = _class_split()
     bench = CoodBenchmark(id_test, pool, window=1, n_levels=5, id_classes=range(5), seed=0)
-    rows = bench.run(None, [create(name, fit_data="train")], fit_activations=fit)
+    measured = bench.measure(None, [create(name, fit_data="train")], fit_activations=fit)
+    rows = measured.rows
     assert set(rows["fit_data"]) == {"train (id_classes rows)"}
 
     restricted = fit.restrict_classes(np.arange(5))
     by_hand = restricted.subset(np.flatnonzero(np.asarray(restricted.labels) >= 0))
-    id_kappa, level_scores = bench.scores_[(name, rows["hyperparams"].iloc[0])]
+    id_kappa, level_scores = measured.scores[(name, rows["hyperparams"].iloc[0])]
     det = create(name, fit_data="train").fit(by_hand)
     np.testing.assert_allclose(id_kappa, det.score(bench.id_activations_))
     assert rows["auroc"].mean() > 0.95

@@ -44,7 +44,8 @@ def test_clip_through_the_cood_benchmark(tmp_path):
     vocab.write_text("".join(f"noun\tword{i}\n" for i in range(30)) + "".join(f"adj\tadj{i}\n" for i in range(10)))
     detectors = [create("msp"), create("mcm"), create("neglabel", vocabulary=str(vocab), n_groups=2, neg_fraction=0.5)]
     bench = CoodBenchmark(id_test, pool, window=2, n_levels=3, seed=0)
-    table = bench.run(model, detectors, progress=False)
+    measured = bench.measure(model, detectors, progress=False)
+    table = measured.rows
     assert sorted(table["detector"].unique()) == ["mcm", "msp", "neglabel"]
     assert len(table) == 3 * 3
     assert table["auroc"].between(0, 1).all() and np.isfinite(table["fpr95_id"]).all()
@@ -58,7 +59,7 @@ def test_clip_through_the_cood_benchmark(tmp_path):
     pool_kappa = create("msp").score(bench.pool_activations_)
     pool_labels = np.asarray(bench.pool_labels_)[bench.pool_positions_]
     is_test = np.isin(bench.pool_positions_, bench.test_idx_)
-    kept_id, kept_levels = bench.scores_[("msp", "{}")]  # the scores behind the rows
+    kept_id, kept_levels = measured.scores[("msp", "{}")]  # the scores behind the rows
     np.testing.assert_array_equal(kept_id, id_kappa)
     for (_, row), classes in zip(msp_rows.iterrows(), bench.levels_["msp"]):
         level_kappa = pool_kappa[is_test & np.isin(pool_labels, classes)]

@@ -251,9 +251,9 @@ def test_real_images_through_extract(imagenet_val_1300: Path, cifar10_test: Path
 def test_run_keeps_the_scores_behind_its_rows(sets: dict[str, Activations]) -> None:
     ood = {g: sets[g] for g in KINDS}
     bench = OodSetsBenchmark(sets["id"], ood, kinds=KINDS)
-    bench.run(None, [create("msp"), create("energy")])
-    assert set(bench.scores_) == {("msp", "{}"), ("energy", '{"temperature": 1.0}')}
-    id_scores, groups = bench.scores_[("msp", "{}")]
+    scores = bench.measure(None, [create("msp"), create("energy")]).scores
+    assert set(scores) == {("msp", "{}"), ("energy", '{"temperature": 1.0}')}
+    id_scores, groups = scores[("msp", "{}")]
     # float32 exps, float64 result (oodbench.compute): ~1e-7 relative to all-float64 maths
     np.testing.assert_allclose(id_scores, msp(sets["id"]), rtol=1e-6)
     assert set(groups) == set(KINDS)

@@ -74,10 +74,10 @@ def test_like_for_like_needs_the_published_configuration() -> None:
     from oodbench.detectors import create
 
     odin = paper.kappa_for("odin")
-    assert odin.reproduces(create("odin", preset="cood_code", batch_size=8).hyperparams)
-    assert not odin.reproduces(create("odin", preset="cood").hyperparams)  # the ODIN-paper gradient
-    assert not odin.reproduces(create("odin").hyperparams)  # T = 1000
-    assert paper.kappa_for("msp").reproduces({})
+    assert paper.reproduces(odin, create("odin", preset="cood_code", batch_size=8).hyperparams)
+    assert not paper.reproduces(odin, create("odin", preset="cood").hyperparams)  # the ODIN-paper gradient
+    assert not paper.reproduces(odin, create("odin").hyperparams)  # T = 1000
+    assert paper.reproduces(paper.kappa_for("msp"), {})
 
 
 def test_level0_max_logit_leaderboard_is_topped_by_the_file(df, raw) -> None:
@@ -184,7 +184,7 @@ def test_bundled_copy_is_checked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 
     (tmp_path / "_data").mkdir()
     packed = tmp_path / "_data" / paper.BUNDLED_NAME
-    monkeypatch.setattr(paper, "resources", SimpleNamespace(files=lambda _package: tmp_path))
+    monkeypatch.setattr(paper.published, "resources", SimpleNamespace(files=lambda _package: tmp_path))
     packed.write_bytes(lzma.compress(b"model name,severity level\nx,0\n"))
     with pytest.raises(CacheError, match="damaged"):
         paper.bundled_bytes()

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from oodbench.errors import InvalidInputError, MissingDataError
+from oodbench.run.build import build_benchmark, build_source, load_model
 from oodbench.run.experiment import (
     CoodSpec,
     CustomSpec,
@@ -157,10 +158,10 @@ def test_describe_is_json_and_round_trips_the_choices(tmp_path):
 def test_factory_must_return_a_classifier():
     exp = parse_experiment(minimal(models=[{"factory": "collections:OrderedDict"}]))
     with pytest.raises(ExperimentError, match="not an oodbench Classifier; wrap a plain nn.Module"):
-        exp.models[0].load()
+        load_model(exp.models[0])
     exp = parse_experiment(minimal(models=[{"factory": "no_such_module_x:f"}]))
     with pytest.raises(ExperimentError, match="cannot import factory"):
-        exp.models[0].load()
+        load_model(exp.models[0])
 
 
 def test_protocols_at_the_experiment_and_detector_level():
@@ -169,7 +170,7 @@ def test_protocols_at_the_experiment_and_detector_level():
                                               {"name": "entropy", "protocol": ""}],
                                    id={"test": {"digits": [0, 1, 2]}, "val": {"digits": [0, 1, 2]}}))
     assert exp.protocol == "openood" and exp.id_val is not None
-    assert [d.preset(exp.protocol) for d in exp.detectors] == ["openood", "paper", None]
+    assert [d.chosen_preset(exp.protocol) for d in exp.detectors] == ["openood", "paper", None]
     assert exp.describe()["id"]["val"] == {"kind": "digits", "classes": [0, 1, 2]}
     with pytest.raises(ExperimentError, match=r"\[\[detectors\]\] #1.*no 'openood' preset.*protocol = \"\""):
         parse_experiment(minimal(experiment={"name": "t", "protocol": "openood"}, detectors=["entropy"]))
@@ -201,7 +202,7 @@ def test_class_names_and_label_maps_give_the_labels(tmp_path):
     }
     for name, (spec, labels) in cases.items():
         exp = parse_experiment(minimal(id={"test": spec}), base_dir=tmp_path)
-        source = exp.id_test.build()
+        source = build_source(exp.id_test)
         by_id = dict(zip(source.ids, source.labels.tolist()))
         assert [by_id["zebra_pics/0.png"], by_id["apple_pics/0.png"]] == labels, name
     described = parse_experiment(minimal(id={"test": cases["by_map"][0]}), base_dir=tmp_path)
@@ -209,7 +210,7 @@ def test_class_names_and_label_maps_give_the_labels(tmp_path):
     partial = parse_experiment(minimal(id={"test": {"folder": "val", "label_map": {"zebra_pics": 3}}}),
                                base_dir=tmp_path)
     with pytest.raises(InvalidInputError, match=r"no model class index for the classes \['apple_pics'\]"):
-        partial.id_test.build()
+        build_source(partial.id_test)
     with pytest.raises(MissingDataError, match="class_names file .*missing.txt does not exist"):
         parse_experiment(minimal(id={"test": {"folder": "val", "class_names": "missing.txt"}}),
                          base_dir=tmp_path)
@@ -224,7 +225,7 @@ def test_a_folder_with_images_and_a_labels_file_is_read_with_its_labels(tmp_path
         Image.fromarray(np.zeros((4, 4, 3), dtype=np.uint8)).save(tmp_path / "set" / "images" / f"{i}.png")
     (tmp_path / "set" / "labels.txt").write_text("0.png 5\n1.png 7\n2.png 9\n")
     exp = parse_experiment(minimal(id={"test": {"folder": "set"}}), base_dir=tmp_path)
-    assert exp.id_test.build().labels.tolist() == [5, 7, 9]
+    assert build_source(exp.id_test).labels.tolist() == [5, 7, 9]
 
 
 def test_interval_options_of_every_benchmark_type(tmp_path):
@@ -241,7 +242,7 @@ def test_interval_options_of_every_benchmark_type(tmp_path):
     assert (std.ci, std.n_bootstrap) == (True, 0)
     assert cood.describe()["intervals"] == {"ci": True, "n_bootstrap": 200}
     assert "intervals" not in std.describe()  # defaults keep the cell keys of older results
-    bench = cood.build(parse_experiment(data, base_dir=tmp_path).id_test.build())
+    bench = build_benchmark(cood, build_source(parse_experiment(data, base_dir=tmp_path).id_test))
     assert (bench.ci, bench.n_bootstrap) == (True, 200)
     bad = minimal(benchmarks=[{"type": "cood", "pool": {"digits": [9]}, "n_bootstrap": -1}])
     with pytest.raises(ExperimentError, match=r"n_bootstrap: must be 0 \(off\)"):
@@ -249,3 +250,31 @@ def test_interval_options_of_every_benchmark_type(tmp_path):
     typo = minimal(benchmarks=[{"type": "cood", "pool": {"digits": [9]}, "n_boostrap": 10}])
     with pytest.raises(ExperimentError, match="did you mean 'n_bootstrap'"):
         parse_experiment(typo, file="exp.toml")
+
+
+def test_protocol_is_the_deprecated_name_of_preset(tmp_path):
+    """``protocol`` (experiment and detector level) still works, with a warning naming the file
+    and the new key, and plans the very cells ``preset`` does."""
+    import warnings
+
+    from oodbench.run.plan import make_plan
+    from oodbench.schema import DeprecatedKeyWarning
+
+    text = (REPO / "examples" / "experiment.toml").read_text()
+    assert 'preset = "cood_code"' in text
+    old = tmp_path / "old.toml"
+    old.write_text(text.replace('preset = "cood_code"', 'protocol = "cood_code"'))
+    with pytest.warns(DeprecatedKeyWarning, match=r"old.toml: \[\[detectors\]\] 'odin': the key "
+                      r"'protocol' is deprecated; call it 'preset'"):
+        before = load_experiment(old, check_paths=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecatedKeyWarning)
+        now = load_experiment(REPO / "examples" / "experiment.toml", check_paths=False)
+    odin = next(d for d in now.detectors if d.name == "odin")
+    assert odin.preset == "cood_code" == next(d for d in before.detectors if d.name == "odin").preset
+    assert [c.key for c in make_plan(before).cells] == [c.key for c in make_plan(now).cells]
+    with pytest.warns(DeprecatedKeyWarning, match=r"\[experiment\]: the key 'protocol'"):
+        exp = parse_experiment(minimal(experiment={"name": "t", "protocol": "paper"}))
+    assert exp.preset == "paper" == exp.protocol
+    with pytest.raises(ExperimentError, match="give preset only"):
+        parse_experiment(minimal(detectors=[{"name": "knn", "preset": "paper", "protocol": "paper"}]))

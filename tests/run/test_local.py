@@ -16,6 +16,7 @@ from oodbench.detectors import base as detector_base
 from oodbench.detectors.base import Detector
 from oodbench.models.small_cnn import SmallCNN
 from oodbench.results.table import COLUMNS, ResultsTable
+from oodbench.run.build import build_source, load_model
 from oodbench.run.checks import ExperimentCheckError
 from oodbench.run.experiment import parse_experiment
 from tests.run.tiny import n_images, write_tiny_experiment
@@ -289,10 +290,10 @@ def test_presets_and_the_id_val_role_reach_the_rows(tiny):
     assert cells.loc["knn", "preset"] == "" and cells.loc["knn", "fit_data"] == "train"
 
     # react's threshold comes from [id] val: the stored scores are those of a fit on it
-    model = exp.models[0].load()
+    model = load_model(exp.models[0])
     options = {"capture": ("features", "logits"), "progress": False, "device": "cpu"}
-    val = extract(model, exp.id_val.build(), **options)
-    id_test = extract(model, exp.id_test.build(), **options)
+    val = extract(model, build_source(exp.id_val), **options)
+    id_test = extract(model, build_source(exp.id_test), **options)
     det = create("react", preset="openood").fit(None, id_val=val)
     react_cell = ok.loc[ok["detector"] == "react", "cell"].iloc[0]
     id_scores, _ = ResultsTable(tiny.parent / "out-val").load_scores(react_cell)
@@ -342,11 +343,11 @@ def test_unreadable_images_are_kept_with_the_results_and_named_in_the_report(tin
 
 
 def test_the_checked_first_model_is_not_loaded_twice(tiny, monkeypatch):
-    from oodbench.run.experiment import ModelSpec
+    from oodbench.run import build
 
     loads = []
-    real = ModelSpec.load
-    monkeypatch.setattr(ModelSpec, "load", lambda self: loads.append(self.name) or real(self))
+    real = build.load_model
+    monkeypatch.setattr(build, "load_model", lambda spec: loads.append(spec.name) or real(spec))
     data = tiny_data(tiny, ["msp"])
     data["models"].append({**data["models"][0], "name": "second"})
     oodbench.run_experiment(parse_experiment(data, base_dir=tiny.parent), progress=False)

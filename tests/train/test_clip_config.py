@@ -73,3 +73,39 @@ def test_list_losses_shows_cma_and_npos_with_their_papers():
     assert result.exit_code == 0
     for text in ("cma", "lam=0.001", "arXiv 2503.18817", "npos", "k=400", "arXiv 2303.02966"):
         assert text in result.output
+
+
+EXPERIMENT = """[experiment]
+name = "clip-finetuned"
+output = "out"
+device = "cpu"
+batch_size = 16
+
+[[models]]
+name = "npos_clip"
+train = "train.toml"
+
+[id]
+test = { folder = "data/id_test" }
+
+[[benchmarks]]
+type = "custom"
+name = "sets"
+groups.noise = { folder = "data/noise", kind = "far" }
+
+[[detectors]]
+name = "mcm"
+"""
+
+
+def test_an_experiment_benchmarks_the_fine_tuned_model(folder):
+    """`[[models]] train = "train.toml"` with loss npos: trained once, then scored by MCM."""
+    from oodbench.run import run_experiment
+
+    (folder / "train.toml").write_text(CONFIG.format(loss="npos", options=NPOS_OPTIONS))
+    experiment = folder / "clip.toml"
+    experiment.write_text(EXPERIMENT)
+    results = run_experiment(experiment, progress=False, extract_progress=False)
+    ok = results[results["status"] == "ok"]
+    assert set(ok["model"]) == {"npos_clip"} and set(ok["detector"]) == {"mcm"}
+    assert (folder / "run" / "train.json").is_file()

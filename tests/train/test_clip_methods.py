@@ -67,7 +67,11 @@ def test_killed_run_resumes_bit_identical(tmp_path, method):
     done = kill_after_first_checkpoint(["tests.train._clip_run", method, str(out), str(epochs)],
                                        out, pause=0.1, timeout=240)
     assert 1 <= done < epochs, "the kill came too late to test resuming"
+    cache = out / "frozen_blocks" / "tokens.npy"
+    stamp = cache.stat().st_mtime_ns if method == "npos" else None
     resumed = run(method, str(out), epochs)
+    if stamp is not None:  # another process reuses the frozen blocks' cache
+        assert cache.stat().st_mtime_ns == stamp
     straight = run(method, str(tmp_path / "straight"), epochs)
     assert _same(read_state_dict(resumed.weights), read_state_dict(straight.weights))
     assert [h["loss"] for h in resumed.history] == [h["loss"] for h in straight.history]

@@ -8,6 +8,7 @@ import torch.nn.functional as F
 
 from oodbench import detectors
 from oodbench.extract import extract
+from tests.detectors.test_neglabel import _write_vocab
 from tests.losses.test_cma import official
 from tests.train._clip_run import CLASSES, model, run, toy_source
 
@@ -41,6 +42,8 @@ def test_every_parameter_trains_and_the_head_follows_the_text_tower(tmp_path):
 
 
 def test_clip_detectors_score_the_fine_tuned_model(tmp_path):
+    """MCM and NegLabel (CMA's test score; here ungrouped on a small vocabulary) run on the
+    fine-tuned model as on any CLIP model."""
     result = run("cma", str(tmp_path / "det"), epochs=1)
     acts = extract(result.model, toy_source(), cache=False, progress=False, device="cpu",
                    num_workers=0)
@@ -49,3 +52,7 @@ def test_clip_detectors_score_the_fine_tuned_model(tmp_path):
     assert not np.allclose(acts.features, untrained.features)
     scores = detectors.create("mcm").fit(None, result.model).score(acts)
     assert scores.shape == (31,) and np.isfinite(scores).all()
+    vocabulary = _write_vocab(tmp_path, [f"noun{i}" for i in range(30)], ["big", "red", "old"])
+    neglabel = detectors.create("neglabel", vocabulary=vocabulary, n_groups=1, neg_fraction=0.5)
+    scores = neglabel.fit(None, result.model).score(acts)
+    assert scores.shape == (31,) and np.all((scores > 0) & (scores < 1))

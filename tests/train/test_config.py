@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from oodbench.cli.main import main
 from oodbench.run import run_experiment
+from oodbench.run.build import training_key
 from oodbench.train.config import TrainConfigError, read_train_config
 from tests.conftest import REPO
 from tests.run.tiny import write_tiny_experiment
@@ -32,7 +33,7 @@ def test_train_command_trains_once_then_reuses_the_cache(tiny):
     first = invoke("train", str(config), "--no-progress")
     assert first.exit_code == 0, first.output
     runs = list((tiny.parent / "cache" / "train").iterdir())
-    assert len(runs) == 1 and runs[0].name == read_train_config(config).content_key()
+    assert len(runs) == 1 and runs[0].name == training_key(read_train_config(config))
     record = runs[0] / "train.json"
     assert json.loads(record.read_text())["config"]["loss"] == "hem"
     stamp = record.stat().st_mtime_ns
@@ -43,7 +44,7 @@ def test_train_command_trains_once_then_reuses_the_cache(tiny):
     assert f"a new run in {runs[0]}" in " ".join(first.output.split())
     assert f"already finished (3 of 3 epochs) in {runs[0]}" in " ".join(second.output.split())
     config.write_text(config.read_text().replace("seed = 0\ndevice", "seed = 1\ndevice"))
-    assert read_train_config(config).content_key() != runs[0].name  # another seed, another run
+    assert training_key(read_train_config(config)) != runs[0].name  # another seed, another run
 
 
 def test_experiment_model_points_at_a_training_config(tiny):

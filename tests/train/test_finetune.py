@@ -160,11 +160,12 @@ def test_trained_model_gets_a_new_weights_digest(tmp_path):
 def test_checkpoint_of_another_architecture_in_an_experiment(tmp_path):
     """A trained SmallCNN's weights given to a wider SmallCNN in an experiment: one line naming
     the checkpoint and the mismatching shapes."""
-    from oodbench.run.experiment import ModelSpec
+    from oodbench.models.spec import ModelSpec
+    from oodbench.run.build import load_model
 
     res = run(str(tmp_path / "r"), epochs=1)
     spec = ModelSpec(factory="oodbench.models.small_cnn:SmallCNN",
                      options={"num_classes": 6, "width": 32}, weights=res.weights)
     with pytest.raises(ClassCountMismatchError, match="does not fit SmallCNN: .*shape") as err:
-        spec.load()
+        load_model(spec)
     assert "\n" not in str(err.value) and str(res.weights) in str(err.value)

@@ -73,3 +73,13 @@ def test_doe_config_without_outliers_is_a_one_line_error(tmp_path):
                       'options = { num_classes = 2 }\n\n[data]\ntrain = { folder = "train" }\n')
     result = CliRunner().invoke(main, ["train", str(config)], terminal_width=200)
     assert result.exit_code == 2 and "[data].outliers: loss 'doe' needs an outlier source" in result.output
+
+
+def test_oodbench_list_shows_the_methods_with_their_papers():
+    wide = {"terminal_width": 250}
+    losses = CliRunner().invoke(main, ["list", "losses"], **wide).output
+    for text in ("um ", "umap", "doe", "Zhu et al., ICML 2023", "Wang et al., ICLR"):
+        assert text in losses, text
+    dets = CliRunner().invoke(main, ["list", "detectors"], **wide).output
+    for text in ("rp_gradnorm", "rp_msp", "rw_energy", "rw_odin", "mood", "Jiang et", "Li et al."):
+        assert text in dets, text

@@ -31,7 +31,7 @@ def test_estimate_is_the_masked_copys_mean_training_ce():
     model, source = SmallCNN(6, seed=0), DigitsSource(range(6))
     rows = np.arange(len(source))
     estimate = estimate_constraint(
-        Run(model, [model], source, rows, model.transform, 100, 3, torch.device("cpu"), 0, 1, 0), 0.965)
+        Run(model, [model], source, rows, 100, 3, torch.device("cpu"), 0, 1, 0), 0.965)
     copy_ = copy.deepcopy(model)  # the official estimate: random SubnetConv masks, k = 0.965, eval
     for index, (_, layer) in enumerate(masks.maskable_layers(copy_)):
         g = torch.Generator().manual_seed(3 * 100_003 + index)
@@ -56,6 +56,19 @@ def test_um_fine_tunes_with_the_estimated_constraint(tmp_path):
     given = run(str(tmp_path / "given"), epochs=1, loss="um", loss_options={"constraint": 0.7})
     assert given.config["loss_options"]["constraint"] == 0.7
     assert given.config["loss_constraint"] == "given"
+
+
+def test_estimate_ignores_the_training_augmentation(tmp_path):
+    """The constraint is part of the config: a random training transform must not move it."""
+
+    def flip(image):
+        tensor = SmallCNN(6).transform(image)
+        return tensor.flip(-1) if torch.rand(()) < 0.5 else tensor
+
+    first = run(str(tmp_path / "a"), epochs=1, loss="um", transform=flip)
+    torch.manual_seed(123)
+    second = run(str(tmp_path / "b"), epochs=1, loss="um", transform=flip)
+    assert first.config["loss_options"]["constraint"] == second.config["loss_options"]["constraint"]
 
 
 def test_umap_leaves_every_weight_unchanged(tmp_path):

@@ -20,16 +20,19 @@ from pathlib import Path
 from typing import Any
 
 from oodbench.benchmarks.base import Benchmark
+from oodbench.benchmarks.kinds import KINDS, BenchmarkKind, register
+from oodbench.benchmarks.kinds import cood as _cood_kind  # noqa: F401  (the built-in kinds)
+from oodbench.benchmarks.kinds import custom as _custom_kind  # noqa: F401
+from oodbench.benchmarks.kinds import standard as _standard_kind  # noqa: F401
 from oodbench.benchmarks.spec import (
     BenchmarkSpec,
-    build,
+    build_with_options,
     builtin,
     builtin_paths,
     parse_spec,
     read_toml,
 )
 from oodbench.benchmarks.standard import OodSetsBenchmark
-from oodbench.errors import InvalidInputError
 
 COOD_DESCRIPTION = (
     "C-OOD severity benchmark (Galil, Dabbah & El-Yaniv, ICLR 2023): OOD classes from "
@@ -38,13 +41,16 @@ COOD_DESCRIPTION = (
 )
 
 __all__ = [
+    "KINDS",
     "Benchmark",
+    "BenchmarkKind",
     "BenchmarkSpec",
     "OodSetsBenchmark",
     "available",
     "from_spec",
     "from_toml",
     "get",
+    "register",
     "spec",
 ]
 
@@ -73,13 +79,13 @@ def get(name: str, **options: Any) -> Benchmark:
         from oodbench.benchmarks.cood import CoodBenchmark
 
         return CoodBenchmark(**options)
-    return _build(builtin(name), options, base_dir=None)
+    return build_with_options(builtin(name), options, base_dir=None)
 
 
 def from_spec(spec: BenchmarkSpec | Mapping[str, Any], **options: Any) -> OodSetsBenchmark:
     """A benchmark from a spec dict (as read from TOML) or a parsed :class:`BenchmarkSpec`."""
     parsed = spec if isinstance(spec, BenchmarkSpec) else parse_spec(spec)
-    return _build(parsed, options, base_dir=None)
+    return build_with_options(parsed, options, base_dir=None)
 
 
 def from_toml(path: str | os.PathLike[str], **options: Any) -> OodSetsBenchmark:
@@ -92,13 +98,4 @@ def from_toml(path: str | os.PathLike[str], **options: Any) -> OodSetsBenchmark:
     parsed = parse_spec(read_toml(path))
     if parsed.root is None and "root" not in options:
         options = {**options, "root": path.parent}
-    return _build(parsed, options, base_dir=path.parent)
-
-
-def _build(parsed: BenchmarkSpec, options: dict[str, Any], base_dir: Path | None) -> OodSetsBenchmark:
-    unknown = sorted(set(options) - {"root", "paths"})
-    if unknown:
-        raise InvalidInputError(
-            f"benchmark {parsed.name!r} takes the options root= and paths=; got {unknown}"
-        )
-    return build(parsed, root=options.get("root"), paths=options.get("paths"), base_dir=base_dir)
+    return build_with_options(parsed, options, base_dir=path.parent)

@@ -9,7 +9,8 @@ extracts what it needs once through the cache, and evaluates any number of detec
 Each detector that learns statistics is fitted on the ID data its ``fit_data`` names:
 ``fit_activations`` (the ID training set) or ``id_val`` (held-out ID validation data).
 
-``run`` returns a *wide* ``pandas.DataFrame``: one row per (detector, OOD group) with the columns
+``run`` returns a *wide* ``pandas.DataFrame`` (``measure`` returns it with the scores behind
+it and the images its extractions skipped, a :class:`BenchmarkResult`): one row per (detector, OOD group) with the columns
 ``detector``, ``hyperparams`` (a JSON string), ``group``, ``n_id``, ``n_ood``, every key of
 ``oodbench.metrics.evaluate``, the provenance columns ``preset``, ``fit_data`` and ``tuning``
 (``Detector.provenance``) and any benchmark-specific columns (``severity``, ``percentile``,
@@ -21,6 +22,7 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -35,13 +37,28 @@ from oodbench.extract.activations import Activations
 GroupScores = tuple[np.ndarray, dict[str, np.ndarray]]
 
 
+@dataclass(frozen=True)
+class BenchmarkResult:
+    """What one :meth:`Benchmark.measure` produced.
+
+    Attributes:
+        rows: the wide rows (one per detector x OOD group; see the module docstring).
+        scores: ``(detector name, hyperparams JSON) -> (id_scores, {group: ood_scores})``, the
+            scores behind the rows (for histograms and re-analysis).
+        skipped_images: the unreadable images its extractions skipped
+            (:func:`skipped_images`).
+    """
+
+    rows: pd.DataFrame
+    scores: dict[tuple[str, str], GroupScores] = field(default_factory=dict)
+    skipped_images: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
 class Benchmark(ABC):
     """An ID test set against one or more OOD groups.
 
-    After ``run``, ``scores_[(detector name, hyperparams JSON)]`` holds the scores behind its
-    rows: ``(id_scores, {group: ood_scores})`` (for score histograms and re-analysis), and
-    ``skipped_images_`` the unreadable images its extractions skipped (see
-    :func:`skipped_images`).
+    :meth:`measure` returns a :class:`BenchmarkResult` (rows, scores, skipped images);
+    :meth:`run` returns its rows only. A benchmark keeps no scores between calls.
     """
 
     name: str = "benchmark"
@@ -55,27 +72,19 @@ class Benchmark(ABC):
         """The interval keywords ``run`` passes to ``oodbench.metrics.evaluate``."""
         return {"ci": self.ci, "n_bootstrap": self.n_bootstrap, "seed": getattr(self, "seed", 0)}
 
-    @property
-    def skipped_images_(self) -> dict[str, dict[str, Any]]:
-        if not hasattr(self, "_skipped_images"):
-            self._skipped_images: dict[str, dict[str, Any]] = {}
-        return self._skipped_images
-
-    def note_skipped(self, *acts: Activations) -> None:
-        """Record the images that the extractions behind ``acts`` skipped."""
-        self.skipped_images_.update(skipped_images(*acts))
-
-    @property
-    def scores_(self) -> dict[tuple[str, str], GroupScores]:
-        if not hasattr(self, "_scores"):
-            self._scores: dict[tuple[str, str], GroupScores] = {}
-        return self._scores
-
-    def keep_scores(self, det: Detector, id_scores: np.ndarray, groups: dict[str, np.ndarray]) -> None:
-        """Record one detector's scores under ``(name, hyperparams JSON)`` in ``scores_``."""
-        self.scores_[(det.name, hyperparams_json(det))] = (id_scores, groups)
-
     @abstractmethod
+    def measure(
+        self,
+        model: Any,
+        detectors: Sequence[Detector],
+        *,
+        fit_activations: Activations | None = None,
+        id_val: Activations | None = None,
+        **extract_options: Any,
+    ) -> BenchmarkResult:
+        """Evaluate every detector on every OOD group (one wide row per detector x group);
+        detectors are fitted on ``fit_activations`` or ``id_val`` as their ``fit_data`` says."""
+
     def run(
         self,
         model: Any,
@@ -85,12 +94,18 @@ class Benchmark(ABC):
         id_val: Activations | None = None,
         **extract_options: Any,
     ) -> pd.DataFrame:
-        """Evaluate every detector on every OOD group (one wide row per detector x group);
-        detectors are fitted on ``fit_activations`` or ``id_val`` as their ``fit_data`` says."""
+        """The rows of :meth:`measure`."""
+        return self.measure(model, detectors, fit_activations=fit_activations, id_val=id_val,
+                            **extract_options).rows
 
     def evaluate(self, model: Any, detector: Detector, **kwargs: Any) -> pd.DataFrame:
         """``run`` for a single detector."""
         return self.run(model, [detector], **kwargs)
+
+
+def scores_key(det: Detector) -> tuple[str, str]:
+    """The key of a detector's scores in :attr:`BenchmarkResult.scores`."""
+    return det.name, hyperparams_json(det)
 
 
 def detector_list(detectors: Sequence[Detector] | Detector, who: str) -> Sequence[Detector]:
@@ -145,8 +160,9 @@ def needs_role(detectors: Sequence[Detector], role: str) -> bool:
     )
 
 
-def capture_for(detectors: Sequence[Detector]) -> tuple[str, ...]:
-    """What ``extract`` captures for ``detectors``: logits and features always (features cost
+def capture_for(detectors: Sequence[Any]) -> tuple[str, ...]:
+    """What ``extract`` captures for ``detectors`` (or detector configurations: anything with
+    ``requires``): logits and features always (features cost
     nothing next to the forward pass, and one cache entry then serves every later detector of
     the same model and source), plus feature maps when a detector reads them."""
     needs = {"logits", "features"}

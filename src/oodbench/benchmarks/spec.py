@@ -28,7 +28,6 @@ describe OpenOOD's validation splits (for hyper-parameter search).
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,11 +50,7 @@ from oodbench.errors import (
     UnknownNameError,
 )
 from oodbench.extract.activations import Activations
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10 only
-    import tomli as tomllib
+from oodbench.schema import loads_toml
 
 SOURCES = ("imglist", "folder", "imagenet-val")
 TOP_KEYS = frozenset(
@@ -198,10 +193,8 @@ def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
     path = Path(path).expanduser()
     if not path.is_file():
         raise MissingDataError(f"benchmark spec {path} does not exist")
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as err:
-        raise InvalidInputError(f"benchmark spec {path} is not valid TOML: {err}") from err
+    return loads_toml(path.read_text(encoding="utf-8"), origin=f"benchmark spec {path}",
+                      error=InvalidInputError)
 
 
 def builtin_paths() -> dict[str, Path]:
@@ -308,3 +301,14 @@ def build(
         description=spec.description,
         paper=spec.paper,
     )
+
+
+def build_with_options(parsed: BenchmarkSpec, options: Mapping[str, Any],
+                       base_dir: Path | None) -> OodSetsBenchmark:
+    """:func:`build` with the options of ``benchmarks.get`` (``root`` and ``paths`` only)."""
+    unknown = sorted(set(options) - {"root", "paths"})
+    if unknown:
+        raise InvalidInputError(
+            f"benchmark {parsed.name!r} takes the options root= and paths=; got {unknown}"
+        )
+    return build(parsed, root=options.get("root"), paths=options.get("paths"), base_dir=base_dir)

@@ -28,12 +28,16 @@ import pandas as pd
 
 from oodbench.benchmarks.base import (
     Benchmark,
+    BenchmarkResult,
+    GroupScores,
     capture_for,
     detector_list,
     ensure_fitted,
     hyperparams_json,
     id_correctness,
     needs_role,
+    scores_key,
+    skipped_images,
 )
 from oodbench.data.source import Source
 from oodbench.detectors.base import Detector
@@ -168,7 +172,7 @@ class OodSetsBenchmark(Benchmark):
         return f"OodSetsBenchmark(name={self.name!r}, ood={list(self.ood)})"
 
     # -- running ---------------------------------------------------------------------------
-    def run(
+    def measure(
         self,
         model: Any,
         detectors: Sequence[Detector],
@@ -176,7 +180,7 @@ class OodSetsBenchmark(Benchmark):
         fit_activations: Activations | None = None,
         id_val: Activations | None = None,
         **extract_options: Any,
-    ) -> pd.DataFrame:
+    ) -> BenchmarkResult:
         """Score every OOD set (and the ID test set) with every detector; see the class doc."""
         from oodbench.metrics import evaluate
 
@@ -186,7 +190,7 @@ class OodSetsBenchmark(Benchmark):
         ood_acts = {
             g: self._activations(s, f"OOD set {g!r}", model, options) for g, s in self.ood.items()
         }
-        self.note_skipped(id_acts, *ood_acts.values())
+        skipped = skipped_images(id_acts, *ood_acts.values())
         labels = np.asarray(id_acts.labels, dtype=np.int64)
         if labels.max() >= id_acts.num_classes:
             raise ClassCountMismatchError(
@@ -198,6 +202,7 @@ class OodSetsBenchmark(Benchmark):
             id_val = self._activations(self.id_val, "the ID validation set", model, options)
         ensure_fitted(detectors, fit_activations, model, id_val)
         rows: list[dict[str, Any]] = []
+        scores: dict[tuple[str, str], GroupScores] = {}
         for det in detectors:
             id_kappa = det.score(id_acts)
             sets = []
@@ -224,8 +229,8 @@ class OodSetsBenchmark(Benchmark):
             rows += sets
             if self.aggregate == "mean":
                 rows += mean_rows(sets)
-            self.keep_scores(det, id_kappa, group_scores)
-        return pd.DataFrame(rows)
+            scores[scores_key(det)] = (id_kappa, group_scores)
+        return BenchmarkResult(pd.DataFrame(rows), scores, skipped)
 
     @staticmethod
     def _activations(data: Data, what: str, model: Any, options: dict[str, Any]) -> Activations:

@@ -47,16 +47,11 @@ def run_cmd(experiment: Path, use_ray: bool, dry_run: bool, with_report: bool, t
       130  interrupted (Ctrl-C): the finished cells and the cached activations are
          kept; run the same command again to resume
     """
-    from oodbench.results.table import ResultsTable
-    from oodbench.run import run_experiment
-    from oodbench.run.experiment import load_experiment
-    from oodbench.run.plan import make_plan
+    from oodbench.run import prepare, run_experiment
 
     con = console()
-    exp = load_experiment(experiment)
-    plan = make_plan(exp)
-    table = ResultsTable(exp.output)
-    pending = plan.pending(table.finished_cells())
+    prepared = prepare(experiment)  # the one plan of this run
+    exp, plan, table, pending = prepared.experiment, prepared.plan, prepared.table, prepared.pending
     con.print(f"[bold]{exp.name}[/]: {plan.summary()}; {len(pending.cells)} to run, "
               f"{len(plan.cells) - len(pending.cells)} already finished in {table.path}")
     if dry_run:
@@ -70,8 +65,8 @@ def run_cmd(experiment: Path, use_ray: bool, dry_run: bool, with_report: bool, t
                       "windows (nothing extracted)")
         return
     overrides = {"repair": repair, **({"shard_size": shard_size} if shard_size else {})}
-    rows = run_experiment(exp, executor="ray" if use_ray else "local", progress=not no_progress,
-                          extract_options=overrides)
+    rows = run_experiment(prepared, executor="ray" if use_ray else "local",
+                          progress=not no_progress, extract_options=overrides)
     for tab in leaderboard_tables(rows, top=top):
         con.print(tab)
     ran = {c.key for c in pending.cells}

@@ -22,7 +22,8 @@ def train_cmd(config: Path, no_progress: bool) -> None:
     """
     from rich.table import Table
 
-    from oodbench.train.config import read_train_config, run_training
+    from oodbench.run.build import run_training
+    from oodbench.train.config import read_train_config
 
     con = console()
     parsed = read_train_config(config)

@@ -17,7 +17,6 @@ Counts and checksums are only stated where a public source gives them (see each 
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
@@ -25,11 +24,7 @@ from importlib import resources
 from typing import Any
 
 from oodbench.errors import InvalidInputError, UnknownNameError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
+from oodbench.schema import loads_toml
 
 #: the layouts ``oodbench.data.check`` knows (see the header of ``datasets.toml``)
 LAYOUTS = (
@@ -167,10 +162,7 @@ def _entry(name: str, raw: dict[str, Any]) -> DatasetInfo:
 
 def parse(text: str) -> dict[str, DatasetInfo]:
     """Entries from TOML text in the format of ``data/_info/datasets.toml``."""
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
-        raise InvalidInputError(f"dataset catalogue is not valid TOML: {err}") from err
+    raw = loads_toml(text, origin="dataset catalogue", error=InvalidInputError)
     try:
         return {name: _entry(name, entry) for name, entry in raw.items()}
     except TypeError as err:  # a wrong key inside downloads / image_lists

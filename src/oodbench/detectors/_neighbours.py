@@ -33,10 +33,14 @@ def normalized_float32(features: np.ndarray) -> np.ndarray:
     of the correctly rounded quotient; float16 rows are widened first); zero rows stay zero.
     """
     out = np.empty(features.shape, dtype=np.float32)
-    for rows in current().rows(len(features), features.shape[1], 8):
+
+    def one(rows: slice) -> None:
         chunk = np.asarray(features[rows], dtype=np.float32)
         norms = np.sqrt(np.einsum("ij,ij->i", chunk, chunk, dtype=np.float64))
         np.divide(chunk, np.maximum(norms, 1e-12).astype(np.float32)[:, None], out=out[rows])
+
+    backend = current()
+    backend.run_chunks(backend.rows(len(features), features.shape[1], 8), one)
     return out
 
 

@@ -238,11 +238,14 @@ def head_energy(
     dtype = torch.float64 if features.dtype == np.float64 else torch.float32
     weight_t, bias_t = backend.tensor(weight, dtype), backend.tensor(bias, dtype)
     out = np.empty(len(features), dtype=np.float64)
-    for rows in backend.rows(len(features), max(weight_t.shape)):
+
+    def one(rows: slice) -> None:
         f = backend.tensor(features[rows], dtype)
         if shape is not None:
             f = shape(f).to(dtype)
         out[rows] = to_host(neg_energy(torch.addmm(bias_t, f, weight_t.T)))
+
+    backend.run_chunks(backend.rows(len(features), max(weight_t.shape)), one)
     return out
 
 

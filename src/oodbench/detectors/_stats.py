@@ -51,11 +51,17 @@ def by_chunks(
     """``fn(rows)`` evaluated chunk by chunk over ``range(n)`` and stacked into a float64 (N,) array.
 
     Chunks hold ``CHUNK`` rows, or, given the row ``width``, the current backend's chunk of
-    ``width``-wide float32 rows; ``fn`` may return a tensor on any device.
+    ``width``-wide float32 rows; ``fn`` may return a tensor on any device. On the CPU the
+    chunks run on single-threaded workers (``Backend.run_chunks``), so ``fn`` must not depend
+    on the order of the chunks.
     """
+    backend = current()
     out = np.empty(n, dtype=np.float64)
-    for rows in chunks(n) if width is None else current().rows(n, width):
+
+    def one(rows: slice) -> None:
         out[rows] = to_host(fn(rows))
+
+    backend.run_chunks(chunks(n) if width is None else backend.rows(n, width), one)
     return out
 
 
@@ -277,10 +283,13 @@ def min_sq_mahalanobis(
     m = (centres - origin) @ whiten  # (K, r)
     m_sq = (m * m).sum(dim=1)
     out = torch.empty(len(features), dtype=torch.float64, device=backend.device)
-    for rows in backend.rows(len(features), max(features.shape[1], len(m)), 8):
+
+    def one(rows: slice) -> None:
         z = (backend.tensor(features[rows], torch.float64) - origin) @ whiten
         d = torch.addmm(m_sq, z, m.T, alpha=-2.0).add_((z * z).sum(dim=1, keepdim=True))
         out[rows] = d.min(dim=1).values.clamp(min=0.0)
+
+    backend.run_chunks(backend.rows(len(features), max(features.shape[1], len(m)), 8), one)
     return out
 
 

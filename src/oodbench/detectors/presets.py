@@ -21,18 +21,13 @@ it raises :class:`~oodbench.errors.InvalidInputError` with that reason.
 from __future__ import annotations
 
 import functools
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
 from oodbench.errors import InvalidInputError, UnknownNameError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
+from oodbench.schema import loads_toml
 
 #: the protocol names, in the order listings show them
 PROTOCOLS = ("paper", "openood", "cood", "cood_code")
@@ -81,7 +76,7 @@ class Preset:
 @functools.lru_cache(maxsize=1)
 def _table() -> dict[str, Any]:
     text = resources.files("oodbench.detectors").joinpath("presets.toml").read_text("utf-8")
-    return tomllib.loads(text)
+    return loads_toml(text, origin="detectors/presets.toml", error=InvalidInputError)
 
 
 def protocols() -> dict[str, Protocol]:

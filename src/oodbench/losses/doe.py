@@ -19,7 +19,9 @@ cross-entropy to uniform, ``logsumexp z - mean_c z_c``, weight 1). After that, e
 3. **CE step** at theta: ``CE(z_in, y)`` (clipped to norm 1).
 
 ID and outlier images go through the network as one batch (BatchNorm sees both) as in the
-code. The official code takes the OE step at the perturbed weights and then subtracts
+code. Under DDP each rank computes ``g`` on its own slice of the outliers and the gradients of
+``g^2`` are averaged, so P is the same on every rank (and gamma is drawn from the run's seed,
+epoch and step) but is not the single-process P of the global batch. The official code takes the OE step at the perturbed weights and then subtracts
 ``gamma P``, which equals this up to rounding and the weight-decay term (here on theta, there on
 theta + gamma P); its gradient clipping before the perturbation step clips the network's (empty)
 gradients, so the direction is unclipped, as here. Official schedule (CIFAR): 10 epochs

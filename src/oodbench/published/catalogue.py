@@ -198,10 +198,10 @@ def printed(name: str) -> pd.DataFrame:
 
 def _cood_rows() -> pd.DataFrame:
     """The bundled C-OOD results as catalogue rows (AUROC per level, the file's own text)."""
-    from oodbench.results import paper
+    from oodbench.published import cood
 
-    raw = pd.read_csv(io.BytesIO(paper.bundled_bytes()), dtype=str, keep_default_na=False)
-    by_paper = {k.paper_name: k for k in paper.PAPER_KAPPAS}
+    raw = pd.read_csv(io.BytesIO(cood.bundled_bytes()), dtype=str, keep_default_na=False)
+    by_paper = {k.paper_name: k for k in cood.PAPER_KAPPAS}
     known = raw["confidence function"].isin(list(by_paper))
     raw = raw[known]
     kappas = raw["confidence function"].map(by_paper)
@@ -228,7 +228,7 @@ def _cood_rows() -> pd.DataFrame:
     df["value"] = raw["ood-auroc"].to_numpy()
     df["paper"] = "arXiv 2302.11893"
     df["paper_table"] = "all_paper_results.csv (every model, kappa and level)"
-    df["read_from"] = paper.PAPER_RESULTS_URL
+    df["read_from"] = cood.PAPER_RESULTS_URL
     df["settings_from"] = "the paper's Sec. 4-5 and oodbench.results.paper.PAPER_KAPPAS"
     df["note"] = [k.note for k in kappas]
     return df

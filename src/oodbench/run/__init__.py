@@ -21,6 +21,7 @@ from __future__ import annotations
 import sys
 import types
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,38 @@ import pandas as pd
 
 from oodbench.results.table import writing
 
-__all__ = ["run_experiment"]
+__all__ = ["PreparedRun", "prepare", "run_experiment"]
+
+
+@dataclass(frozen=True)
+class PreparedRun:
+    """An experiment planned once: its plan, its results table and the cells left to run (the
+    results file read once). ``oodbench run`` prints it, then hands it to
+    :func:`run_experiment`, which plans nothing again."""
+
+    experiment: Any
+    plan: Any
+    table: Any
+    pending: Any
+
+
+def prepare(experiment: str | Path | Mapping[str, Any] | Any) -> PreparedRun:
+    """Read (a path or mapping), plan and compare with the results already in its output."""
+    from oodbench.results.table import ResultsTable
+    from oodbench.run.experiment import Experiment, load_experiment, parse_experiment
+    from oodbench.run.plan import make_plan
+
+    if isinstance(experiment, PreparedRun):
+        return experiment
+    if isinstance(experiment, Experiment):
+        exp = experiment
+    elif isinstance(experiment, Mapping):
+        exp = parse_experiment(experiment, base_dir=Path.cwd())
+    else:
+        exp = load_experiment(experiment)
+    plan = make_plan(exp)
+    table = ResultsTable(exp.output)
+    return PreparedRun(exp, plan, table, plan.pending(table.finished_cells()))
 
 
 def run_experiment(
@@ -43,9 +75,9 @@ def run_experiment(
     """Run an experiment and return its results (one row per cell x group x metric).
 
     Args:
-        experiment: a TOML file path, a parsed :class:`~oodbench.run.experiment.Experiment`, or
-            a mapping with the TOML's structure (relative paths resolved against the current
-            folder).
+        experiment: a TOML file path, a parsed :class:`~oodbench.run.experiment.Experiment`, a
+            mapping with the TOML's structure (relative paths resolved against the current
+            folder), or a :class:`PreparedRun` (planned already: not planned again).
         executor: ``"local"`` (this process), ``"ray"`` (one Ray task per model, whose
             extractions run as one Ray task per cache shard; needs ``pip install
             oodbench[ray]``) or an object with ``run(plan, table)``.
@@ -65,21 +97,12 @@ def run_experiment(
         value)`` per row. ``oodbench.results.wide(df)`` pivots it to one row per (model,
         detector configuration, benchmark, group) with a column per metric (``["auroc"]``).
     """
-    from oodbench.results.table import ResultsTable, check_writable
+    from oodbench.results.table import check_writable
     from oodbench.run.checks import check_plan, raise_problems
-    from oodbench.run.experiment import Experiment, load_experiment, parse_experiment
     from oodbench.run.local import Resources
-    from oodbench.run.plan import make_plan
 
-    if isinstance(experiment, Experiment):
-        exp = experiment
-    elif isinstance(experiment, Mapping):
-        exp = parse_experiment(experiment, base_dir=Path.cwd())
-    else:
-        exp = load_experiment(experiment)
-    plan = make_plan(exp)
-    table = ResultsTable(exp.output)
-    pending = plan.pending(table.finished_cells())
+    prepared = prepare(experiment)
+    exp, plan, table, pending = prepared.experiment, prepared.plan, prepared.table, prepared.pending
     if pending.models:
         resources = Resources(exp)
         if check:  # the output folder among the other problems

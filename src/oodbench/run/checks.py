@@ -26,8 +26,11 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from oodbench.benchmarks.kinds import kind_of
 from oodbench.errors import InvalidInputError
-from oodbench.run.local import Resources, not_applicable, untuned
+from oodbench.extract.engine import model_labels
+from oodbench.run import build
+from oodbench.run.local import Resources, not_applicable
 from oodbench.run.plan import Plan
 
 
@@ -61,9 +64,9 @@ def check_plan(plan: Plan, resources: Resources | None = None, *, load_models: b
     problems.attempt("[experiment].output",
                      partial(check_writable, plan.experiment.output, create=False))
     benches = {c.benchmark.name: c.benchmark for c in plan.cells}
-    needs_fit = any(_fits_on(c, "train") for c in plan.cells)
-    needs_val = any(_fits_on(c, "id_val") for c in plan.cells)
-    needs_test = any(b.type != "standard" for b in benches.values())
+    needs_fit = any(c.config.fits_on("train") for c in plan.cells)
+    needs_val = any(c.config.fits_on("id_val") for c in plan.cells)
+    needs_test = any("id_test" in kind_of(b).needs for b in benches.values())
     id_test = problems.attempt("[id].test", resources.id_test) if needs_test else None
     id_fit = problems.attempt("[id].fit", resources.id_fit) if needs_fit else None
     id_val = problems.attempt("[id].val", resources.id_val) if needs_val else None
@@ -73,11 +76,11 @@ def check_plan(plan: Plan, resources: Resources | None = None, *, load_models: b
         _check_held_out_classes(plan, id_fit, problems)
     built = {name: problems.attempt(f"benchmark {name!r}", partial(resources.benchmark, name))
              for name, spec in benches.items()
-             if spec.type == "standard" or id_test is not None}  # else: [id].test's problem
+             if "id_test" not in kind_of(spec).needs or id_test is not None}  # else: [id].test's
     if load_models:
         for model_plan in plan.models:
             label = f"model {model_plan.model.name!r}"
-            model = problems.attempt(label, model_plan.model.load)
+            model = problems.attempt(label, partial(build.load_model, model_plan.model))
             if model is not None:
                 sources = {"[id].test": id_test}
                 if not _role_skipped(model_plan, model, plan.experiment, "train"):
@@ -93,8 +96,6 @@ def check_plan(plan: Plan, resources: Resources | None = None, *, load_models: b
 def _check_model(model: Any, label: str, sources: dict[str, Any], benchmarks: dict[str, Any],
                  problems: _Problems) -> None:
     """The ID labels index the model's classes; each benchmark accepts its class count."""
-    from oodbench.extract.engine import model_labels
-
     for role, source in sources.items():
         if source is not None:
             problems.attempt(f"{label} on {role}", partial(model_labels, model, source))
@@ -126,17 +127,11 @@ def _check_held_out_classes(plan: Plan, id_fit: Any, problems: _Problems) -> Non
                              partial(withheld_count, n_classes, fraction))
 
 
-def _fits_on(cell: Any, role: str) -> bool:
-    """Whether the cell's detector fits on ``role`` data (``"train"`` or ``"id_val"``)."""
-    det = untuned(cell)[0]
-    return det.fits_on_data and det.fit_data == role
-
-
 def _role_skipped(model_plan: Any, model: Any, experiment: Any, role: str) -> bool:
     """Whether every cell of the model whose detector fits on ``role`` data is skipped as not
     applicable."""
-    return all(not_applicable(untuned(c)[0], model, experiment)
-               for c in model_plan.cells if _fits_on(c, role))
+    return all(not_applicable(c.config, model, experiment)
+               for c in model_plan.cells if c.config.fits_on(role))
 
 
 def raise_problems(problems: list[str]) -> None:

@@ -22,11 +22,16 @@ from typing import Any
 
 import pandas as pd
 
-from oodbench.benchmarks.base import GroupScores, hyperparams_json, skipped_images
+from oodbench import detectors
+from oodbench.benchmarks.base import GroupScores, scores_key, skipped_images
+from oodbench.benchmarks.kinds import kind_of
+from oodbench.extract import extract
 from oodbench.results import table as results_table
 from oodbench.results.table import ResultsTable
+from oodbench.run import build
+from oodbench.run.build import build_benchmark, build_source, run_tuning
 from oodbench.run.experiment import Experiment
-from oodbench.run.plan import Cell, ModelPlan, Plan, canonical_json
+from oodbench.run.plan import Cell, DetectorConfig, ModelPlan, Plan, canonical_json
 
 
 @dataclass
@@ -87,32 +92,34 @@ class Resources:
         if self._kept is not None and self._kept[0] == spec:
             model, self._kept = self._kept[1], None
             return model
-        return spec.load()
+        return build.load_model(spec)
 
     def _get(self, key: str, build: Callable[[], Any]) -> Any:
         return self._lazy.setdefault(key, _Lazy(build)).get()
 
+    def _source(self, key: str, spec: Any) -> Any:
+        return None if spec is None else self._get(key, functools.partial(build_source, spec))
+
     def id_test(self) -> Any:
-        spec = self.experiment.id_test
-        return None if spec is None else self._get("id_test", spec.build)
+        return self._source("id_test", self.experiment.id_test)
 
     def id_fit(self) -> Any:
-        spec = self.experiment.id_fit
-        return None if spec is None else self._get("id_fit", spec.build)
+        return self._source("id_fit", self.experiment.id_fit)
 
     def id_val(self) -> Any:
-        spec = self.experiment.id_val
-        return None if spec is None else self._get("id_val", spec.build)
+        return self._source("id_val", self.experiment.id_val)
 
     def benchmark(self, name: str) -> Any:
         spec = next(b for b in self.experiment.benchmarks if b.name == name)
-        needs_id = spec.type != "standard"
-        return self._get(f"bench:{name}", lambda: spec.build(self.id_test() if needs_id else None))
+        needs_id = "id_test" in kind_of(spec).needs
+        return self._get(f"bench:{name}",
+                         lambda: build_benchmark(spec, self.id_test() if needs_id else None))
 
 
 def not_applicable(det: Any, model: Any, experiment: Experiment, bench: Any = None) -> str | None:
-    """Why detector ``det`` cannot run on ``model`` here (None: it can); a standard benchmark
-    with its own ID validation split (OpenOOD's) provides ``id_val`` data."""
+    """Why detector ``det`` (a detector or a :class:`~oodbench.run.plan.DetectorConfig`) cannot
+    run on ``model`` here (None: it can); a standard benchmark with its own ID validation split
+    (OpenOOD's) provides ``id_val`` data."""
     if "text_embeddings" in det.requires and not hasattr(model, "encode_text"):
         return f"needs CLIP text embeddings; {model.spec} is not a CLIP model (load a clip: spec)"
     if det.fits_on_data and det.fit_data == "train" and experiment.id_fit is None:
@@ -140,16 +147,13 @@ def run_model(
 
     ``extract_options`` override the experiment's keyword arguments of ``extract``.
     """
-    from oodbench import detectors
-    from oodbench.extract import extract
-
     resources = resources or Resources(experiment)
     options = {**experiment.extract_options, **(extract_options or {}),
                "capture": model_plan.capture, "progress": progress}
     model_lazy = _Lazy(functools.partial(resources.load_model, model_plan.model))
     fit_lazy = _Lazy(lambda: extract(model_lazy.get(), resources.id_fit(), **options))
     val_lazy = _Lazy(lambda: extract(model_lazy.get(), resources.id_val(), **options))
-    made: dict[tuple[str, str, str, str], _Lazy] = {}
+    made: dict[DetectorConfig, _Lazy] = {}  # one detector per configuration
 
     def tuned(cell: Cell) -> tuple[Any, str]:
         """The detector with the hyper-parameters ``cell.tune`` chooses (unfitted: the benchmark
@@ -157,9 +161,9 @@ def run_model(
         spec = next(d.tune for d in experiment.detectors
                     if d.tune is not None and canonical_json(d.tune.describe()) == cell.tune)
         model = model_lazy.get()
-        result = spec.run(cell.detector, cell.params, model, fit_lazy.get(),
-                          lambda source: extract(model, source, **options),
-                          val_lazy.get() if experiment.id_val is not None else None)
+        result = run_tuning(spec, cell.detector, cell.params, model, fit_lazy.get(),
+                            lambda source: extract(model, source, **options),
+                            val_lazy.get() if experiment.id_val is not None else None)
         det = detectors.create(cell.detector, preset=cell.preset or None, **result.detector.hyperparams)
         return det, result.tuning_record()
 
@@ -169,21 +173,20 @@ def run_model(
         start = time.perf_counter()
         try:
             model = model_lazy.get()
-            requires = detectors.detector_class(cell.detector).requires
-            reason = not_applicable(untuned(cell)[0], model, experiment,
+            reason = not_applicable(cell.config, model, experiment,
                                     resources.benchmark(cell.benchmark.name))
             if reason is not None:
                 sink(status_result(cell, "skipped", reason, experiment, start))
                 continue
-            key = (cell.detector, cell.hyperparams, cell.tune, cell.preset)
-            if key not in made:
-                made[key] = _Lazy(functools.partial(tuned if cell.tune else untuned, cell))
-            det, tuning = made[key].get()
+            if cell.config not in made:
+                made[cell.config] = _Lazy(functools.partial(tuned if cell.tune else untuned, cell))
+            det, tuning = made[cell.config].get()
             bench = resources.benchmark(cell.benchmark.name)
-            role = det.fit_data if "train" in requires else None
+            role = det.fit_data if "train" in cell.config.requires else None
             fit = fit_lazy.get() if role == "train" else None
             val = val_lazy.get() if role == "id_val" and experiment.id_val is not None else None
-            wide = bench.run(model, [det], fit_activations=fit, id_val=val, **options)
+            measured = bench.measure(model, [det], fit_activations=fit, id_val=val, **options)
+            wide = measured.rows
             if tuning:
                 wide["tuning"] = tuning
             rows = results_table.from_wide(
@@ -191,9 +194,9 @@ def run_model(
                 seconds=time.perf_counter() - start, time=results_table.now(),
                 experiment=experiment.name,
             )
-            skipped = {**bench.skipped_images_,
+            skipped = {**measured.skipped_images,
                        **skipped_images(*(a for a in (fit, val) if a is not None))}
-            sink(CellResult(cell, rows, bench.scores_.get((det.name, hyperparams_json(det))),
+            sink(CellResult(cell, rows, measured.scores.get(scores_key(det)),
                             skipped_images=skipped))
         except Exception as err:
             message = f"{type(err).__name__}: {err}".replace("\n", " ")
@@ -202,9 +205,7 @@ def run_model(
 
 def untuned(cell: Cell) -> tuple[Any, str]:
     """The cell's detector with its own hyper-parameters, and an empty ``tuning`` record."""
-    from oodbench import detectors
-
-    return detectors.create(cell.detector, preset=cell.preset or None, **cell.params), ""
+    return cell.config.create(), ""
 
 
 def failed(cell: Cell, message: str, experiment: Experiment) -> CellResult:

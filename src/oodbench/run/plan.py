@@ -20,10 +20,51 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
-from oodbench.run.experiment import ALL_DETECTORS, BenchmarkSpec, Experiment, ModelSpec
+from oodbench import detectors
+from oodbench.benchmarks.base import capture_for
+from oodbench.benchmarks.kinds import BenchmarkEntry, kind_of
+from oodbench.data.download import file_digest
+from oodbench.models.spec import ModelSpec
+from oodbench.run.build import describe_model
+from oodbench.run.detector_spec import ALL_DETECTORS
+from oodbench.run.experiment import Experiment
 
 #: detector inputs every classifier provides (text embeddings only CLIP models do)
 _CLASSIFIER_INPUTS = frozenset({"logits", "features", "feature_map", "head", "train", "model"})
+
+
+@dataclass(frozen=True)
+class DetectorConfig:
+    """A detector configuration as the plan fixed it, once: its name, every hyper-parameter
+    (defaults and preset values filled in), the preset it started from, the tuning entry, and
+    what the detector declares (read from the one detector the plan built)."""
+
+    name: str
+    hyperparams: str  # canonical JSON with every hyper-parameter (defaults filled in)
+    preset: str = ""  # the preset the configuration started from ("" = none)
+    tune: str = ""  # canonical JSON of the entry's ``tune`` table ("" = not tuned)
+    requires: frozenset[str] = frozenset()
+    fit_data: str = "none"
+    fits_on_data: bool = False
+
+    @classmethod
+    def of(cls, name: str, params: dict[str, Any], preset: str, tune: str = "") -> DetectorConfig:
+        """The configuration of ``create(name, preset=preset, **params)``."""
+        det = detectors.create(name, preset=preset or None, **params)
+        return cls(name, canonical_json(det.hyperparams), preset, tune, frozenset(det.requires),
+                   str(det.fit_data), bool(det.fits_on_data))
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return dict(json.loads(self.hyperparams))
+
+    def fits_on(self, role: str) -> bool:
+        """Whether the detector fits on ``role`` data (``"train"`` or ``"id_val"``)."""
+        return self.fits_on_data and self.fit_data == role
+
+    def create(self) -> Any:
+        """A new (unfitted) detector of this configuration."""
+        return detectors.create(self.name, preset=self.preset or None, **self.params)
 
 
 @dataclass(frozen=True)
@@ -31,16 +72,29 @@ class Cell:
     """One (model, detector configuration, benchmark) result."""
 
     model: ModelSpec
-    detector: str
-    hyperparams: str  # canonical JSON with every hyper-parameter (defaults filled in)
-    benchmark: BenchmarkSpec
+    config: DetectorConfig
+    benchmark: BenchmarkEntry
     key: str
-    tune: str = ""  # canonical JSON of the entry's ``tune`` table ("" = not tuned)
-    preset: str = ""  # the protocol preset the configuration started from ("" = none)
+
+    @property
+    def detector(self) -> str:
+        return self.config.name
+
+    @property
+    def hyperparams(self) -> str:
+        return self.config.hyperparams
+
+    @property
+    def tune(self) -> str:
+        return self.config.tune
+
+    @property
+    def preset(self) -> str:
+        return self.config.preset
 
     @property
     def params(self) -> dict[str, Any]:
-        return dict(json.loads(self.hyperparams))
+        return self.config.params
 
     def label(self) -> str:
         """``model · benchmark · <configuration label>`` for the plan, logs and progress
@@ -104,8 +158,6 @@ def detector_configurations(experiment: Experiment) -> list[tuple[str, dict[str,
     k = 5 only); the runner records the remaining ones that do not apply to a given model as
     ``skipped`` with the reason.
     """
-    from oodbench import detectors
-
     any_clip = any((m.spec or "").startswith("clip:") for m in experiment.models)
     runnable = _CLASSIFIER_INPUTS | ({"text_embeddings"} if any_clip else set())
     out: list[tuple[str, dict[str, Any], str]] = []
@@ -114,7 +166,7 @@ def detector_configurations(experiment: Experiment) -> list[tuple[str, dict[str,
     for spec in experiment.detectors:
         if spec.tune is not None:
             continue  # tuned entries: see tuned_detectors
-        preset = spec.preset(experiment.protocol)
+        preset = spec.chosen_preset(experiment.preset)
         if spec.name == ALL_DETECTORS:
             entries: list[tuple[str, dict[str, Any]]] = [
                 (row["name"], {}) for row in detectors.available()
@@ -134,12 +186,10 @@ def detector_configurations(experiment: Experiment) -> list[tuple[str, dict[str,
 def tuned_detectors(experiment: Experiment) -> list[tuple[str, dict[str, Any], str, str]]:
     """(name, full fixed hyper-parameters, preset, canonical JSON of ``tune``) of every tuned
     entry."""
-    from oodbench import detectors
-
     out = []
     for spec in experiment.detectors:
         if spec.tune is not None:
-            preset = spec.preset(experiment.protocol)
+            preset = spec.chosen_preset(experiment.preset)
             full = detectors.create(spec.name, preset=preset, **spec.hyperparams).hyperparams
             out.append((spec.name, full, preset or "", canonical_json(spec.tune.describe())))
     return out
@@ -147,12 +197,9 @@ def tuned_detectors(experiment: Experiment) -> list[tuple[str, dict[str, Any], s
 
 def make_plan(experiment: Experiment) -> Plan:
     """Expand the experiment into cells (models x detector configurations x benchmarks)."""
-    from oodbench import detectors
-    from oodbench.benchmarks.base import capture_for
-    from oodbench.data.download import file_digest
-
-    configs = [(name, params, preset, "") for name, params, preset in detector_configurations(experiment)]
-    configs += tuned_detectors(experiment)
+    configs = [DetectorConfig.of(name, params, preset)
+               for name, params, preset in detector_configurations(experiment)]
+    configs += [DetectorConfig.of(*entry) for entry in tuned_detectors(experiment)]
     id_sources = {
         "test": experiment.id_test.describe() if experiment.id_test else None,
         "fit": experiment.id_fit.describe() if experiment.id_fit else None,
@@ -161,24 +208,26 @@ def make_plan(experiment: Experiment) -> Plan:
         id_sources["val"] = experiment.id_val.describe()
     models = []
     for model in experiment.models:
-        model_ident = model.describe()
+        model_ident = describe_model(model)
         if model.weights is not None:  # retrained weights at the same path are a new model
             model_ident["weights_sha256"] = file_digest(model.weights, "sha256")
         cells = []
         for bench in experiment.benchmarks:
-            for name, params, preset, tune in configs:
-                ident = {"model": model_ident, "detector": name, "hyperparams": params,
-                         "benchmark": bench.describe(), "id": id_sources}
-                if tune:
-                    ident["tune"] = tune
-                if preset:
-                    ident["preset"] = preset
-                cells.append(Cell(model, name, canonical_json(params), bench,
-                                  hashlib.sha256(canonical_json(ident).encode()).hexdigest()[:20],
-                                  tune, preset))
-        capture = capture_for([detectors.create(name, **params) for name, params, _, _ in configs])
-        if any(d.tune is not None and d.tune.protocol == "held_out_classes"
-               for d in experiment.detectors):  # the variants' heads train on features
+            for config in configs:
+                ident = {"model": model_ident, "detector": config.name,
+                         "hyperparams": config.params, "benchmark": bench.describe(),
+                         "id": id_sources}
+                if config.tune:
+                    ident["tune"] = config.tune
+                if config.preset:
+                    ident["preset"] = config.preset
+                cells.append(Cell(model, config, bench,
+                                  hashlib.sha256(canonical_json(ident).encode()).hexdigest()[:20]))
+        capture = capture_for(configs)
+        needs = {n for d in experiment.detectors if d.tune is not None
+                 for n in d.tune.protocol_class.needs}
+        needs |= {n for b in experiment.benchmarks for n in kind_of(b).needs}
+        if "features" in needs:  # e.g. held-out variants' heads train on features
             capture = tuple(sorted({*capture, "features"}))
         models.append(ModelPlan(model, tuple(cells), capture))
     return Plan(experiment, tuple(models))

@@ -29,7 +29,8 @@
     train = { folder = "cifar6/train" }
     # outliers = { folder = "tiny-images" }   for loss = "oe"
 
-Without ``output`` the run goes to ``cache_dir()/train/<content key>``: the key is a digest of
+Without ``output`` the run goes to ``cache_dir()/train/<content key>``
+(``oodbench.run.build.training_key``, which also trains: ``run_training``): the key is a digest of
 everything that decides the weights (model, its initial weights, the training and outlier
 images' fingerprints, loss, optimiser, seed, precision), so the same config trains once and
 every later ``oodbench train`` / ``oodbench run`` of it loads the finished checkpoint (an
@@ -38,15 +39,14 @@ interrupted run resumes).
 
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, StrictInt, StrictStr, field_validator, model_validator
 
+from oodbench.data.spec import SourceSpec
 from oodbench.errors import ConfigError, OodbenchError
-from oodbench.run.experiment import ModelSpec, SourceSpec
+from oodbench.models.spec import ModelSpec
 from oodbench.schema import At, ConfigPath, Schema, parse, read_toml
 
 
@@ -129,28 +129,6 @@ class TrainConfig(Schema):
                      "config; give spec or factory (and weights to start from)")
         return self
 
-    def content_key(self) -> str:
-        """The digest that names this run's cache folder (see the module docstring)."""
-        from oodbench.data.download import file_digest
-
-        model = {k: v for k, v in self.model.describe().items() if k != "name"}
-        if self.model.weights is not None:
-            model["weights_sha256"] = file_digest(self.model.weights, "sha256")
-        settings = {k: v for k, v in self.train.model_dump().items()
-                    if k not in ("name", "output", "device", "num_workers")}
-        data = {"train": self.data.train.build().fingerprint(),
-                "outliers": None if self.data.outliers is None
-                else self.data.outliers.build().fingerprint()}
-        ident = json.dumps({"model": model, "train": settings, "data": data}, sort_keys=True,
-                           default=str)
-        return hashlib.sha256(ident.encode()).hexdigest()[:20]
-
-    def output(self) -> Path:
-        """Where the run writes (``[train].output``, else the training cache)."""
-        from oodbench.config import cache_dir
-
-        return self.train.output or cache_dir() / "train" / self.content_key()
-
 
 def read_train_config(path: str | Path) -> TrainConfig:
     """Read and validate a training config (``TrainConfigError`` lists every problem)."""
@@ -162,19 +140,3 @@ def read_train_config(path: str | Path) -> TrainConfig:
     if config.data.outliers is not None:
         config.data.outliers.locate(f"{file}: [data].outliers")
     return config
-
-
-def run_training(config: TrainConfig | str | Path, *, progress: bool = True) -> Any:
-    """Train (or load the finished run of) a config; returns the :class:`TrainResult`."""
-    from oodbench.train.finetune import train
-
-    if not isinstance(config, TrainConfig):
-        config = read_train_config(config)
-    s = config.train
-    return train(
-        config.model.load(), config.data.train.build(), out=config.output(), loss=s.loss,
-        loss_options=s.loss_options, trainable=s.trainable, seed=s.seed, device=s.device,
-        amp=s.amp, num_workers=s.num_workers, outlier_batch_size=s.outlier_batch_size,
-        outliers=None if config.data.outliers is None else config.data.outliers.build(),
-        progress=progress, **s.optim(),
-    )

@@ -44,11 +44,12 @@ from oodbench.data.source import Source
 from oodbench.errors import InvalidInputError
 from oodbench.extract.loader import make_loader, to_device
 from oodbench.extract.runtime import autocast, place_model, resolve_amp, resolve_device
+from oodbench.losses.base import Loss
 from oodbench.models.classifier import Classifier
 from oodbench.train import checkpoint as ckpt
-from oodbench.train import ddp
+from oodbench.train import ddp, doe, unleashing_mask
 from oodbench.train.cma import train_cma
-from oodbench.train.hooks import Batch, Run, hooks_for
+from oodbench.train.hooks import Batch, LoopHooks, Run
 from oodbench.train.labels import select_classes
 from oodbench.train.npos import train_npos
 from oodbench.train.optim import OptimSettings
@@ -132,7 +133,7 @@ def train(
     load = transform or model.transform
     initial_digest = model.weights_digest()
     hooks = hooks_for(criterion)
-    method_config = hooks.prepare(Run(model, modules, source, rows, load, batch_size, seed, dev,
+    method_config = hooks.prepare(Run(model, modules, source, rows, batch_size, seed, dev,
                                       num_workers, world, rank))
     config: dict[str, Any] = {
         "model": model.spec, "initial_weights_sha256": initial_digest,
@@ -262,3 +263,12 @@ def _epoch(runner, model, modules, criterion, opt, scheduler, scaler, source, ou
     return {"epoch": epoch + 1, "loss": loss_sum / max(images, 1.0), "images": int(images),
             "skipped": int(failed), "seconds": seconds,
             "images_per_s": images / seconds if seconds > 0 else None}
+
+
+def hooks_for(criterion: Loss) -> LoopHooks:
+    """The hooks the loss names (``Loss.hooks``), or the plain loop's."""
+    table: dict[str, type[LoopHooks]] = {
+        "": LoopHooks, "um": unleashing_mask.UMHooks, "umap": unleashing_mask.UMAPHooks,
+        "doe": doe.DOEHooks,
+    }
+    return table[criterion.hooks](criterion)

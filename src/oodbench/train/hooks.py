@@ -41,7 +41,6 @@ class Run:
     modules: list[torch.nn.Module]
     source: Source
     rows: np.ndarray
-    load: Callable[..., torch.Tensor]
     batch_size: int
     seed: int
     device: torch.device
@@ -95,14 +94,3 @@ class LoopHooks:
 
     def finish(self, model: Classifier) -> None:
         return None
-
-
-def hooks_for(criterion: Loss) -> LoopHooks:
-    """The hooks the loss names (``Loss.hooks``), or the plain loop's."""
-    from oodbench.train import doe, unleashing_mask
-
-    table: dict[str, type[LoopHooks]] = {
-        "": LoopHooks, "um": unleashing_mask.UMHooks, "umap": unleashing_mask.UMAPHooks,
-        "doe": doe.DOEHooks,
-    }
-    return table[criterion.hooks](criterion)

@@ -26,8 +26,11 @@ def estimate_constraint(run: Run, keep: float) -> float:
     random top-k masks keeping ``keep`` of every conv / linear weight, in eval mode.
 
     As the official ``estimate_loss.py`` (``modifier``: eval mode, the average of the batch
-    losses weighted by batch size). The masks come from ``run.seed``, so the estimate is a
-    function of the config; under DDP each rank scores its share and the sums are reduced.
+    losses weighted by batch size), on the images through the model's own eval transform (not a
+    training augmentation, whose random draws would make the estimate, which is part of the
+    run's config, differ between a run and its resumption). The masks come from ``run.seed``, so
+    the estimate is a function of the config; under DDP each rank scores its share and the sums
+    are reduced.
     """
     model = copy.deepcopy(run.model)
     masks.attach([model], keep, run.seed, "loss constraint estimate")
@@ -36,7 +39,7 @@ def estimate_constraint(run: Run, keep: float) -> float:
     batches = [rows[i : i + run.batch_size] for i in range(0, len(rows), run.batch_size)]
     total = torch.zeros(2, dtype=torch.float64, device=run.device)
     with torch.no_grad():
-        for batch in make_loader(run.source, run.load, batches, device=run.device,
+        for batch in make_loader(run.source, run.model.transform, batches, device=run.device,
                                  num_workers=run.num_workers):
             if batch.images is None:
                 continue

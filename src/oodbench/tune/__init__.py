@@ -64,12 +64,10 @@ Optuna's seeded, resumable TPE or Gaussian-process sampler (:mod:`oodbench.tune.
 from __future__ import annotations
 
 import copy
-import json
 import math
 import sys
 import types
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -80,46 +78,18 @@ from oodbench.detectors import Detector, create
 from oodbench.detectors.presets import preset_for
 from oodbench.errors import InvalidInputError
 from oodbench.extract.activations import Activations
+from oodbench.tune import held_out as _held_out  # noqa: F401  (registers held_out_classes)
+from oodbench.tune import ood_val as _ood_val  # noqa: F401  (registers ood_val)
+from oodbench.tune import paper_protocol as _paper  # noqa: F401  (registers held_out_paper)
+from oodbench.tune.criteria import ID_CRITERIA, OOD_CRITERIA, id_metrics, resolve_criterion
+from oodbench.tune.dispatch import search as run_search
+from oodbench.tune.paper_space import paper_space
+from oodbench.tune.protocol import PROTOCOLS, TuningProtocol, register
+from oodbench.tune.result import TuneResult
 from oodbench.tune.space import Range, detector_builder, grid_points, parse_space
 
-__all__ = ["Range", "TuneResult", "tune"]
-
-#: criterion -> True when larger is better
-OOD_CRITERIA = {
-    "auroc": True, "fpr95_id": False, "fpr95_ood": False, "aupr_in": True, "aupr_out": True,
-    "ap_in": True, "ap_out": True,
-}
-ID_CRITERIA = {"id_auroc": True, "aurc": False}
-
-
-@dataclass
-class TuneResult:
-    """What :func:`tune` found.
-
-    Attributes:
-        best_params: the winning grid point (only the hyper-parameters in the grid).
-        detector: a detector with those hyper-parameters, fitted (``detector.hyperparams`` has
-            every hyper-parameter it ran with).
-        table: one row per grid point, in grid order: the grid's hyper-parameters, every metric
-            computed, ``refit`` (whether ``fit`` ran for this point) and ``best``.
-        criterion: the metric that chose, and ``best_value`` its value at the winner.
-        provenance: how the choice was made: protocol, search and their settings.
-    """
-
-    best_params: dict[str, Any]
-    detector: Detector
-    table: pd.DataFrame
-    criterion: str
-    best_value: float
-    provenance: dict[str, Any] = field(default_factory=dict)
-
-    def tuning_record(self) -> str:
-        """The ``tuning`` column of the results table: canonical JSON of the provenance, the
-        chosen hyper-parameters and the criterion's value there."""
-        return json.dumps({**self.provenance, "criterion": self.criterion,
-                           "best_params": self.best_params, "best_value": self.best_value},
-                          sort_keys=True, default=str)
-
+__all__ = ["ID_CRITERIA", "OOD_CRITERIA", "PROTOCOLS", "Range", "TuneResult", "TuningProtocol",
+           "register", "tune"]
 
 #: grids known by name: the protocol whose preset holds the sweep
 NAMED_GRIDS = ("openood",)
@@ -142,25 +112,6 @@ def named_grid(name: str, detector: str) -> dict[str, list[Any]]:
             f"create({detector!r}, preset={name!r}) directly"
         )
     return {k: [v] for k, v in preset.hyperparams.items()}
-
-
-def _resolve_criterion(criterion: str | None, with_ood: bool) -> tuple[str, bool]:
-    name = criterion or ("auroc" if with_ood else "id_auroc")
-    allowed = {**OOD_CRITERIA, **ID_CRITERIA} if with_ood else ID_CRITERIA
-    if name not in allowed:
-        hint = "" if with_ood or name not in OOD_CRITERIA else " (it needs ood_val)"
-        raise InvalidInputError(
-            f"tune: unknown criterion {name!r}{hint}; use one of {sorted(allowed)}"
-        )
-    return name, allowed[name]
-
-
-def _id_metrics(scores: np.ndarray, correct: np.ndarray) -> dict[str, float]:
-    return {
-        "id_accuracy": float(correct.mean()),
-        "id_auroc": metrics.id_auroc(scores, correct),
-        "aurc": metrics.aurc(scores, correct),
-    }
 
 
 def tune(
@@ -191,10 +142,12 @@ def tune(
         fit: ID training activations for detectors that learn statistics from them; model:
             the live classifier for detectors that need it.
         criterion: a metric key; default ``"auroc"`` with OOD data, ``"id_auroc"`` without.
-        protocol: ``"ood_val"`` (above) or ``"held_out_classes"`` (no OOD data: simulated by
+        protocol: a registered tuning protocol (:mod:`oodbench.tune.protocol`):
+            ``"ood_val"`` (above) or ``"held_out_classes"`` (no OOD data: simulated by
             withholding ID classes of ``fit``; ``held_out={"n_variants": 5,
             "held_out_fraction": 0.2, "retrain": "head", "seed": 0, "train": {...}}``;
-            ``retrain="full"`` also needs ``model``).
+            ``retrain="full"`` also needs ``model``); ``settings=`` gives any protocol's
+            settings.
         search: ``"grid"`` (the default), ``"tpe"`` or ``"gp"`` (``n_trials=50, seed=0,
             storage=None, study_name=None, progress=False``); ``"gp"`` by default for
             ``grid="paper"``.
@@ -204,8 +157,6 @@ def tune(
     if isinstance(grid, str):
         det_name = detector_or_name.name if isinstance(detector_or_name, Detector) else detector_or_name
         if grid == "paper":
-            from oodbench.tune.paper_space import paper_space
-
             space, search = paper_space(det_name, fit), search or "gp"
         else:
             space = named_grid(grid, det_name)
@@ -215,15 +166,13 @@ def tune(
         space = grid
     search = search or "grid"
     if protocol != "ood_val" or search != "grid" or options:
-        from oodbench.tune.dispatch import search as run_search
-
         found = run_search(detector_or_name, space, id_val, ood_val, fit=fit, model=model,
                            criterion=criterion, protocol=protocol, search=search, **options)
         if grid_name != "custom":  # a named space: record which
             found.provenance["grid"] = grid_name
             found.detector.tuning = found.tuning_record()
         return found
-    name, larger_is_better = _resolve_criterion(criterion, ood_val is not None)
+    name, larger_is_better = resolve_criterion(criterion, ood_val is not None)
     build = detector_builder(detector_or_name, list(space))
 
     correct = np.asarray(id_val.correct)
@@ -255,7 +204,7 @@ def tune(
                     setattr(det, k, v)
             id_scores = det.score(id_val)
             if ood_val is None:
-                row = _id_metrics(id_scores, correct)
+                row = id_metrics(id_scores, correct)
             else:
                 row = metrics.evaluate(id_scores, det.score(ood_val), id_correct=correct)
             rows[i] = {**points[i], **row, "refit": i == members[0]}

@@ -66,7 +66,6 @@ any input trains new ones.
 from __future__ import annotations
 
 import contextlib
-import copy
 import hashlib
 import json
 import tempfile
@@ -77,6 +76,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from pydantic import StrictFloat, StrictInt, StrictStr
 
 from oodbench import metrics
 from oodbench.config import cache_dir
@@ -85,6 +85,10 @@ from oodbench.detectors import Detector
 from oodbench.errors import InvalidInputError
 from oodbench.extract._atomic import atomic_path
 from oodbench.extract.activations import Activations
+from oodbench.schema import Schema
+from oodbench.tune.criteria import resolve_criterion
+from oodbench.tune.kept_classes import images_of, reindex, without_classes
+from oodbench.tune.protocol import Builder, Objective, TuningData, TuningProtocol, register
 
 #: bump when the variant layout or the cached file format changes
 _FORMAT = 1
@@ -347,39 +351,6 @@ def check_full(fit: Activations, id_val: Activations, model: Any) -> None:
             )
 
 
-def images_of(acts: Activations) -> Any:
-    """The source rows behind ``acts`` (in row order)."""
-    assert acts.source is not None and acts.source_indices is not None
-    return acts.source.subset(acts.source_indices)
-
-
-def reindex(labels: np.ndarray, classes: np.ndarray) -> np.ndarray:
-    """Labels as positions in ``classes``; -1 for any other label (and for -1)."""
-    labels = np.asarray(labels, dtype=np.int64)
-    lookup = {int(c): i for i, c in enumerate(classes)}
-    return np.array([lookup.get(int(v), -1) for v in labels], dtype=np.int64)
-
-
-def without_classes(model: Any, kept: np.ndarray) -> Any:
-    """A copy of ``model`` whose linear head keeps only the rows of ``kept`` (the start of a
-    full variant: the other classes' outputs are gone, their knowledge in the backbone not)."""
-    from oodbench.train.parts import head_module
-
-    variant = copy.deepcopy(model)
-    head: Any = head_module(variant)  # an nn.Linear
-    index = torch.as_tensor(kept, dtype=torch.long)
-    with torch.no_grad():
-        head.weight = torch.nn.Parameter(head.weight[index].clone())
-        if head.bias is not None:
-            head.bias = torch.nn.Parameter(head.bias[index].clone())
-    head.out_features = int(kept.size)
-    variant.num_classes = int(kept.size)
-    if getattr(variant, "class_names", None) is not None:
-        variant.class_names = [variant.class_names[int(c)] for c in kept]
-    variant.load_state_dict(variant.state_dict())  # forget a memoised weights digest
-    return variant
-
-
 def through(net: Any, kept: np.ndarray, acts: Activations) -> Activations:
     """``acts``' images through the variant network ``net`` (cached extraction), labels
     re-indexed to ``kept``."""
@@ -418,3 +389,60 @@ def held_out_objective(
         return row
 
     return objective
+
+
+class HeldOutSettings(Schema):
+    """The held-out-class keys of an experiment's ``tune = {...}`` table (see
+    :class:`HeldOutClasses`; ``seed`` is the table's own)."""
+
+    n_variants: StrictInt | None = None
+    held_out_fraction: StrictFloat | None = None
+    retrain: StrictStr | None = None
+    train: dict[str, Any] | None = None
+
+
+@register
+class HeldOutProtocol(TuningProtocol):
+    """Mondal et al. (arXiv 2602.05935): no OOD data; OOD simulated by withheld ID classes."""
+
+    name = "held_out_classes"
+    settings = HeldOutSettings
+    keyword = "held_out"
+    needs = frozenset({"fit", "features"})  # the variants' heads train on the fit features
+    space_params = frozenset({"held_out_fraction"})
+
+    @classmethod
+    def entry_settings(cls, given: Mapping[str, Any], seed: int) -> dict[str, Any]:
+        return {**given, "seed": seed}
+
+    @classmethod
+    def parse_settings(cls, settings: Any) -> HeldOutClasses:
+        if isinstance(settings, HeldOutClasses):
+            return settings
+        return HeldOutClasses(**dict(settings or {}))
+
+    @classmethod
+    def check_detector(cls, detector: type[Detector]) -> None:
+        if "model" in detector.requires:
+            raise InvalidInputError(
+                f"tune: detector {detector.name!r} runs the live network, which the held-out-class "
+                "protocol does not hand to detectors; tune it with protocol='ood_val'"
+            )
+
+    @classmethod
+    def objective(cls, build: Builder, data: TuningData, criterion: str | None,
+                  settings: Any) -> Objective:
+        if data.ood_val is not None:
+            raise InvalidInputError(
+                "tune: protocol='held_out_classes' simulates OOD with withheld ID classes and "
+                "takes no ood_val; pass ood_val=None (or use protocol='ood_val')"
+            )
+        if data.fit is None:
+            raise InvalidInputError(
+                "tune: protocol='held_out_classes' trains variants on labelled ID training "
+                "activations: pass fit=train_activations"
+            )
+        config = cls.parse_settings(settings)
+        name, larger = resolve_criterion(criterion, with_ood=True)
+        factory = VariantFactory(data.fit, data.id_val, config, data.model)
+        return Objective(held_out_objective(build, factory, name), name, larger, config.describe())

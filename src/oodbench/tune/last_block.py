@@ -38,6 +38,7 @@ from oodbench.config import cache_dir
 from oodbench.errors import InvalidInputError
 from oodbench.extract._atomic import atomic_path
 from oodbench.extract.activations import Activations
+from oodbench.tune.kept_classes import images_of, reindex, without_classes
 
 _FORMAT = 1
 #: the dummy image side that drives the network's prefix
@@ -46,6 +47,7 @@ _NATIVE_SIDE = 224
 #: train options of this path and their defaults
 DEFAULTS: dict[str, Any] = {"epochs": 10, "batch_size": 64, "lr": 0.01, "weight_decay": 5e-4,
                             "optimizer": "sgd", "schedule": "cosine", "warmup_epochs": 0}
+
 
 
 def _root() -> Path:
@@ -62,7 +64,6 @@ def block_inputs(model: Any, acts: Activations, *, batch_size: int = 64) -> np.n
     """The input of ``model``'s last block for each row of ``acts`` (its images, in row order),
     float32, cached by content."""
     from oodbench.extract.loader import iterate_batches
-    from oodbench.tune.held_out import images_of
 
     if acts.source is None or acts.source_indices is None:
         raise InvalidInputError(
@@ -120,7 +121,6 @@ class LastBlockVariant:
 
     def __init__(self, model: Any, kept: np.ndarray, inputs: np.ndarray, labels: np.ndarray,
                  options: Mapping[str, Any], seed: int):
-        from oodbench.tune.held_out import without_classes
 
         self.kept = kept
         self.net = without_classes(model, kept)
@@ -197,7 +197,6 @@ class LastBlockVariant:
     def apply(self, acts: Activations, inputs: np.ndarray) -> Activations:
         """``acts`` through the variant: its logits, features and head; labels re-indexed to
         the kept classes (-1 elsewhere)."""
-        from oodbench.tune.held_out import reindex
 
         features, logits = [], []
         with torch.no_grad():

@@ -66,12 +66,23 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from pydantic import StrictInt, StrictStr
 
 from oodbench import metrics
 from oodbench.detectors import Detector
 from oodbench.errors import InvalidInputError
 from oodbench.extract.activations import Activations
-from oodbench.tune.held_out import HeldOutClasses, Variant, VariantFactory, fit_classes
+from oodbench.schema import Schema
+from oodbench.tune.criteria import resolve_criterion
+from oodbench.tune.held_out import (
+    HeldOutClasses,
+    HeldOutProtocol,
+    Variant,
+    VariantFactory,
+    fit_classes,
+)
+from oodbench.tune.protocol import Builder, TuningData, TuningProtocol, register
+from oodbench.tune.result import TuneResult, best_row
 from oodbench.tune.space import Dimension, grid_points
 
 #: the paper's settings (Sec. 4.1): classes -> (M grid, N seeds)
@@ -239,13 +250,11 @@ def tune_paper(
     search: str,
     detector: str,
     opts: Mapping[str, Any],
-) -> Any:
+) -> TuneResult:
     """``oodbench.tune(..., protocol="held_out_paper")``: a ``TuneResult`` whose detector is
     phi*_{M*} fitted on ``fit`` through the original network (Algorithm 4); ``best_value`` is
     l_hat(phi*_{M*} | M*); ``table`` every point of every M's search (columns ``M``,
     ``best_of_m``, ``best``); ``provenance`` the settings, every M's phi*, l and l_hat, M*."""
-    from oodbench.tune import TuneResult, _resolve_criterion
-    from oodbench.tune.dispatch import best_row
     from oodbench.tune.optuna_search import bayes_search
 
     if ood_val is not None:
@@ -257,7 +266,7 @@ def tune_paper(
             "tune: protocol='held_out_paper' trains variants on labelled ID training activations: "
             "pass fit=train_activations")
     settings = as_protocol(opts["held_out"])
-    name, larger = _resolve_criterion(criterion, with_ood=True)
+    name, larger = resolve_criterion(criterion, with_ood=True)
     points = grid_points(dims) if search == "grid" else []  # type: ignore[arg-type]
     for point in points:  # every value checked before anything is trained
         build(point)
@@ -288,3 +297,48 @@ def tune_paper(
                         best_value=float(value), provenance=record)
     detector_.tuning = result.tuning_record()
     return result
+
+
+class PaperSettings(Schema):
+    """The ``held_out_paper`` keys of an experiment's ``tune = {...}`` table (see
+    :class:`PaperProtocol`; ``seed`` is the table's own)."""
+
+    m_grid: tuple[StrictInt, ...] | None = None
+    n_variants: StrictInt | None = None
+    n_tuning_sets: StrictInt | None = None
+    retrain: StrictStr | None = None
+    train: dict[str, Any] | None = None
+
+
+@register
+class HeldOutPaperProtocol(TuningProtocol):
+    """The tuning paper's own Algorithms 1-4 (Mondal et al., arXiv 2602.05935): a search per
+    M, M* chosen on resampled tuning sets, the final phi on the original network."""
+
+    name = "held_out_paper"
+    settings = PaperSettings
+    keyword = "held_out"
+    needs = frozenset({"fit", "features"})
+    runs_own_search = True
+
+    @classmethod
+    def entry_settings(cls, given: Mapping[str, Any], seed: int) -> dict[str, Any]:
+        out = {**given, "seed": seed}
+        if "m_grid" in out:
+            out["m_grid"] = list(out["m_grid"])
+        return out
+
+    @classmethod
+    def parse_settings(cls, settings: Any) -> PaperProtocol:
+        return as_protocol(settings)
+
+    @classmethod
+    def check_detector(cls, detector: type[Detector]) -> None:
+        HeldOutProtocol.check_detector(detector)
+
+    @classmethod
+    def tune(cls, build: Builder, dims: Mapping[str, Any], data: TuningData,
+             criterion: str | None, search: str, detector: str, settings: Any,
+             options: Mapping[str, Any]) -> TuneResult:
+        return tune_paper(build, dims, data.id_val, data.ood_val, data.fit, data.model, criterion,
+                          search, detector, {**options, "held_out": settings})

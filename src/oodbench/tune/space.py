@@ -5,8 +5,8 @@
     {"k": Range(1, 200, log=True)}               # integer bounds -> an integer range
     {"percentile": {"low": 80, "high": 99.5}}    # the same as a mapping (how TOML writes it)
 
-A space names detector hyper-parameters; ``held_out_fraction`` may also appear under the
-held-out-class protocol (the number of simulated OOD classes is then searched with the rest,
+A space names detector hyper-parameters and the names its protocol declares
+(``TuningProtocol.space_params``): ``held_out_fraction`` under the held-out-class protocol (the number of simulated OOD classes is then searched with the rest,
 as the tuning paper does). Every name is checked against the detector before anything runs.
 """
 
@@ -20,9 +20,13 @@ from typing import Any
 
 from oodbench.detectors import Detector, create, detector_class
 from oodbench.errors import InvalidInputError
+from oodbench.tune.protocol import PROTOCOLS, protocol_class
 
-#: names a space may hold besides the detector's hyper-parameters: name -> protocol
-PROTOCOL_PARAMS = {"held_out_fraction": "held_out_classes"}
+
+def protocol_params() -> frozenset[str]:
+    """Names a space may hold besides detector hyper-parameters (every protocol's
+    ``space_params``)."""
+    return frozenset().union(*(p.space_params for p in PROTOCOLS.values()))
 
 
 @dataclass(frozen=True)
@@ -90,8 +94,9 @@ def grid_points(space: Mapping[str, Sequence[Any]], first_fastest: bool = False)
 
 def split_point(point: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """(detector hyper-parameters, protocol parameters) of one point of a space."""
-    det = {k: v for k, v in point.items() if k not in PROTOCOL_PARAMS}
-    return det, {k: v for k, v in point.items() if k in PROTOCOL_PARAMS}
+    params = protocol_params()
+    det = {k: v for k, v in point.items() if k not in params}
+    return det, {k: v for k, v in point.items() if k in params}
 
 
 def detector_builder(
@@ -109,7 +114,8 @@ def detector_builder(
     else:
         cls, base, preset = detector_class(detector_or_name), {}, ""
     valid = {f.name for f in dataclasses.fields(cls) if f.init}
-    unknown = {n for n in names if n not in valid and PROTOCOL_PARAMS.get(n) != protocol}
+    own = protocol_class(protocol).space_params
+    unknown = {n for n in names if n not in valid and n not in own}
     if unknown:
         raise InvalidInputError(
             f"tune: detector {cls.name!r} has no hyper-parameter {', '.join(sorted(unknown))}; "
@@ -131,7 +137,7 @@ def check_bounds(build: Callable[[Mapping[str, Any]], Detector], space: Mapping[
     validation decides: a value is valid when it builds with the other hyper-parameters at their
     base values, or at some combination of the other dimensions' bounds (so that VRA's lower
     percentile may reach up to where only a higher upper one admits it)."""
-    names = [n for n in space if n not in PROTOCOL_PARAMS]
+    names = [n for n in space if n not in protocol_params()]
     ends = {n: (space[n].low, space[n].high) if isinstance(space[n], Range) else list(space[n])
             for n in names}
     for name in names:

@@ -1,0 +1,99 @@
+"""Compare two results folders value for value (e.g. the demo before and after a refactor).
+
+    python scripts/compare_results.py BEFORE_DIR AFTER_DIR
+
+Reads ``results.parquet`` (and ``losses/results.parquet`` when both have one), drops the columns
+that record when and how long a run took (``seconds``, ``time``, ``versions``), orders the rows
+by what identifies a row (model, benchmark, detector configuration, group, level, metric; the
+cell key is left out because it holds the weights path, which differs between two folders),
+and checks that every other column is identical, floats bit for bit
+(NaN equal to NaN). Also compares the per-cell score files array for array, matched through
+the rows (``scores/<cell>.npz``). Prints a line per
+table and exits 1 on the first difference.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+#: columns that differ between two runs of the same experiment by nature (and ``cell``: its key
+#: includes the weights file's path, so two output folders have different keys)
+RUN_COLUMNS = ["seconds", "time", "versions", "cell"]
+ORDER = ["model", "benchmark", "detector", "hyperparams", "group", "level", "metric"]
+
+
+def load(path: Path) -> pd.DataFrame:
+    df = pd.read_parquet(path).drop(columns=RUN_COLUMNS)
+    return df.sort_values(ORDER, na_position="first").reset_index(drop=True)
+
+
+def compare_tables(before: Path, after: Path) -> list[str]:
+    a, b = load(before), load(after)
+    if list(a.columns) != list(b.columns) or len(a) != len(b):
+        return [f"{after}: columns or row count differ ({len(a)} vs {len(b)} rows)"]
+    problems = []
+    for column in a.columns:
+        x, y = a[column], b[column]
+        if pd.api.types.is_float_dtype(x):
+            same = np.array_equal(x.to_numpy(), y.to_numpy(), equal_nan=True)
+        else:
+            same = bool((x.astype(object).where(x.notna(), "<NA>").astype(str)
+                         == y.astype(object).where(y.notna(), "<NA>").astype(str)).all())
+        if not same:
+            problems.append(f"{after}: column {column!r} differs")
+    return problems
+
+
+def _same(x: np.ndarray, y: np.ndarray) -> bool:
+    """Arrays equal bit for bit (NaN equal to NaN for floats)."""
+    floats = np.issubdtype(x.dtype, np.floating)
+    return x.dtype == y.dtype and np.array_equal(x, y, equal_nan=floats)
+
+
+def compare_scores(before: Path, after: Path) -> list[str]:
+    """The score files of the same (model, benchmark, detector configuration) in both folders."""
+    def by_config(folder: Path) -> dict[tuple[str, ...], Path]:
+        rows = pd.read_parquet(folder / "results.parquet").drop_duplicates("cell")
+        return {(r.model, r.benchmark, r.detector, r.hyperparams): folder / "scores" / f"{r.cell}.npz"
+                for r in rows.itertuples()}
+
+    a, b = by_config(before), by_config(after)
+    if set(a) != set(b):
+        return [f"{after}: a different set of cells"]
+    problems = []
+    for config, path in a.items():
+        other = b[config]
+        if path.is_file() != other.is_file():
+            problems.append(f"{other}: present in one folder only")
+            continue
+        if not path.is_file():
+            continue
+        with np.load(path) as x, np.load(other) as y:
+            if sorted(x.files) != sorted(y.files) or not all(_same(x[k], y[k]) for k in x.files):
+                problems.append(f"{other}: scores differ from {path}")
+    return problems
+
+
+def main(before: Path, after: Path) -> int:
+    problems: list[str] = []
+    for sub in ("", "losses"):
+        table_a, table_b = before / sub / "results.parquet", after / sub / "results.parquet"
+        if not table_a.is_file() and not table_b.is_file():
+            continue
+        found = compare_tables(table_a, table_b) + compare_scores(before / sub, after / sub)
+        rows = len(pd.read_parquet(table_a))
+        print(f"{table_b}: {rows} rows, {'identical' if not found else 'DIFFERENT'}")
+        problems += found
+    for problem in problems:
+        print(problem)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    sys.exit(main(Path(sys.argv[1]), Path(sys.argv[2])))

@@ -1,0 +1,149 @@
+"""``tune = {...}`` of an experiment's ``[[detectors]]`` entry, as data.
+
+Common keys (:class:`TuneSpec`): ``protocol`` (a registered tuning protocol,
+:mod:`oodbench.tune.protocol`), ``space``, ``search``, ``criterion``, ``n_trials``, ``seed``,
+``id_val`` and ``ood`` (sources); every other key belongs to the protocol and is validated by
+its ``settings`` schema (``n_variants``, ``held_out_fraction``, ``retrain``, ``train`` for
+``held_out_classes``). ``oodbench.run.build.run_tuning`` runs it.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator
+from typing import Any, Literal
+
+from pydantic import (
+    Field,
+    StrictInt,
+    StrictStr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from oodbench.data.spec import OodSourceSpec, SourceSpec
+from oodbench.errors import OodbenchError
+from oodbench.schema import Schema
+from oodbench.tune.protocol import PROTOCOLS, TuningProtocol
+from oodbench.tune.space import parse_space
+
+
+class TuneSpec(Schema):
+    """``tune = {...}`` of a ``[[detectors]]`` entry: its hyper-parameters are chosen at run time
+    by :func:`oodbench.tune` (one cell, with the chosen values and how they were chosen in the
+    results' ``hyperparams`` and ``tuning`` columns).
+
+    TOML: ``tune = { protocol = "held_out_classes", space = { percentile = [85, 90, 95] } }``
+    (no OOD data: ID classes of ``[id].fit`` are withheld) or ``tune = { protocol = "ood_val",
+    ood = "data/ood_val", search = "tpe", n_trials = 40, space = { slope = { low = 0.0,
+    high = 5.0 } } }`` (integer bounds make an integer range).
+    ``id_val`` (a source) defaults to one image of every ``[id].fit`` class that has two or
+    more, the rest of ``[id].fit`` being what the detector fits on while tuning
+    (``oodbench.tune.split.split_by_class`` with ``seed``). The protocol's own keys (held-out:
+    ``n_variants``, ``held_out_fraction``, ``retrain`` (``"head"`` or ``"full"``), ``train``
+    (the trainer's options, e.g. ``{ epochs = 30 }``)) sit beside these and are kept in
+    ``settings``.
+    """
+
+    protocol: StrictStr = Field(description="a tuning protocol: \"ood_val\" (with ood = ...) or "
+                                "\"held_out_classes\"")
+    space: dict[str, Any] = Field(
+        description="the hyper-parameters to search: name = [values] or { low = ..., high = ... }"
+    )
+    search: Literal["grid", "tpe"] = "grid"
+    criterion: StrictStr | None = None
+    n_trials: StrictInt = 50
+    seed: StrictInt = 0
+    ood: OodSourceSpec | None = None
+    id_val: SourceSpec | None = None
+    settings: Schema | None = None
+
+    @classmethod
+    def prepare(cls, data: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        """Move the protocol's own keys into ``settings`` (unknown keys: did-you-mean over the
+        common keys and the protocol's)."""
+        name = data.get("protocol")
+        entry = PROTOCOLS.get(name) if isinstance(name, str) else None
+        if "settings" in data:
+            raise ValueError("unknown key 'settings'; write the protocol's keys in the tune table")
+        common = [k for k in cls.model_fields if k != "settings"]
+        own = [] if entry is None else list(entry.settings.model_fields)
+        given = {k: data.pop(k) for k in list(data) if k in own}
+        for key in data:
+            if key in common:
+                continue
+            owners = [p.name for p in PROTOCOLS.values() if key in p.settings.model_fields]
+            if owners and entry is not None:
+                raise ValueError(f"{[key]} only go with protocol = \"{owners[0]}\"")
+            valid = common + own
+            close = difflib.get_close_matches(str(key), valid, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ValueError(f"unknown key {key!r}; {hint}valid keys: {', '.join(valid)}")
+        if entry is not None:
+            data["settings"] = entry.settings.model_validate(given, context=info.context)
+        return data
+
+    @field_validator("protocol")
+    @classmethod
+    def _registered(cls, name: str) -> str:
+        if name not in PROTOCOLS:
+            close = difflib.get_close_matches(name, list(PROTOCOLS), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ValueError(f"unknown tuning protocol {name!r}{hint}; expected one of "
+                             f"{tuple(PROTOCOLS)}")
+        return name
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TuneSpec:
+        entry = self.protocol_class
+        if entry.uses_ood and self.ood is None:
+            raise ValueError(f"protocol = \"{self.protocol}\" needs ood = {{ folder = \"...\" }} "
+                             "(the OOD validation images)")
+        if not entry.uses_ood and self.ood is not None:
+            raise ValueError(f"protocol = \"{self.protocol}\" uses no OOD data; drop ood")
+        try:
+            entry.parse_settings(self.protocol_settings)
+            parse_space(self.space, allow_ranges=self.search == "tpe")
+        except OodbenchError as err:
+            raise ValueError(str(err)) from None
+        return self
+
+    @property
+    def protocol_class(self) -> type[TuningProtocol]:
+        """The registered protocol this entry names."""
+        return PROTOCOLS[self.protocol]
+
+    @property
+    def given_settings(self) -> dict[str, Any]:
+        """The protocol keys given in the file (those left out keep the protocol's defaults)."""
+        if self.settings is None:
+            return {}
+        return {k: v for k, v in self.settings.model_dump().items() if v is not None}
+
+    @property
+    def protocol_settings(self) -> dict[str, Any]:
+        """What the protocol gets as ``settings`` (the given keys, with ``seed`` where the
+        protocol wants it)."""
+        return self.protocol_class.entry_settings(self.given_settings, self.seed)
+
+    @property
+    def held_out(self) -> dict[str, Any]:
+        """The ``held_out`` settings of ``oodbench.tune`` given in the file (deprecated name of
+        :attr:`protocol_settings`)."""
+        return self.protocol_settings
+
+    def sources(self, where: str) -> Iterator[tuple[str, SourceSpec]]:
+        for key in ("ood", "id_val"):
+            spec = getattr(self, key)
+            if spec is not None:
+                yield f"{where}.tune.{key}", spec
+
+    def describe(self) -> dict[str, Any]:
+        out = {k: v for k, v in self.model_dump(exclude={"ood", "id_val", "settings"}).items()
+               if v is not None}
+        out.update(self.given_settings)
+        out.update({k: getattr(self, k).describe() for k in ("ood", "id_val")
+                    if getattr(self, k) is not None})
+        return out
+

@@ -1,0 +1,121 @@
+"""The layer order of docs/architecture.md, checked on the package's import graph.
+
+Every import counts: module level, inside functions and methods, and under ``TYPE_CHECKING``.
+A module may import from its own layer's package and from any layer below; never from a layer
+above, never from another package of its own layer, and no two modules may import each other,
+directly or through others (no cycle, at the level of modules and of subpackages).
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests._imports import collapse, cycles, import_graph
+from tests.conftest import REPO
+
+DOC = REPO / "docs" / "architecture.md"
+
+
+def read_layers(doc: Path) -> list[list[str]]:
+    """The ```` ```layers ```` block of the document: one line per layer, top first; packages of
+    one layer are separated by ``|`` (they may not import each other)."""
+    match = re.search(r"```layers\n(.*?)```", doc.read_text(encoding="utf-8"), re.S)
+    assert match, f"{doc} has no ```layers block"
+    return [[p.strip() for p in line.split("|")] for line in match.group(1).splitlines()
+            if line.strip()]
+
+
+def violations(root: Path, package: str, layers: list[list[str]]) -> list[str]:
+    """Every upward import, import inside one layer, unlisted package and cycle of ``package``."""
+    graph = import_graph(root, package)
+    rank = {name: i for i, layer in enumerate(layers) for name in layer}
+    top = collapse(graph, 1)
+    problems = [f"{name} is in no layer of the architecture document"
+                for name in sorted(top) if name not in rank]
+    for module, edges in sorted(graph.items()):
+        a = ".".join(module.split(".")[:2])
+        for target, line in sorted(edges.items()):
+            b = ".".join(target.split(".")[:2])
+            if a == b or a not in rank or b not in rank:
+                continue
+            if rank[b] < rank[a]:
+                problems.append(f"{module} (line {line}) imports {target}: upward, from a layer "
+                                f"above ({b} over {a})")
+            elif rank[b] == rank[a]:
+                problems.append(f"{module} (line {line}) imports {target}: {a} and {b} share a "
+                                "layer and must stay independent")
+    for cycle in cycles(graph):
+        problems.append(f"import cycle between modules: {' -> '.join(cycle)}")
+    for cycle in cycles(top):
+        problems.append(f"import cycle between subpackages: {' -> '.join(cycle)}")
+    return problems
+
+
+def test_the_package_follows_the_layers_of_the_architecture_document():
+    assert violations(REPO / "src", "oodbench", read_layers(DOC)) == []
+
+
+def _package(tmp_path: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = tmp_path / "pkg" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return tmp_path
+
+
+LAYERS = [["pkg"], ["pkg.high"], ["pkg.mid_a", "pkg.mid_b"], ["pkg.low"]]
+CLEAN = {"__init__.py": "", "high/__init__.py": "from pkg.mid_a import x\n",
+         "mid_a/__init__.py": "from pkg.low import base\nx = 1\n", "mid_b.py": "import pkg.low\n",
+         "low/__init__.py": "", "low/base.py": "from . import other\n", "low/other.py": ""}
+
+
+def test_a_clean_tree_passes(tmp_path):
+    assert violations(_package(tmp_path, CLEAN), "pkg", LAYERS) == []
+
+
+@pytest.mark.parametrize("change, expected", [
+    ({"low/other.py": "def f():\n    from pkg.high import y\n"},  # hidden in a function
+     ["pkg.low.other (line 2) imports pkg.high: upward", "import cycle between modules",
+      "import cycle between subpackages: pkg.high -> pkg.low -> pkg.mid_a"]),
+    ({"low/other.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import pkg.mid_b\n"},
+     ["pkg.low.other (line 3) imports pkg.mid_b: upward",
+      "import cycle between subpackages: pkg.low -> pkg.mid_b"]),
+    ({"mid_b.py": "from pkg.mid_a import x\n"}, ["pkg.mid_b (line 1) imports pkg.mid_a: pkg.mid_b "
+                                                  "and pkg.mid_a share a layer"]),
+    ({"low/other.py": "from pkg.low import base\n"},  # a cycle inside one subpackage
+     ["import cycle between modules: pkg.low.base -> pkg.low.other"]),
+    ({"new.py": "import pkg.low\n"}, ["pkg.new is in no layer"]),
+])
+def test_the_architecture_test_catches_each_kind_of_violation(tmp_path, change, expected):
+    found = violations(_package(tmp_path, {**CLEAN, **change}), "pkg", LAYERS)
+    assert len(found) == len(expected), found
+    for text, problem in zip(expected, found):
+        assert problem.startswith(text) or text in problem, (text, problem)
+
+
+def test_the_real_layers_catch_an_upward_import_added_to_the_package(tmp_path):
+    """The same check on a copy of the package with one function-level upward import added."""
+    import shutil
+
+    shutil.copytree(REPO / "src" / "oodbench", tmp_path / "oodbench")
+    metrics = tmp_path / "oodbench" / "metrics" / "ood.py"
+    metrics.write_text(metrics.read_text(encoding="utf-8")
+                       + "\n\ndef _report():\n    from oodbench.results import report\n",
+                       encoding="utf-8")
+    found = violations(tmp_path, "oodbench", read_layers(DOC))
+    assert any(p.startswith("oodbench.metrics.ood") and "upward" in p for p in found), found
+    assert any("cycle between subpackages" in p for p in found), found
+
+
+#: the longest a source file may grow before it is split by concern
+MAX_LINES = 700
+
+
+def test_no_source_file_is_over_the_line_limit():
+    long = {str(p.relative_to(REPO)): n for p in sorted((REPO / "src").rglob("*.py"))
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert long == {}, f"split these by concern: {long}"
