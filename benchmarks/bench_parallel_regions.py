@@ -139,8 +139,11 @@ def timings(repeat: int, neighbours: int) -> list[dict[str, Any]]:
     best of ``repeat``, without and with ``neighbours`` spinning processes."""
     rng = np.random.default_rng(0)
     logits = rng.standard_normal((20_000, 1_000), dtype=np.float32) * 3
-    acts = Activations(logits=logits, labels=np.zeros(len(logits), dtype=np.int64),
-                       ids=np.arange(len(logits)).astype(str))
+    n = len(logits)
+    acts = Activations(logits=logits, labels=np.zeros(n, dtype=np.int64), ids=np.arange(n).astype(str),
+                       features=np.zeros((n, 1), dtype=np.float32),  # pytorch_ood() builds a head
+                       head_weight=np.zeros((1000, 1), dtype=np.float32),
+                       head_bias=np.zeros(1000, dtype=np.float32))
     out = []
     for busy in (0, neighbours):
         with busy_neighbours(busy, seconds=1800):
@@ -168,6 +171,7 @@ def main() -> None:
     parser.add_argument("--time", action="store_true", help="also the timings (see above)")
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--neighbours", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--only", default="", help="comma-separated detector names to count")
     args = parser.parse_args()
     load_before = os.getloadavg()
     sizes = dict(FULL)
@@ -184,7 +188,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|")
     for info in available():
         name = info["name"]
-        if skip & set(info["requires"]):
+        if skip & set(info["requires"]) or (args.only and name not in args.only.split(",")):
             continue
         scored = maps if "feature_map" in info["requires"] else test
         fit, score = ours(name, train, scored)
@@ -214,6 +218,8 @@ def main() -> None:
               "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
                           "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
                           "load_average_1_5_15min_before": load_before}}
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2) + "\n")  # the counts, kept if timing stops
     if args.time:
         result["timings"] = timings(args.repeat, args.neighbours)
         result["timings_repeat"] = args.repeat

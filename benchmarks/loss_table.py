@@ -15,8 +15,8 @@ Here, on real data that ships with the project (``../shared/data``):
   the first ``--train-per-class`` of each class of ``cifar10-train``, test images the first
   ``--test-per-class`` of each class of ``cifar10-test``. The CPU study (recipe ``cpu-small``)
   uses 1,000 and 200 per class: what one niced process on a 2-core machine shared by eight
-  developers trains 15 times in about an hour (about 20-30 training images/s were measured
-  there under a load average of 15); every other recipe defaults to all images.
+  developers trains 15 times in under an hour (14-46 training images/s per niced worker were
+  measured there under load averages of 15-21); every other recipe defaults to all images.
 * **Near (class-OOD)**: the held-out classes 6-9 (frog, horse, ship, truck) of ``cifar10-test``.
 * **Far**: the 1,300 ImageNet validation images of ``imagenet-val-1300`` down-sampled to 32 px.
 * **Training**: the small-image recipe ``oodbench.train.recipe`` (``--recipe``; a CIFAR ResNet,

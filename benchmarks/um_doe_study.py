@@ -35,6 +35,10 @@ data that ships with the project (``../shared/data``):
   ``oodbench.metrics.delong.auroc_ci``) per seed, and paired DeLong tests of each method against
   CE on the same test images.
 
+The committed JSON (3 seeds, the defaults) was made with the machine's load average between
+10 and 26 on 2 cores; seeds 0 and 1 estimated UM's / UMAP's L_hat on augmented training images
+(the code then; since, the model's eval transform), seed 2 on the eval transform.
+
 Writes ``benchmarks/results/um_doe_study.json`` (``um_doe_study_quick.json``) after every run,
 with the machine's load average (the machine is shared: timings are not speed claims);
 training runs are checkpointed under ``OODBENCH_CACHE/bench/um_doe_study`` and a restarted

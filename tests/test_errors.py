@@ -27,3 +27,19 @@ def test_closest_names_ranks_prefix_then_substring_then_similarity():
     # the similarity order is difflib's ratio
     ratios = {n: difflib.SequenceMatcher(None, "resnet", n).ratio() for n in ("resnex", "zzzz")}
     assert ratios["resnex"] > ratios["zzzz"]
+
+
+def test_a_transposed_typo_ranks_its_anagram_first():
+    # 'mps' is one substitution from 'mos' and one swap from 'msp': the swap is the typo
+    valid = ["mos", "msp", "rp_msp", "vra_plus", "dml"] + [f"detector{i}" for i in range(40)]
+    assert UnknownNameError("detector", "mps", valid).close[:2] == ["msp", "mos"]
+
+
+def test_typo_distance_counts_a_swap_as_one_edit():
+    from oodbench.errors import typo_distance
+
+    assert typo_distance("mps", "msp") == 1
+    assert typo_distance("mps", "mos") == 1
+    assert typo_distance("kitten", "sitting") == 3  # Levenshtein's classic case, no swaps
+    assert typo_distance("ca", "abc") == 3  # OSA: a swapped pair is not edited again
+    assert typo_distance("", "abc") == 3 and typo_distance("abc", "abc") == 0

@@ -88,17 +88,37 @@ class UnknownNameError(OodbenchError, KeyError):
 def closest_names(name: str, valid: Iterable[str], n: int) -> list[str]:
     """The ``n`` names of ``valid`` most similar to ``name``, best first.
 
-    Names that start with ``name`` come first, then names that contain it, each group ordered by
-    difflib's similarity ratio (``2 * matches / total length``, case-insensitive), then by name.
+    Names that start with ``name`` come first, then names that contain it; each group is ordered
+    by edit distance (:func:`typo_distance`, a swap of two neighbours counting as one edit), then
+    names made of the same letters (a transposed typo: ``mps`` -> ``msp`` before ``mos``), then
+    difflib's similarity ratio (``2 * matches / total length``), then by name; case-insensitive.
     """
     query = name.lower()
 
-    def rank(candidate: str) -> tuple[bool, bool, float, str]:
+    def rank(candidate: str) -> tuple[bool, bool, int, bool, float, str]:
         low = candidate.lower()
         ratio = difflib.SequenceMatcher(None, query, low).ratio()
-        return (not low.startswith(query), query not in low, -ratio, candidate)
+        return (not low.startswith(query), query not in low, typo_distance(query, low),
+                sorted(low) != sorted(query), -ratio, candidate)
 
     return sorted(valid, key=rank)[:n]
+
+
+def typo_distance(a: str, b: str) -> int:
+    """Optimal-string-alignment distance: insertions, deletions, substitutions and swaps of two
+    adjacent characters, each one edit (Damerau's typo model, without re-editing a swapped pair).
+    """
+    previous2: list[int] = []
+    previous = list(range(len(b) + 1))
+    for i, char_a in enumerate(a, start=1):
+        current = [i] + [0] * len(b)
+        for j, char_b in enumerate(b, start=1):
+            current[j] = min(previous[j] + 1, current[j - 1] + 1,
+                             previous[j - 1] + (char_a != char_b))
+            if i > 1 and j > 1 and char_a == b[j - 2] and a[i - 2] == char_b:
+                current[j] = min(current[j], previous2[j - 2] + 1)
+        previous2, previous = previous, current
+    return previous[-1]
 
 
 class DataError(OodbenchError):

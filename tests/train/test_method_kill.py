@@ -11,7 +11,8 @@ from click.testing import CliRunner
 from PIL import Image
 
 from oodbench.cli.main import main
-from oodbench.train.config import read_train_config, run_training
+from oodbench.run.build import run_training
+from oodbench.train.config import read_train_config
 from tests.train._method_run import method_run
 from tests.train._subprocess import kill_after_first_checkpoint
 

@@ -25,7 +25,9 @@ The presets in :data:`RECIPES` are data: ``cpu-small`` is what a shared 2-core C
 for a 5-loss x 3-seed study (see ``benchmarks/loss_table.py``), ``resnet20`` the paper network
 of He et al. (2016) at a CPU-sized epoch count, and ``gpu-resnet18`` the full-scale
 configuration: ResNet-18, 200 epochs, batch 128, lr 0.1, weight decay 5e-4 (the CIFAR-10
-schedule length and optimiser of LogitNorm, Wei et al., ICML 2022, Sec. 4.1).
+schedule length and optimiser of LogitNorm, Wei et al., ICML 2022, Sec. 4.1, and of their
+code's ``train.py``; the decay here is the recipe's cosine, not their steps at epochs 80 and
+140, and there is no dropout).
 """
 
 from __future__ import annotations
