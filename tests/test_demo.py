@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -12,7 +14,7 @@ from sklearn.metrics import roc_auc_score
 from oodbench import detectors
 from oodbench.cli.main import main
 from oodbench.data.demo import KINDS, demo_data
-from oodbench.demo import COOD_NAME, DEMO_LEVELS, FAR_NAME, run_demo
+from oodbench.demo import COOD_NAME, DEMO_K, DEMO_LEVELS, FAR_NAME, run_demo
 from oodbench.demo_losses import DETECTORS as LOSS_DETECTORS
 from oodbench.demo_losses import LOSSES
 from oodbench.models.small_cnn import SmallCNN
@@ -35,7 +37,13 @@ def test_demo_runs_checks_out_and_is_deterministic(tmp_path, monkeypatch):
     for text in (COOD_NAME, FAR_NAME, "FPR@95 (ID positive)", "FPR@95 (OOD positive, OpenOOD)",
                  f"report: {out / 'report.html'}", "cells: "):
         assert text in result.output
+    # issue 23 item 9: the demo drew a LargeKWarning (knn k = 50 on its 650-row bank)
+    for name in ("knn", "nnguide"):
+        assert f"warning: detector {name!r}: k=" not in result.output, result.output
+    assert "LargeKWarning" not in result.output
     rows = ResultsTable(out).read()
+    knn = rows[rows["detector"].isin(["knn", "nnguide"])].drop_duplicates("cell")
+    assert {json.loads(h)["k"] for h in knn["hyperparams"]} == {DEMO_K}
 
     # every registered detector that needs neither CLIP nor a group-softmax head ran on both
     # benchmarks, none failed

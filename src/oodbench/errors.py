@@ -143,3 +143,8 @@ class NotWritableError(OodbenchError, PermissionError):
 
 class MissingDependencyError(OodbenchError, ImportError):
     """An optional package is needed for this feature; the message says which extra to install."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) stopped a long run. Not a failure: the message says what was kept and how
+    to resume; ``oodbench`` prints it as one line and exits with status 130 (128 + SIGINT)."""

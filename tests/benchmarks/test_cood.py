@@ -22,6 +22,7 @@ from oodbench.benchmarks.cood import (
 from oodbench.detectors import create
 from oodbench.detectors.base import Detector
 from oodbench.errors import (
+    ClassCountMismatchError,
     EmptyInputError,
     InvalidInputError,
     NonFiniteError,
@@ -409,6 +410,24 @@ def test_sources_are_extracted_once_and_corrupt_images_skipped() -> None:
             roc_auc_score(np.r_[np.ones(60), np.zeros(ood.size)], np.r_[id_msp, ood]), abs=1e-9
         )
     assert df["n_ood"].sum() <= 4 * 3 * 3  # 3 classes x (at most) 3 test images, minus corrupt
+
+
+def test_run_checks_the_default_window_before_extracting() -> None:
+    """Issue 23 item 3: with a 3-class pool, ``run`` extracted the whole pool before raising
+    that the default window (the model's 1000 classes) does not fit; it must raise first."""
+    from tests.extract._toy import RandomImages, TinyNet
+
+    model = TinyNet(num_classes=4)
+    id_src = RandomImages(12, num_classes=4, seed=0, name="id")
+    pool_src = RandomImages(30, seed=1, name="pool", labels=np.repeat(100 + np.arange(3), 10))
+    bench = CoodBenchmark(id_src, pool_src, n_levels=2)
+    with pytest.raises(InvalidInputError, match="default window is the number of ID classes, 4"):
+        bench.run(model, [create("msp")], progress=False)
+    assert model.calls == 0  # no forward pass
+    with pytest.raises(ClassCountMismatchError, match="id_classes refer to classes up to 7"):
+        CoodBenchmark(id_src, pool_src, id_classes=[0, 7], window=1, n_levels=2).run(
+            model, [create("msp")], progress=False)
+    assert model.calls == 0
 
 
 # -- real data: EfficientNet-Lite0 (real weights) on real ImageNet images ---------------------------

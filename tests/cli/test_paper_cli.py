@@ -128,8 +128,8 @@ def test_show(tmp_path: Path) -> None:
                      str(png))
     assert result.exit_code == 0, result.output
     assert "vit_large_patch32_384, kappa = max_logit" in result.output
-    for value in ("0.9958857884", "0.7748394832", "10.910242080688477", "13.12063980102539"):
-        assert value in result.output  # every level, every metric, full precision
+    for value in ("0.9958857884", "0.7748394832", "10.9102420806885", "13.1206398010254"):
+        assert value in result.output  # every level, every metric, 15 significant digits
     assert "max_logit  " in result.output and "▁" in result.output  # the sparkline
     assert png.read_bytes()[:4] == b"\x89PNG"
     every = _invoke("paper", "show", "vit_large_patch32_384", "--format", "csv")
@@ -137,6 +137,39 @@ def test_show(tmp_path: Path) -> None:
     assert len(frame) == 44 and set(frame["kappa"]) == {"softmax", "max_logit", "entropy", "odin"}
     unknown = _invoke("paper", "show", "vit_large_patch32_38")
     assert unknown.exit_code == 2 and "vit_large_patch32_384" in unknown.output
+
+
+def test_values_shown_without_binary_noise() -> None:
+    """Issue 23 item 9: 0.8419200000000001 and 0.30000000000000004 (arithmetic noise on the
+    published values) print as 0.84192 and 0.3, in every format."""
+    board = _invoke("paper", "leaderboard", "--kappa", "max_logit", "--levels", "0,5,10")
+    assert board.exit_code == 0, board.output
+    assert "0.84192 " in board.output and "0.8419200000000001" not in board.output
+    show = _invoke("paper", "show", "vit_large_patch32_384", "--kappa", "max_logit")
+    assert "│        0.3 │" in show.output and "0.30000000000000004" not in show.output
+    for fmt in ("csv", "json", "markdown"):
+        out = _invoke("paper", "show", "vit_large_patch32_384", "--kappa", "max_logit",
+                      "--format", fmt).output
+        assert "0.30000000000000004" not in out and "0.3" in out, fmt
+    import json
+
+    records = json.loads(_invoke("paper", "show", "vit_large_patch32_384", "--kappa",
+                                 "max_logit", "--format", "json").output)
+    assert [r["percentile"] for r in records][:4] == [0.0, 0.1, 0.2, 0.3]
+
+
+def test_rank_hint_names_the_benchmarks_key(tmp_path: Path) -> None:
+    """Issue 23 item 9: the hint names the experiment file's real key, [[benchmarks]]."""
+    from oodbench.results.table import ResultsTable
+
+    rows = pd.DataFrame([{"model": "m", "detector": "msp", "hyperparams": "{}",
+                          "benchmark": "sets", "group": "noise", "metric": "auroc",
+                          "value": 0.9, "status": "ok", "cell": "c1",
+                          "time": "2026-12-01T00:00:00"}])
+    ResultsTable(tmp_path).append(rows)
+    result = _invoke("paper", "rank", str(tmp_path))
+    assert result.exit_code == 2
+    assert "[[benchmarks]] type = \"cood\"" in " ".join(result.output.split())
 
 
 def test_findings(tmp_path: Path) -> None:

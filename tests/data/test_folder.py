@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image, ImageFile
 
-from oodbench.data import ImageFolder
+from oodbench.data import ImageFolder, OodFolder
 from oodbench.errors import CorruptImageError, EmptyInputError, InvalidInputError, MissingDataError
 
 
@@ -155,3 +155,26 @@ def test_fingerprint_ignores_where_the_dataset_lives(tree: Path, tmp_path: Path)
     assert ImageFolder(moved).fingerprint(mode="content") == ImageFolder(tree).fingerprint(
         mode="content"
     )
+
+
+def test_an_ood_folder_is_every_image_below_it_unlabelled(tree: Path, tmp_path: Path) -> None:
+    """Issue 23 item 2: an OOD set is usually a flat folder of images ("has no class
+    sub-folders" before); a folder of class folders is read the same way, label -1."""
+    flat = tmp_path / "flat"
+    write_image(flat / "b.png", 1)
+    write_image(flat / "a.jpg", 2)
+    (flat / "notes.txt").write_text("not an image")
+    with pytest.raises(EmptyInputError, match="has no class sub-folders"):
+        ImageFolder(flat)
+    src = OodFolder(flat)
+    assert src.ids == ["a.jpg", "b.png"] and src.labels.tolist() == [-1, -1]
+    assert src.name == "flat" and src.load(1).size == (8, 8)
+    nested = OodFolder(tree)
+    assert nested.ids == ["loose.png", "cat/a.png", "cat/b.png", "cat/sub/c.jpg", "dog/x.JPEG"]
+    assert (nested.labels == -1).all()
+    assert OodFolder(flat).fingerprint() == src.fingerprint() != nested.fingerprint()
+    with pytest.raises(MissingDataError, match="expected a folder of images"):
+        OodFolder(tmp_path / "nowhere")
+    (tmp_path / "empty" / "sub").mkdir(parents=True)
+    with pytest.raises(EmptyInputError, match="holds no images"):
+        OodFolder(tmp_path / "empty")

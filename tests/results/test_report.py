@@ -205,5 +205,43 @@ def test_labels_name_the_preset_and_the_fit_data():
                                          '{"fit_data": "train", "percentile": 90.0}', "{}"]})
     results = rows.assign(preset=["openood", "", ""], fit_data=["id_val", "train", "none"])
     assert lb.detector_labels(rows, results).tolist() == [
-        "react (fit_data=id_val) [openood, fit on id_val]", "react (fit_data=train) [fit on train]", "msp"]
+        "react [openood, fit on id_val]", "react [fit on train]", "msp"]
     assert lb.detector_labels(rows).tolist()[2] == "msp"  # rows without provenance columns
+
+
+def test_leaderboard_fits_a_1400_px_window(tmp_path):
+    """Issue 23 item 9: at 1,400 px the leaderboard hid its last columns behind a horizontal
+    scroll. Laid out by headless Chromium: no table of the report scrolls at that width."""
+    browser = chromium()
+    rng = np.random.default_rng(0)
+    table = ResultsTable(tmp_path / "r")
+    configs = {"react": '{"fit_data": "train", "percentile": 99.0}',
+               "knn": '{"fit_data": "train", "fit_fraction": 1.0, "k": 50, "seed": 0}',
+               "vra": '{"fit_data": "id_val", "lower_percentile": 60.0, "per_unit": false, '
+                      '"upper_percentile": 95.0}',
+               "plf": '{"fit_data": "train", "lower_percentile": 10.0, "slope": 2.5, '
+                      '"upper_percentile": 90.0}', "msp": "{}"}
+    for det, hp in configs.items():
+        tuned = json.dumps({"protocol": "held_out_classes", "best_params": {"slope": 2.5}})
+        rows = [{"detector": det, "hyperparams": hp, "group": g, "kind": kind, "n_id": 650,
+                 "n_ood": 100, **{m: float(rng.uniform(0.5, 1)) for m in METRICS},
+                 "id_accuracy": 0.83, "preset": "" if det == "msp" else "openood",
+                 "fit_data": json.loads(hp).get("fit_data", "none"),
+                 "tuning": tuned if det in ("react", "plf") else ""}
+                for g, kind in (("cat", "near"), ("dog", "near"), ("ship", "far"), ("truck", "far"))]
+        table.append(rt.from_wide(pd.DataFrame(rows), model="efficientnet_lite0",
+                                  benchmark="cifar-near-far", cell=f"c-{det}", seconds=1.0,
+                                  time="2024-01-01T00:00:00", experiment="x"))
+    html = write_report(tmp_path / "r").html
+    probe = ("<script>document.body.setAttribute('data-overflow', Array.from("
+             "document.querySelectorAll('.scroll')).map(e => e.scrollWidth > e.clientWidth ? 1 : 0)"
+             ".join(','));</script></body>")
+    page = tmp_path / "probe.html"
+    page.write_text(html.read_text().replace("</body>", probe))
+    done = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                           f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1400,1000",
+                           "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
+    found = re.search(r'data-overflow="([^"]*)"', done.stdout)
+    assert found is not None, done.stderr[-2000:]
+    flags = found.group(1).split(",")
+    assert len(flags) >= 2 and set(flags) == {"0"}, flags  # the leaderboards come first

@@ -102,6 +102,27 @@ def test_tiny_experiment_end_to_end(tiny, forward_images):
                                      & (df["metric"] == "auroc")]["value"].item()
 
 
+def test_an_ood_group_may_be_a_flat_folder(tiny):
+    """Issue 23 item 2: ``groups.x = { folder = ".../cifar10-test/cat" }``, a folder of images
+    without class folders, was refused ("has no class sub-folders")."""
+    import shutil
+
+    data = tiny.parent / "data"
+    (data / "flat").mkdir()
+    for i, image in enumerate(sorted((data / "noise").rglob("*.png"))):
+        shutil.copy(image, data / "flat" / f"n{i}.png")
+    text = tiny.read_text().replace('groups.stripes = { folder = "data/stripes", kind = "near" }',
+                                    'groups.stripes = { folder = "data/flat", kind = "near" }')
+    text = text.replace('grid = { k = [1, 3] }', "")
+    tiny.write_text(text.split("[[detectors]]")[0] + '[[detectors]]\nname = "msp"\n')
+    df = oodbench.run(tiny, progress=False)
+    sets = df[(df["benchmark"] == "sets") & (df["metric"] == "auroc")]
+    assert df["status"].eq("ok").all()
+    # the same images, flat or in a class folder, give the same AUROC
+    assert set(sets["group"]) == {"noise", "stripes"} and sets["n_ood"].eq(6).all()
+    assert sets["value"].nunique() == 1
+
+
 def test_a_rerun_skips_finished_cells(tiny, forward_images):
     first = oodbench.run_experiment(tiny, progress=False)
     passes = len(forward_images)
@@ -179,7 +200,7 @@ def test_problems_are_found_before_the_first_forward_pass(tiny, forward_images):
         oodbench.run_experiment(exp, progress=False)
     message = str(err.value)
     assert "3 problems; nothing was extracted" in message
-    assert "benchmark 'sets': EmptyInputError: ImageFolder" in message and "data/empty" in message
+    assert "benchmark 'sets': EmptyInputError: OOD folder" in message and "data/empty" in message
     assert "model 'broken': InvalidInputError: SmallCNN needs at least 2 classes" in message
     assert ("model 'small_cnn' on benchmark 'cood': InvalidInputError: the default window is the "
             "number of ID classes, 3: window=3 is larger than the 2 OOD classes") in message

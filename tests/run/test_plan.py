@@ -34,7 +34,7 @@ def test_hyperparams_are_complete_and_canonical():
     plan = make_plan(experiment([{"name": "knn", "hyperparams": {"k": 7}}]))
     cell = plan.cells[0]
     assert cell.params == detectors.create("knn", k=7).hyperparams
-    assert cell.label().startswith("a · cood · knn(")
+    assert cell.label().startswith("a · cood · knn (")
 
 
 def test_keys_are_stable_and_change_with_any_setting():
@@ -74,8 +74,15 @@ def test_all_expands_to_every_registered_detector_but_clip_and_group_softmax_one
     registered = [r for r in detectors.available()]
     expected = [r["name"] for r in registered
                 if not {"text_embeddings", "groups"} & set(r["requires"])]
-    assert names == expected  # "msp" again is deduplicated
+    # "msp", named by its own entry, is left out of "all" and comes where that entry stands
+    assert names == [n for n in expected if n != "msp"] + ["msp"]
     assert all(p == detectors.create(n).hyperparams and not preset for n, p, preset in configs)
+
+
+def test_all_leaves_out_the_detectors_other_entries_configure():
+    """So the demo's "all" plus knn with k = 5 runs knn once, with k = 5 (issue 23 item 9)."""
+    configs = detector_configurations(experiment(["all", {"name": "knn", "hyperparams": {"k": 5}}]))
+    assert [p["k"] for n, p, _ in configs if n == "knn"] == [5]
 
 
 def test_all_under_a_protocol_is_the_detectors_it_configures():

@@ -133,3 +133,46 @@ def test_tiny_experiment_with_tuned_detectors(tmp_path, monkeypatch):
                             fit=fit.subset(fit_rows))
     assert by_hand.best_params == knn["best_params"]
     assert by_hand.best_value == pytest.approx(knn["best_value"])
+
+
+def test_tuning_uses_the_id_val_set_when_given(tmp_path, monkeypatch):
+    """Issue 23 item 7: with [id] val given, tuned detectors still drew their ID validation rows
+    from [id].fit; they use [id] val (and fit on all of [id].fit), and the record says so."""
+    monkeypatch.setenv("OODBENCH_CACHE", str(tmp_path / "cache"))
+    toml = write_tiny_experiment(tmp_path)
+    data = tomllib.loads(toml.read_text())
+    data["id"]["val"] = {"folder": "data/id_test"}  # (a stand-in for held-out ID images)
+    data["benchmarks"] = [b for b in data["benchmarks"] if b["name"] == "sets"]
+    data["detectors"] = [{"name": "knn", "tune": {
+        "protocol": "ood_val", "ood": {"folder": "data/stripes"}, "criterion": "aurc",
+        "space": {"k": [1, 2, 4]}}}]
+    df = oodbench.run(parse_experiment(data, base_dir=tmp_path), progress=False)
+    cell = df.drop_duplicates("cell").iloc[0]
+    assert cell["status"] == "ok", cell["error"]
+    record = json.loads(cell["tuning"])
+    assert record["id_val"] == "[id].val"
+
+    from oodbench.data import ImageFolder, OodFolder
+    from oodbench.extract import extract
+    from oodbench.models.small_cnn import SmallCNN
+
+    model, folder = SmallCNN(num_classes=3, seed=0), tmp_path / "data"
+    fit, val = (extract(model, ImageFolder(folder / name), capture=("logits", "features"),
+                        device="cpu", batch_size=16, progress=False)
+                for name in ("id_train", "id_test"))
+    stripes = extract(model, OodFolder(folder / "stripes"), capture=("logits", "features"),
+                    device="cpu", batch_size=16, progress=False)
+    by_hand = oodbench.tune("knn", {"k": [1, 2, 4]}, val, stripes, fit=fit, criterion="aurc")
+    assert by_hand.best_params == record["best_params"]
+    assert by_hand.best_value == pytest.approx(record["best_value"])
+    split_val, split_fit = _fit_split(fit)
+    split = oodbench.tune("knn", {"k": [1, 2, 4]}, split_val, stripes, fit=split_fit,
+                          criterion="aurc")
+    assert split.best_value != pytest.approx(by_hand.best_value)  # the old rule's numbers differ
+
+
+def _fit_split(fit):
+    from oodbench.tune.split import split_by_class
+
+    fit_rows, val_rows = split_by_class(fit.labels, 0)
+    return fit.subset(val_rows), fit.subset(fit_rows)

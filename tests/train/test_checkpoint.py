@@ -26,6 +26,20 @@ def test_round_trip(tmp_path):
         "model.safetensors", "optimizer.safetensors", "train.json"]
 
 
+def test_files_get_the_umask_permissions(tmp_path):
+    """Issue 23 item 9: the safetensors files were 0600 under umask 022 (train.json 0644)."""
+    import os
+
+    old = os.umask(0o022)
+    try:
+        write(tmp_path, 1.0, 1)
+    finally:
+        os.umask(old)
+    modes = {p.name: oct(p.stat().st_mode & 0o777) for p in tmp_path.iterdir()}
+    assert modes == {"model.safetensors": "0o644", "optimizer.safetensors": "0o644",
+                     "train.json": "0o644"}
+
+
 def test_killed_before_the_commit_resumes_the_previous_epoch(tmp_path, monkeypatch):
     write(tmp_path, 1.0, 1)
 

@@ -40,6 +40,9 @@ def test_train_command_trains_once_then_reuses_the_cache(tiny):
     second = invoke("train", str(config), "--no-progress")
     assert second.exit_code == 0 and record.stat().st_mtime_ns == stamp  # nothing retrained
     assert "weights:" in second.output and "model.safetensors" in second.output
+    # issue 23 item 9: the command says whether it trained, resumed or found the run finished
+    assert f"a new run in {runs[0]}" in " ".join(first.output.split())
+    assert f"already finished (3 of 3 epochs) in {runs[0]}" in " ".join(second.output.split())
     config.write_text(config.read_text().replace("seed = 0\ndevice", "seed = 1\ndevice"))
     assert training_key(read_train_config(config)) != runs[0].name  # another seed, another run
 

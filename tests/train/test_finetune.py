@@ -53,7 +53,10 @@ def test_resume_after_a_kill_gives_the_same_weights(tmp_path):
     assert 1 <= done < epochs, "the kill came too late to test resuming"
     resumed = run(str(out), epochs)
     assert [h["epoch"] for h in resumed.history] == list(range(1, epochs + 1))
+    assert resumed.resumed_from == done  # issue 23 item 9: it says that it resumed
+    assert resumed.describe_start() == f"resumed after epoch {done} of {epochs}"
     straight = run(str(tmp_path / "straight"), epochs)
+    assert straight.resumed_from == 0 and straight.describe_start() == "a new run"
     assert _same_weights(resumed.model, straight.model)
     assert [h["loss"] for h in resumed.history] == [h["loss"] for h in straight.history]
 

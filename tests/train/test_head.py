@@ -121,6 +121,26 @@ def test_bad_input_is_reported_before_training():
         res.apply(other)
 
 
+def test_classes_without_rows_are_refused_and_few_rows_warned():
+    """Issue 23 item 8: classes=[0, 1, 2] on rows with one row of class 1 and none of 0 or 2
+    trained without a word."""
+    from oodbench.errors import EmptyInputError
+    from oodbench.train.labels import FewRowsWarning
+
+    acts = blobs(c=4)
+    keep = np.flatnonzero(acts.labels == 3)[:5].tolist() + [int(np.flatnonzero(acts.labels == 1)[0])]
+    sparse = acts.subset(np.array(keep))
+    with pytest.raises(EmptyInputError, match=r"2 of the 3 chosen classes have no row.*\[0, 2\]"):
+        train_head(sparse, loss="logitnorm", classes=[0, 1, 2], epochs=1)
+    with pytest.warns(FewRowsWarning, match=r"1 of the 2 chosen classes have fewer than 2 rows \(\[1\]\)"):
+        train_head(sparse, loss="logitnorm", classes=[1, 3], epochs=1)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FewRowsWarning)
+        train_head(acts, classes=[0, 1, 2], epochs=1)  # enough rows of each: no warning
+
+
 def test_warmup_and_cosine_schedule_values():
     from oodbench.train.optim import lr_factor
 

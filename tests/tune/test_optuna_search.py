@@ -93,6 +93,37 @@ def test_resume_from_storage(data, tmp_path):  # noqa: F811
                       **kwargs)
 
 
+def test_ctrl_c_is_one_exception_without_optunas_traceback(data, tmp_path, monkeypatch, capfd):  # noqa: F811
+    """Issue 23 item 4: Ctrl-C during TPE tuning printed Optuna's 30-line traceback; the trial it
+    stopped is not counted, and a resume runs it again."""
+    from oodbench.detectors import detector_class
+    from oodbench.errors import Interrupted
+
+    train, id_val, ood_val = data
+    storage = f"sqlite:///{tmp_path / 'tune.db'}"
+    kwargs = dict(fit=train, search="tpe", storage=storage, study_name="react", n_trials=5)
+    space = {"percentile": Range(50.0, 99.9)}
+    cls = detector_class("react")
+    original, calls = cls._score, []
+
+    def ctrl_c_in_the_third_trial(self, acts):
+        calls.append(1)
+        if len(calls) == 5:  # two scores (ID-val, OOD-val) per trial
+            raise KeyboardInterrupt
+        return original(self, acts)
+
+    monkeypatch.setattr(cls, "_score", ctrl_c_in_the_third_trial)
+    with pytest.raises(Interrupted, match=r"2 of 5 TPE trials finished in sqlite:///.*; run the "
+                                          "same search again to resume"):
+        oodbench.tune("react", space, id_val, ood_val, **kwargs)
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err and "failed" not in err, err
+    monkeypatch.setattr(cls, "_score", original)
+    resumed = oodbench.tune("react", space, id_val, ood_val, **kwargs)
+    assert len(resumed.table) == 5 and set(resumed.table["status"]) == {"ok"}
+    assert resumed.table["trial"].tolist() == [0, 1, 3, 4, 5]  # trial 2 was stopped, not counted
+
+
 def test_progress_bar(data, capsys):  # noqa: F811
     train, id_val, ood_val = data
     oodbench.tune("react", {"percentile": [80.0, 90.0]}, id_val, ood_val, fit=train,

@@ -239,6 +239,9 @@ class CoodBenchmark(Benchmark):
         from oodbench.metrics import evaluate
 
         detectors = detector_list(detectors, "CoodBenchmark")
+        num_classes = self._num_classes(model)
+        if num_classes is not None:  # fail before any forward pass, as the experiment runner
+            self.check_model(num_classes)
         if self.id_classes is not None:
             live = [d.name for d in detectors if "model" in d.requires]
             if live:
@@ -393,6 +396,16 @@ class CoodBenchmark(Benchmark):
                 out[rows] = det.score(scored)
             block.release_pages()
         return scores
+
+    def _num_classes(self, model: Any) -> int | None:
+        """The model's class count, known before extraction (from the model, or from ID
+        activations when no model is given); ``None`` when neither tells."""
+        count = getattr(model, "num_classes", None)
+        if isinstance(count, (int, np.integer)) and not isinstance(count, bool):
+            return int(count)
+        if isinstance(self.id_test, Activations):
+            return self.id_test.num_classes
+        return None
 
     @staticmethod
     def _describe(data: Source | Activations) -> str:

@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 
@@ -30,7 +31,7 @@ def list_cmd(what: str) -> None:
     elif what == "models":
         from oodbench import models
 
-        console.print(models.describe_specs())
+        click.echo(models.describe_specs())  # plain text: "oodbench[clip]" is not rich markup
     else:
         from oodbench import benchmarks
 
@@ -38,7 +39,7 @@ def list_cmd(what: str) -> None:
         table.add_column("name")
         table.add_column("description")
         for name, description in benchmarks.available().items():
-            table.add_row(name, description)
+            table.add_row(escape(name), escape(description))
         console.print(table)
 
 
@@ -52,5 +53,6 @@ def _registry_table(
         table.add_column(col)
     for row, values in rows:
         defaults = ", ".join(f"{k}={v}" for k, v in row["defaults"].items() if k != "fit_data")
-        table.add_row(row["name"], *values, defaults, row["paper"])
+        cells = (row["name"], *values, defaults, row["paper"])
+        table.add_row(*(escape(str(c)) for c in cells))  # "[...]" in a value is not markup
     return table

@@ -36,12 +36,26 @@ def _console() -> Console:
     return console
 
 
+#: significant digits shown without --digits: every digit the published table holds, none of
+#: the binary noise of arithmetic on it (0.8419200000000001 -> 0.84192, 0.09999999999999998 -> 0.1)
+SIGNIFICANT = 15
+
+
 def _cell(value: object, digits: int | None) -> str:
     if isinstance(value, float):
         if math.isnan(value):
             return "–"
-        return repr(value) if digits is None else f"{value:.{digits}f}"
+        return f"{value:.{SIGNIFICANT}g}" if digits is None else f"{value:.{digits}f}"
     return str(value)
+
+
+def _plain(value: object) -> object:
+    """A JSON value: NaN -> None, numpy scalars -> Python, floats to ``SIGNIFICANT`` digits."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float):
+        return None if math.isnan(value) else float(f"{value:.{SIGNIFICANT}g}")
+    return value
 
 
 def _print_table(df: pd.DataFrame, title: str, digits: int | None) -> None:
@@ -67,23 +81,20 @@ def _markdown(df: pd.DataFrame, digits: int | None) -> str:
 
 
 def _records(df: pd.DataFrame) -> list[dict[str, object]]:
-    out = []
-    for row in df.to_dict(orient="records"):
-        out.append({k: (None if isinstance(v, float) and math.isnan(v) else
-                        v.item() if isinstance(v, np.generic) else v) for k, v in row.items()})
-    return out
+    return [{k: _plain(v) for k, v in row.items()} for row in df.to_dict(orient="records")]
 
 
 def emit(df: pd.DataFrame, fmt: str, *, title: str, digits: int | None, truncate: bool) -> None:
-    """Print ``df`` as a rich table, CSV, JSON (records) or Markdown, full precision unless
-    ``digits`` is given (rounded, or cut with ``truncate``)."""
+    """Print ``df`` as a rich table, CSV, JSON (records) or Markdown, every digit of the
+    published table (``SIGNIFICANT`` significant digits) unless ``digits`` is given (rounded, or
+    cut with ``truncate``)."""
     from oodbench.results.paper import quantized
 
     df = quantized(df, digits, truncate=truncate)
     if fmt == "table":
         _print_table(df, title, digits)
     elif fmt == "csv":
-        fixed = None if digits is None else f"%.{digits}f"
+        fixed = f"%.{SIGNIFICANT}g" if digits is None else f"%.{digits}f"
         click.echo(df.to_csv(index=False, float_format=fixed), nl=False)
     elif fmt == "json":
         click.echo(json.dumps(_records(df), indent=1))
@@ -217,7 +228,7 @@ def _read_results(results: Path) -> pd.DataFrame:
             raise EmptyInputError(
                 f"{results} has no C-OOD rows (no severity levels): its benchmarks are "
                 f"{names}. Only a `cood` benchmark can be ranked against the paper; add "
-                "[[benchmark]] type = \"cood\" to the experiment"
+                "[[benchmarks]] type = \"cood\" to the experiment"
             )
         return cood.reset_index(drop=True)
     return mine

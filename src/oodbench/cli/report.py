@@ -23,6 +23,8 @@ def console() -> Console:
 
 def leaderboard_tables(rows: pd.DataFrame, *, top: int | None = 10) -> list[Table]:
     """One rich table per benchmark: the leaderboard, best first, best values in bold green."""
+    from rich.markup import escape
+
     from oodbench.results import leaderboard as lb
 
     tables = []
@@ -44,7 +46,9 @@ def leaderboard_tables(rows: pd.DataFrame, *, top: int | None = 10) -> list[Tabl
             for m in metrics:
                 text = "–" if pd.isna(row[m]) else f"{row[m]:.4f}"
                 cells.append(f"[bold green]{text}[/]" if m in best and row[m] == best[m] else text)
-            table.add_row(str(row["rank"]), str(row["model"]), str(row["label"]), *cells)
+            # escaped: "[openood, fit on train]" is text, not rich markup
+            table.add_row(str(row["rank"]), escape(str(row["model"])), escape(str(row["label"])),
+                          *cells)
         tables.append(table)
     return tables
 

@@ -44,6 +44,8 @@ def run_cmd(experiment: Path, use_ray: bool, dry_run: bool, with_report: bool, t
       2  a user error found before any forward pass (bad file, path, name, an empty
          folder, labels beyond the model's classes, a C-OOD window larger than the
          pool); nothing ran
+      130  interrupted (Ctrl-C): the finished cells and the cached activations are
+         kept; run the same command again to resume
     """
     from oodbench.run import prepare, run_experiment
 
@@ -56,7 +58,7 @@ def run_cmd(experiment: Path, use_ray: bool, dry_run: bool, with_report: bool, t
         from oodbench.run.checks import check_plan, raise_problems
 
         for cell in pending.cells:
-            con.print(f"  {cell.label()}")
+            con.print(f"  {cell.label()}", markup=False, highlight=False)
         if pending.cells:
             raise_problems(check_plan(pending))
             con.print(f"checks passed: data, {len(pending.models)} model(s), labels and C-OOD "

@@ -37,4 +37,5 @@ def train_cmd(config: Path, no_progress: bool) -> None:
         table.add_row(str(h["epoch"]), f"{h['loss']:.4f}", str(h["images"]),
                       "-" if speed is None else f"{speed:,.1f}", str(h["skipped"]))
     con.print(table)
+    con.print(f"{result.describe_start()} in {result.out}", markup=False)
     con.print(f"weights: [bold]{result.weights}[/]  (config and history: {result.out / 'train.json'})")

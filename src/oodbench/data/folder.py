@@ -1,4 +1,5 @@
-"""``ImageFolder``: torchvision's ``root/<class>/<image>`` layout as a :class:`Source`."""
+"""``ImageFolder``: torchvision's ``root/<class>/<image>`` layout as a :class:`Source`;
+``OodFolder``: every image below a folder, unlabelled (an OOD set)."""
 
 from __future__ import annotations
 
@@ -72,13 +73,7 @@ class ImageFolder(FileSource):
         self.name = name or self.root.name
 
     def _scan(self, class_dir: Path) -> list[str]:
-        out = []
-        for dirpath, dirnames, filenames in os.walk(class_dir, followlinks=True):
-            dirnames.sort()
-            for fname in sorted(filenames):
-                if fname.lower().endswith(self.extensions):
-                    out.append(Path(dirpath, fname).relative_to(self.root).as_posix())
-        return out
+        return scan_images(self.root, class_dir, self.extensions)
 
     def _empty_message(self, folders: list[str]) -> str:
         where = f"ImageFolder {os.fspath(self.root)!r}"
@@ -99,6 +94,54 @@ class ImageFolder(FileSource):
     def fingerprint(self, mode: str = "stat") -> str:
         """sha256 of the ordered (relative path, label, size + mtime_ns | bytes) records."""
         return self._files_fingerprint("ImageFolder", mode)
+
+
+def scan_images(root: Path, start: Path, extensions: Sequence[str]) -> list[str]:
+    """POSIX paths, relative to ``root``, of the images at any depth below ``start``: a folder's
+    own files by name, then its sub-folders by name (``os.walk``; symbolic links followed)."""
+    out = []
+    for dirpath, dirnames, filenames in os.walk(start, followlinks=True):
+        dirnames.sort()
+        for fname in sorted(filenames):
+            if fname.lower().endswith(tuple(extensions)):
+                out.append(Path(dirpath, fname).relative_to(root).as_posix())
+    return out
+
+
+class OodFolder(FileSource):
+    """Every image below ``root`` as unlabelled OOD images (label -1): the usual shape of an OOD
+    set, a flat folder of images, or a folder of class folders whose classes do not matter.
+
+    Images at any depth are taken, in :func:`scan_images` order; ``ids`` are the relative paths.
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        extensions: Sequence[str] = IMG_EXTENSIONS,
+        name: str | None = None,
+    ):
+        self.root = Path(root).expanduser()
+        if not self.root.is_dir():
+            raise MissingDataError(
+                f"OOD folder {os.fspath(self.root)!r} is not an existing folder; expected a "
+                "folder of images (flat, or in sub-folders)"
+            )
+        self.extensions = tuple(e.lower() for e in ([extensions] if isinstance(extensions, str)
+                                                     else extensions))
+        self._relpaths = scan_images(self.root, self.root, self.extensions)
+        if not self._relpaths:
+            raise EmptyInputError(
+                f"OOD folder {os.fspath(self.root)!r} holds no images with extensions "
+                f"{', '.join(self.extensions)} (directly or in sub-folders)"
+            )
+        self._labels = readonly_labels([-1] * len(self._relpaths))
+        self.name = name or self.root.name
+
+    def fingerprint(self, mode: str = "stat") -> str:
+        """sha256 of the ordered (relative path, label, size + mtime_ns | bytes) records."""
+        return self._files_fingerprint("OodFolder", mode)
 
 
 def open_folder(root: str | os.PathLike[str], *, name: str | None = None) -> FileSource:

@@ -127,7 +127,7 @@ class SourceSpec(Schema):
         if self.folder is not None and not self.folder.is_dir():
             raise MissingDataError(
                 f"{self.where}: folder {self.folder} does not exist; expected an image folder laid "
-                "out as <folder>/<class name>/<image> (fix the path in the experiment file)"
+                "out as <folder>/<class name>/<image> (fix the path in that file)"
             )
         if isinstance(self.class_names, Path) and not self.class_names.is_file():
             raise MissingDataError(
@@ -164,3 +164,17 @@ class SourceSpec(Schema):
         if self.label_map is not None:
             out["label_map"] = dict(self.label_map)
         return out
+
+
+class OodSourceSpec(SourceSpec):
+    """Images that are OOD, whose labels do not matter: a ``folder`` is every image below it,
+    flat or in sub-folders (:class:`oodbench.data.OodFolder`, label -1); lists, digits and demo
+    sets as for any source."""
+
+    def check_exists(self) -> None:
+        if self.folder is not None and not self.folder.is_dir():
+            raise MissingDataError(
+                f"{self.where}: folder {self.folder} does not exist; expected a folder of OOD "
+                "images (flat, or in sub-folders) (fix the path in that file)"
+            )
+        super().check_exists()

@@ -26,6 +26,8 @@ write into every results row (``protocol`` names a preset whose values were then
 from __future__ import annotations
 
 import dataclasses
+import functools
+import typing
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -46,6 +48,21 @@ INPUTS = frozenset(
 FIT_DATA = ("train", "id_val")
 #: ``fit_data`` of a detector that learns nothing from ID data
 NO_FIT_DATA = "none"
+
+
+@functools.cache
+def integer_fields(cls: type) -> tuple[str, ...]:
+    """The hyper-parameters of detector class ``cls`` declared ``int`` (or ``int | None``)."""
+    hints = typing.get_type_hints(cls)
+    integer = (int, int | None)
+    return tuple(f.name for f in dataclasses.fields(cls) if f.init and hints.get(f.name) in integer)
+
+
+def _nearest_int(value: Any) -> str:
+    try:
+        return str(round(float(value)))
+    except (TypeError, ValueError):
+        return "1"
 
 
 class NotFittedError(OodbenchError, RuntimeError):
@@ -83,6 +100,7 @@ class Detector(ABC):
 
     def __post_init__(self) -> None:
         self._fitted = False
+        self._check_integers()
         if not self.fits_on_data:
             if self.fit_data not in (None, NO_FIT_DATA):
                 raise InvalidInputError(
@@ -97,6 +115,18 @@ class Detector(ABC):
                 f"detector {self.name!r}: fit_data must be one of {FIT_DATA} (the ID training "
                 f"set or held-out ID validation data); got {self.fit_data!r}"
             )
+
+    def _check_integers(self) -> None:
+        """Refuse a non-integer for a hyper-parameter declared ``int`` (``k = 1.5`` would run as
+        some other k while the results record 1.5)."""
+        for name in integer_fields(type(self)):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))):
+                raise InvalidInputError(
+                    f"detector {self.name!r}: {name} must be an integer; got {value!r} "
+                    f"({type(value).__name__}); write it without a decimal point, e.g. "
+                    f"{name}={_nearest_int(value)}"
+                )
 
     # -- public API -------------------------------------------------------------------------
     @property

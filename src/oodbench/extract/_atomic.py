@@ -28,14 +28,26 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def new_file_mode() -> int:
+    """The permissions ``open()`` gives a new file in this process: ``0o666`` less the umask."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 @contextmanager
 def atomic_path(path: Path) -> Iterator[Path]:
-    """A temporary path next to ``path``; renamed onto ``path`` when the block succeeds."""
+    """A temporary path next to ``path``; renamed onto ``path`` when the block succeeds.
+
+    The file gets the permissions of a normal new file (:func:`new_file_mode`), whatever the
+    writer used (safetensors and ``tempfile`` create theirs readable by the owner only).
+    """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         yield tmp
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
+        os.chmod(tmp, new_file_mode())
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)

@@ -35,6 +35,7 @@ from oodbench.errors import (
     CacheError,
     ClassCountMismatchError,
     EmptyInputError,
+    Interrupted,
     InvalidInputError,
     UnknownNameError,
 )
@@ -285,13 +286,11 @@ def _write_shards(
             tic = time.perf_counter()
             store.write_shard(manifest, index, arrays, skipped)
             run.timings["write_s"] += time.perf_counter() - tic
-    except KeyboardInterrupt:
-        print(
-            f"interrupted: {len(manifest['shards'])} of {manifest['n_shards']} shards are kept "
-            f"in {store.path}; run the same extraction again to resume",
-            file=sys.stderr,
-        )
-        raise
+    except KeyboardInterrupt as err:
+        raise Interrupted(
+            f"{len(manifest['shards'])} of {manifest['n_shards']} shards of the extraction are "
+            f"kept in {store.path}; run the same extraction again to resume"
+        ) from err
 
 
 def _join(first: Chunk, second: Chunk) -> Chunk:

@@ -45,7 +45,6 @@ Install with ``pip install oodbench[ray]``. ``extract`` connects to the running 
 from __future__ import annotations
 
 import math
-import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -53,7 +52,12 @@ from typing import Any
 
 import torch
 
-from oodbench.errors import InvalidInputError, MissingDependencyError, UnknownNameError
+from oodbench.errors import (
+    Interrupted,
+    InvalidInputError,
+    MissingDependencyError,
+    UnknownNameError,
+)
 from oodbench.extract.forward import Chunk, ForwardPass, fresh_timings
 from oodbench.extract.progress import progress_bar
 from oodbench.extract.runtime import resolve_amp, resolve_device
@@ -210,10 +214,11 @@ class RayShardDriver:
         except BaseException as err:
             for ref in pending:
                 ray.cancel(ref)
-            if isinstance(err, KeyboardInterrupt):
-                print(f"interrupted: {len(manifest['shards'])} of {manifest['n_shards']} shards "
-                      f"are kept in {store.path}; run the same extraction again to resume",
-                      file=sys.stderr)
+            if isinstance(err, KeyboardInterrupt) and not isinstance(err, Interrupted):
+                raise Interrupted(
+                    f"{len(manifest['shards'])} of {manifest['n_shards']} shards of the "
+                    f"extraction are kept in {store.path}; run the same extraction again to resume"
+                ) from err
             raise
 
 

@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -204,12 +204,11 @@ class ClipClassifier(Classifier):
 
 
 def _atomic_save(path: os.PathLike[str] | str, array: np.ndarray) -> None:
-    path = os.fspath(path)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".npy.tmp")
-    with os.fdopen(fd, "wb") as fh:
-        np.save(fh, array)
-    os.replace(tmp, path)
+    from oodbench.extract._atomic import save_npy
+
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    save_npy(target, array)
 
 
 def load_clip(

@@ -59,32 +59,36 @@ def is_severity(table: pd.DataFrame, benchmark: str) -> bool:
 
 
 def detector_labels(rows: pd.DataFrame, results: pd.DataFrame | None = None) -> pd.Series:
-    """``detector`` plus the hyper-parameters that differ between its configurations here, and
-    how the numbers were made when ``results`` (the long rows) record it: the preset and the
-    fit data, e.g. ``"react (percentile=95) [openood, fit on id_val]"``."""
-    labels = rows["detector"].astype(str).copy()
+    """Each row's configuration label (:func:`oodbench.detectors.label.configuration_label`):
+    ``detector`` with the hyper-parameters that differ between its configurations here and
+    those that tuning chose, and how the numbers were made when ``results`` (the long rows)
+    record it: preset, fit data and tuning protocol, e.g. ``"react (percentile=95) [openood,
+    fit on train, tuned by held_out_classes]"``."""
+    from oodbench.detectors.label import configuration_label
+
+    varying: dict[str, list[str]] = {}
     for name, group in rows.groupby("detector"):
         configs = [json.loads(h) for h in dict.fromkeys(group["hyperparams"].astype(str))]
-        if len(configs) < 2:
-            continue
-        varying = sorted(k for k in configs[0] if len({json.dumps(c.get(k)) for c in configs}) > 1)
-        for hp in configs:
-            mask = (rows["detector"] == name) & (rows["hyperparams"] == json.dumps(hp, sort_keys=True))
-            shown = ", ".join(f"{k}={hp[k]}" for k in varying)
-            labels[mask] = f"{name} ({shown})"
-    if results is None or not {"preset", "fit_data"} <= set(results.columns):
-        return labels
-    made = results.drop_duplicates(KEYS).set_index(KEYS)[["preset", "fit_data"]]
-    for i, key in enumerate(zip(*(rows[k] for k in KEYS))):
-        if key not in made.index:
-            continue
-        preset, fit_data = (str(v) if pd.notna(v) else "" for v in made.loc[key])
-        notes = [preset] if preset else []
-        if fit_data and fit_data != "none":
-            notes.append(f"fit on {fit_data}")
-        if notes:
-            labels.iloc[i] += f" [{', '.join(notes)}]"
-    return labels
+        keys = sorted({k for c in configs for k in c})
+        varying[str(name)] = [k for k in keys if len({json.dumps(c.get(k)) for c in configs}) > 1]
+    columns = [c for c in ("preset", "fit_data", "tuning")
+               if results is not None and c in results.columns]
+    made = (results.drop_duplicates(KEYS).set_index(KEYS)[columns] if columns and results is not None
+            else None)
+    labels = []
+    models = rows["model"] if "model" in rows.columns else pd.Series("", index=rows.index)
+    for key in zip(models, rows["detector"], rows["hyperparams"]):
+        name, hyperparams = str(key[1]), json.loads(str(key[2]))
+        notes = {c: "" for c in ("preset", "fit_data", "tuning")}
+        if made is not None and key in made.index:
+            notes.update({c: str(v) if pd.notna(v) else "" for c, v in made.loc[key].items()})
+        tuning = json.loads(notes["tuning"]) if notes["tuning"].startswith("{") else {}
+        chosen = list(tuning.get("best_params", {}))
+        shown = {k: hyperparams[k] for k in (*varying.get(name, []), *chosen) if k in hyperparams}
+        labels.append(configuration_label(name, shown, preset=notes["preset"],
+                                          fit_data=notes["fit_data"] or str(hyperparams.get("fit_data", "")),
+                                          tuned_by=str(tuning.get("protocol", ""))))
+    return pd.Series(labels, index=rows.index, dtype=object)
 
 
 def leaderboard(

@@ -46,7 +46,7 @@ _CSS = """
 * { box-sizing: border-box; }
 body { font: 14px/1.5 -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif;
        color: var(--ink); margin: 0; background: #f6f7f9; }
-main { max-width: 1180px; margin: 0 auto; padding: 24px 32px 64px; background: #fff;
+main { max-width: 1640px; margin: 0 auto; padding: 24px 32px 64px; background: #fff;
        min-height: 100vh; box-shadow: 0 0 0 1px var(--line); }
 h1 { font-size: 26px; margin: 8px 0 4px; }
 h2 { font-size: 20px; margin: 36px 0 8px; padding-bottom: 4px; border-bottom: 2px solid var(--accent); }
@@ -60,6 +60,7 @@ table { border-collapse: collapse; margin: 6px 0 12px; font-size: 13px; }
 th, td { padding: 4px 10px; border-bottom: 1px solid var(--line); text-align: right; white-space: nowrap; }
 th { background: #eef1f6; position: sticky; top: 0; font-weight: 600; }
 td.text, th.text { text-align: left; }
+td.text { white-space: normal; min-width: 8em; max-width: 26em; overflow-wrap: anywhere; }
 tbody tr:hover { background: #f3f6fb; }
 td.best { background: var(--best); font-weight: 700; }
 td.err { white-space: normal; text-align: left; max-width: 640px; font-family: ui-monospace, monospace; font-size: 12px; }

@@ -90,11 +90,11 @@ def package_versions() -> str:
 
 def _new_tmp(folder: Path, prefix: str, suffix: str) -> str:
     """A temporary file in ``folder`` with the permissions of a normal new file (the umask's)."""
+    from oodbench.extract._atomic import new_file_mode
+
     fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=folder)
     os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)
+    os.chmod(tmp, new_file_mode())
     return tmp
 
 
@@ -130,11 +130,18 @@ def writing(folder: Path, what: str, fix: str = RESULTS_FIX) -> Iterator[None]:
         raise NotWritableError(f"cannot write {what} in {folder} ({reason}): {fix}") from err
 
 
-def check_writable(folder: Path, what: str = "the results", fix: str = RESULTS_FIX) -> None:
-    """Create ``folder`` if needed and a test file in it; ``NotWritableError`` when it cannot."""
+def check_writable(folder: Path, what: str = "the results", fix: str = RESULTS_FIX, *,
+                   create: bool = True) -> None:
+    """Create ``folder`` if needed and a test file in it; ``NotWritableError`` when it cannot.
+
+    ``create=False`` leaves no trace: the test file goes into ``folder`` or, when it does not
+    exist yet, into its nearest existing parent (where it would be created).
+    """
     with writing(folder, what, fix):
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".oodbench-write-check-", dir=folder)
+        if create:
+            folder.mkdir(parents=True, exist_ok=True)
+        probe_dir = next(p for p in (folder, *folder.parents) if p.is_dir())
+        fd, probe = tempfile.mkstemp(prefix=".oodbench-write-check-", dir=probe_dir)
         os.close(fd)
         os.unlink(probe)
 

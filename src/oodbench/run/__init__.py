@@ -104,17 +104,37 @@ def run_experiment(
     prepared = prepare(experiment)
     exp, plan, table, pending = prepared.experiment, prepared.plan, prepared.table, prepared.pending
     if pending.models:
-        check_writable(exp.output)
         resources = Resources(exp)
-        if check:
+        if check:  # the output folder among the other problems
             raise_problems(check_plan(pending, resources, keep_first_model=executor == "local"))
+        check_writable(exp.output)
         save_configuration(exp)
         extract_bars = progress if extract_progress is None else extract_progress
         runner = _executor(executor, progress, extract_bars, dict(extract_options or {}), resources)
-        runner.run(pending, table)
+        try:
+            runner.run(pending, table)
+        except KeyboardInterrupt as err:
+            raise interrupted(exp, plan, pending, table, err) from err
     keys = {c.key for c in plan.cells}
     rows = table.read()
     return rows[rows["cell"].isin(keys)].reset_index(drop=True)
+
+
+def interrupted(exp: Any, plan: Any, pending: Any, table: Any, err: KeyboardInterrupt) -> Any:
+    """The :class:`~oodbench.errors.Interrupted` of a run stopped by Ctrl-C: how many of the
+    cells left to run finished (they are in the results table), that the activations extracted
+    so far are cached, and the command that resumes."""
+    from oodbench.errors import Interrupted
+
+    left = {c.key for c in pending.cells}
+    done = len(left & table.finished_cells())
+    where = f" {exp.file}" if exp.file is not None else ""
+    detail = f" ({err})" if isinstance(err, Interrupted) and str(err) else ""
+    return Interrupted(
+        f"{done} of the {len(left)} cells left to run finished and are kept in {table.path}; "
+        f"the activations extracted so far are cached{detail}; run `oodbench run{where}` again "
+        "to resume"
+    )
 
 
 def save_configuration(exp: Any) -> None:

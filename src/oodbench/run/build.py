@@ -23,7 +23,7 @@ from oodbench.data.demo import demo_data
 from oodbench.data.download import file_digest
 from oodbench.data.labels import apply_label_map
 from oodbench.data.source import Source
-from oodbench.data.spec import SourceSpec
+from oodbench.data.spec import OodSourceSpec, SourceSpec
 from oodbench.errors import ExperimentError
 from oodbench.extract.activations import Activations
 from oodbench.models.checkpoint import load_strict, read_state_dict
@@ -42,6 +42,9 @@ def build_source(spec: SourceSpec) -> Source:
     """The :class:`oodbench.data.Source` of a source entry (checks that the files exist first)."""
     spec.check_exists()
     names = spec.label_order()
+    if isinstance(spec, OodSourceSpec) and spec.folder is not None and names is None \
+            and spec.label_map is None:  # an OOD set: every image below the folder, unlabelled
+        return data.OodFolder(spec.folder)
     if spec.folder is not None:
         if spec.label_map is not None:
             return apply_label_map(data.ImageFolder(spec.folder), spec.label_map)
@@ -146,15 +149,21 @@ def build_benchmark(entry: BenchmarkEntry, id_test: Source | None) -> Benchmark:
 
 # -- tuning -------------------------------------------------------------------------------------
 def run_tuning(spec: TuneSpec, detector: str, base: Mapping[str, Any], model: Any,
-               fit: Activations, extract: Callable[[Source], Activations]) -> TuneResult:
+               fit: Activations, extract: Callable[[Source], Activations],
+               id_val: Activations | None = None) -> TuneResult:
     """Tune ``detector`` (its other hyper-parameters fixed at ``base``) on ``fit`` (the model's
     ``[id].fit`` activations) as the entry says; ``extract(source)`` gives a source's
-    activations."""
+    activations. The ID validation rows: the entry's ``id_val``, else ``id_val`` (the model's
+    ``[id].val`` activations), else one image per class of ``fit`` (the rest is fitted on); the
+    tuning record says which (``id_val``)."""
     if spec.id_val is not None:
-        id_val = extract(build_source(spec.id_val))
+        id_val, role = extract(build_source(spec.id_val)), "tune.id_val"
+    elif id_val is not None:
+        role = "[id].val"
     else:
         fit_rows, val_rows = split_by_class(fit.labels, spec.seed)
         fit, id_val = fit.subset(fit_rows), fit.subset(val_rows)
+        role = f"one image per class of [id].fit (seed {spec.seed})"
     options: dict[str, Any] = {"criterion": spec.criterion, "protocol": spec.protocol,
                                "search": spec.search}
     if spec.search == "tpe":
@@ -162,5 +171,7 @@ def run_tuning(spec: TuneSpec, detector: str, base: Mapping[str, Any], model: An
     if spec.given_settings or spec.protocol_class.settings.model_fields:
         options["settings"] = spec.protocol_settings
     ood = extract(build_source(spec.ood)) if spec.ood is not None else None
-    return tune(detectors.create(detector, **base), spec.space, id_val, ood, fit=fit,
-                model=model, **options)
+    result = tune(detectors.create(detector, **base), spec.space, id_val, ood, fit=fit,
+                  model=model, **options)
+    result.provenance["id_val"] = role  # where the tuning's ID validation rows came from
+    return result

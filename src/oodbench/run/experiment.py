@@ -308,16 +308,26 @@ class Experiment(Schema):
                 yield from det.tune.sources(f"[[detectors]] #{i + 1}")
 
     def check_paths(self) -> None:
-        """Raise ``MissingDataError`` for the first data path or weights file that is missing."""
+        """Raise one ``MissingDataError`` naming every data path and weights file that is
+        missing (each with what was expected there)."""
+        missing: list[str] = []
         for spec in (s for _, s in self.sources()):
-            spec.check_exists()
+            try:
+                spec.check_exists()
+            except MissingDataError as err:
+                missing.append(str(err))
         for i, model in enumerate(self.models):
             if model.weights is not None and not model.weights.is_file():
-                raise MissingDataError(
+                missing.append(
                     f"{self._file or 'experiment'}: [[models]] #{i + 1}.weights: {model.weights} "
                     "does not exist; expected a checkpoint (.safetensors, or a torch state_dict "
                     ".pt/.pth)"
                 )
+        if len(missing) == 1:
+            raise MissingDataError(missing[0])
+        if missing:
+            listed = "\n".join(f"  - {m}" for m in missing)
+            raise MissingDataError(f"{len(missing)} paths of the experiment do not exist:\n{listed}")
 
     def describe(self) -> dict[str, Any]:
         """The whole configuration as JSON-able data (for the report)."""

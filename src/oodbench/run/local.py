@@ -162,7 +162,8 @@ def run_model(
                     if d.tune is not None and canonical_json(d.tune.describe()) == cell.tune)
         model = model_lazy.get()
         result = run_tuning(spec, cell.detector, cell.params, model, fit_lazy.get(),
-                            lambda source: extract(model, source, **options))
+                            lambda source: extract(model, source, **options),
+                            val_lazy.get() if experiment.id_val is not None else None)
         det = detectors.create(cell.detector, preset=cell.preset or None, **result.detector.hyperparams)
         return det, result.tuning_record()
 
@@ -257,6 +258,7 @@ class LocalExecutor:
 
     def run(self, plan: Plan, table: ResultsTable) -> None:
         from rich.console import Console
+        from rich.markup import escape
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -265,21 +267,30 @@ class LocalExecutor:
             TimeElapsedColumn,
         )
 
+        from oodbench.extract.progress import interactive
+
         console = self.console or Console(stderr=True)
         resources = self.resources or Resources(plan.experiment)
         total = len(plan.cells)
+        lines = self.progress and not (console.is_terminal if self.console else interactive())
         with Progress(TextColumn("[bold]cells[/]"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), TextColumn("{task.description}"), console=console,
-                      disable=not self.progress) as bar:
+                      disable=not self.progress or lines) as bar:
             task = bar.add_task("", total=total)
+            started = [0]
 
             def start(cell: Cell) -> None:
-                bar.update(task, description=cell.label())
+                bar.update(task, description=escape(cell.label()))
+                started[0] += 1
+                if lines:  # not a terminal: a line per cell instead of a redrawn bar
+                    console.print(f"cell {started[0]}/{total}: {cell.label()}", markup=False,
+                                  highlight=False, soft_wrap=True)
 
             def sink(result: CellResult) -> None:
                 write_result(table, result)
                 if result.status == "failed":
-                    bar.console.print(f"[red]failed[/] {result.cell.label()}: {result.rows['error'].iloc[0]}")
+                    bar.console.print(f"[red]failed[/] {escape(result.cell.label())}: "
+                                      f"{escape(str(result.rows['error'].iloc[0]))}")
                 bar.advance(task)
 
             for model_plan in plan.models:

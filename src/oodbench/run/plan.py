@@ -97,9 +97,17 @@ class Cell:
         return self.config.params
 
     def label(self) -> str:
-        """``model · benchmark · detector(k=v)`` for logs and progress bars."""
-        params = ", ".join(f"{k}={v}" for k, v in self.params.items())
-        return f"{self.model.name} · {self.benchmark.name} · {self.detector}({params})"
+        """``model · benchmark · <configuration label>`` for the plan, logs and progress
+        (:func:`oodbench.detectors.label.configuration_label`: every hyper-parameter, the
+        search space of those tuning will choose, preset, fit data and tuning protocol)."""
+        from oodbench.detectors.label import configuration_label
+
+        params = self.params
+        tune = json.loads(self.tune) if self.tune else {}
+        config = configuration_label(
+            self.detector, params, preset=self.preset, fit_data=str(params.get("fit_data", "")),
+            tuned_by=str(tune.get("protocol", "")), to_tune=tune.get("space"))
+        return f"{self.model.name} · {self.benchmark.name} · {config}"
 
 
 @dataclass(frozen=True)
@@ -145,13 +153,16 @@ def detector_configurations(experiment: Experiment) -> list[tuple[str, dict[str,
 
     ``"all"`` stands for every registered detector (with the entry's preset: every detector that
     preset configures), except those that need CLIP text embeddings when no model is a CLIP
-    model and those that need a group-softmax head (``mos``: name it); the runner records the
-    remaining ones that do not apply to a given model as ``skipped`` with the reason.
+    model, those that need a group-softmax head (``mos``: name it) and those another entry of
+    the file names (``"all"`` plus ``{ name = "knn", hyperparams = { k = 5 } }`` runs knn with
+    k = 5 only); the runner records the remaining ones that do not apply to a given model as
+    ``skipped`` with the reason.
     """
     any_clip = any((m.spec or "").startswith("clip:") for m in experiment.models)
     runnable = _CLASSIFIER_INPUTS | ({"text_embeddings"} if any_clip else set())
     out: list[tuple[str, dict[str, Any], str]] = []
     seen: set[tuple[str, str, str]] = set()
+    named = {spec.name for spec in experiment.detectors if spec.name != ALL_DETECTORS}
     for spec in experiment.detectors:
         if spec.tune is not None:
             continue  # tuned entries: see tuned_detectors
@@ -159,7 +170,8 @@ def detector_configurations(experiment: Experiment) -> list[tuple[str, dict[str,
         if spec.name == ALL_DETECTORS:
             entries: list[tuple[str, dict[str, Any]]] = [
                 (row["name"], {}) for row in detectors.available()
-                if set(row["requires"]) <= runnable and (preset is None or preset in row["presets"])]
+                if set(row["requires"]) <= runnable and (preset is None or preset in row["presets"])
+                and row["name"] not in named]
         else:
             entries = [(spec.name, config) for config in spec.configurations()]
         for name, config in entries:

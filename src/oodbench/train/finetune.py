@@ -192,7 +192,7 @@ def train(
     # memoised weights digest, so the activation cache keys the trained model as a new one
     model.load_state_dict(model.state_dict())
     model.eval()
-    return TrainResult(model, out_dir, out_dir / ckpt.WEIGHTS, config, history)
+    return TrainResult(model, out_dir, out_dir / ckpt.WEIGHTS, config, history, start_epoch)
 
 
 def _epoch(runner, model, modules, criterion, opt, scheduler, scaler, source, outliers, rows,  # type: ignore[no-untyped-def]

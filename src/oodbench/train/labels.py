@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
 
 from oodbench.errors import ClassCountMismatchError, EmptyInputError, InvalidInputError
+
+#: a chosen class with fewer training rows than this draws a ``FewRowsWarning``
+FEW_ROWS = 2
+
+
+class FewRowsWarning(UserWarning):
+    """A class the head is trained on has very few rows: its weights rest on one example."""
 
 
 def select_classes(
@@ -19,6 +27,10 @@ def select_classes(
     training. With ``classes`` given, rows of other classes are dropped and labels become
     positions in ``classes`` (as :meth:`Activations.restrict_classes`). Rows labelled -1 (no
     ID class) are always dropped. ``what`` names the data in messages.
+
+    A class given in ``classes`` without a single row is an error (the head would get an
+    output that nothing trained); one with fewer than ``FEW_ROWS`` rows draws a
+    :class:`FewRowsWarning`.
     """
     labels = np.asarray(labels, dtype=np.int64)
     if classes is None:
@@ -44,4 +56,26 @@ def select_classes(
         raise EmptyInputError(
             f"{what}: no labelled rows of the chosen classes {chosen[:10].tolist()} to train on"
         )
+    if classes is not None:
+        _check_rows_per_class(chosen, np.bincount(new_labels[rows], minlength=chosen.size), what)
     return chosen, rows, new_labels[rows]
+
+
+def _check_rows_per_class(chosen: np.ndarray, counts: np.ndarray, what: str) -> None:
+    """Refuse chosen classes without rows; warn about those with fewer than ``FEW_ROWS``."""
+    empty = chosen[counts == 0]
+    if empty.size:
+        raise EmptyInputError(
+            f"{what}: {empty.size} of the {chosen.size} chosen classes have no row to train on: "
+            f"{empty[:20].tolist()}{' ...' if empty.size > 20 else ''}; drop them from classes "
+            "or add their rows to the training activations"
+        )
+    few = chosen[counts < FEW_ROWS]
+    if few.size:
+        warnings.warn(
+            f"{what}: {few.size} of the {chosen.size} chosen classes have fewer than {FEW_ROWS} "
+            f"rows ({few[:20].tolist()}{' ...' if few.size > 20 else ''}); their outputs are "
+            "learnt from a single example",
+            FewRowsWarning,
+            stacklevel=4,
+        )

@@ -18,3 +18,15 @@ class TrainResult:
     weights: Path  # <out>/model.safetensors, for models.load(spec, weights=...)
     config: dict[str, Any]
     history: list[dict[str, Any]]
+    #: epochs a checkpoint in ``out`` already held when this call started (0: a new run)
+    resumed_from: int = 0
+
+    def describe_start(self) -> str:
+        """``"a new run"``, ``"resumed after epoch 2 of 3"`` or ``"already finished (3 of 3
+        epochs)"``: how this call began."""
+        total = int(self.config.get("epochs", len(self.history)))
+        if self.resumed_from == 0:
+            return "a new run"
+        if self.resumed_from >= total:
+            return f"already finished ({self.resumed_from} of {total} epochs)"
+        return f"resumed after epoch {self.resumed_from} of {total}"

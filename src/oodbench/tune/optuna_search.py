@@ -26,6 +26,9 @@ Both are:
   from ``seed`` on that history, so the points after the interruption may differ from those of
   an uninterrupted run (each is still a valid search). A stored study records the search it
   belongs to (detector, space, protocol, criterion, sampler); resuming it with another raises.
+* Ctrl-C: the trial it stops is marked failed in the storage and is not counted (a resume runs
+  it again); Optuna's log of that trial (a traceback) is dropped and ``Interrupted`` says how
+  many trials are kept.
 * Progress: ``progress=True`` shows Optuna's progress bar (best value so far).
 * A point the detector rejects (e.g. VRA's lower percentile above its upper one when both are
   sampled independently) is recorded as ``invalid`` and reported to Optuna as pruned, which
@@ -35,12 +38,13 @@ Both are:
 from __future__ import annotations
 
 import json
+import logging
 import warnings
 from collections.abc import Callable, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from oodbench.errors import InvalidInputError, MissingDependencyError
+from oodbench.errors import Interrupted, InvalidInputError, MissingDependencyError
 from oodbench.tune.space import Dimension, Range
 
 #: marker of rows whose point the detector rejected
@@ -64,6 +68,18 @@ def _suggest(trial: Any, name: str, dim: Dimension) -> Any:
             return trial.suggest_int(name, int(dim.low), int(dim.high), step=step, log=dim.log)
         return trial.suggest_float(name, float(dim.low), float(dim.high), step=dim.step, log=dim.log)
     return dim[trial.suggest_categorical(name, list(range(len(dim))))]
+
+
+class _InterruptFilter(logging.Filter):
+    """Drops Optuna's log records of a trial that Ctrl-C stopped (its traceback and "Trial n
+    failed"), once ``active``: the caller reports the interrupt in one line."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.active = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not self.active
 
 
 @contextmanager
@@ -129,7 +145,9 @@ def bayes_search(
                 f"tune(search={sampler!r}): study {study_name!r} in {storage!r} belongs to another "
                 f"search ({stored}); use another study_name to start a new one"
             )
-        done = [t for t in study.trials if t.state.is_finished()]
+        done = [t for t in study.trials if _counts(t)]
+
+        interrupt = _InterruptFilter()
 
         def run_trial(trial: Any) -> float:
             point = {name: _suggest(trial, name, dim) for name, dim in space.items()}
@@ -139,13 +157,32 @@ def bayes_search(
             except InvalidInputError as err:
                 trial.set_user_attr("status", f"{INVALID}: {err}")
                 raise optuna.TrialPruned(str(err)) from None
+            except KeyboardInterrupt:
+                interrupt.active = True  # Optuna marks the trial failed and re-raises
+                raise
             trial.set_user_attr("metrics", json.dumps(row))
             return row[criterion]
 
         remaining = n_trials - len(done)
         if remaining > 0:
-            study.optimize(run_trial, n_trials=remaining, show_progress_bar=progress)
-    return [_row(t, space) for t in study.trials if t.state.is_finished()]
+            log = logging.getLogger("optuna.study._optimize")
+            log.addFilter(interrupt)
+            try:
+                study.optimize(run_trial, n_trials=remaining, show_progress_bar=progress)
+            except KeyboardInterrupt as err:
+                kept = len([t for t in study.trials if _counts(t)])
+                where = f" in {storage}" if storage is not None else " (no storage: not kept)"
+                raise Interrupted(f"{kept} of {n_trials} {sampler.upper()} trials finished{where}; run the "
+                                  "same search again to resume") from err
+            finally:
+                log.removeFilter(interrupt)
+    return [_row(t, space) for t in study.trials if _counts(t)]
+
+
+def _counts(trial: Any) -> bool:
+    """Whether a trial counts towards ``n_trials``: it finished (an invalid point is pruned),
+    not failed (a trial Ctrl-C stopped is redone on resume)."""
+    return trial.state.is_finished() and trial.state.name != "FAIL"
 
 
 def _row(trial: Any, space: Mapping[str, Dimension]) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from pydantic import (
     model_validator,
 )
 
-from oodbench.data.spec import SourceSpec
+from oodbench.data.spec import OodSourceSpec, SourceSpec
 from oodbench.errors import OodbenchError
 from oodbench.schema import Schema
 from oodbench.tune.protocol import PROTOCOLS, TuningProtocol
@@ -55,7 +55,7 @@ class TuneSpec(Schema):
     criterion: StrictStr | None = None
     n_trials: StrictInt = 50
     seed: StrictInt = 0
-    ood: SourceSpec | None = None
+    ood: OodSourceSpec | None = None
     id_val: SourceSpec | None = None
     settings: Schema | None = None
 

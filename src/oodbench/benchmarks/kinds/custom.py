@@ -11,10 +11,10 @@ from oodbench.benchmarks.base import Benchmark
 from oodbench.benchmarks.kinds import BenchmarkEntry, BenchmarkKind, KindInputs, register
 from oodbench.benchmarks.standard import KINDS as GROUP_KINDS
 from oodbench.benchmarks.standard import OodSetsBenchmark
-from oodbench.data.spec import SourceSpec
+from oodbench.data.spec import OodSourceSpec, SourceSpec
 
 
-class GroupSpec(SourceSpec):
+class GroupSpec(OodSourceSpec):
     """One OOD group of a custom benchmark: its images and whether it is near or far OOD."""
 
     kind: StrictStr = "far"
