@@ -64,7 +64,7 @@ def test_run_then_rerun_then_report(tiny):
     ("edit", "expected"),
     [
         (lambda t: t.replace('name = "msp"', 'name = "mps"'),
-         "unknown detector 'mps'. Did you mean 'mos', 'msp'"),
+         "unknown detector 'mps'. Did you mean 'msp'"),
         (lambda t: t.replace('"data/noise"', '"data/nosie"'),
          "data/nosie does not exist; expected a folder of OOD images (flat, or in sub-folders)"),
         (lambda t: t.replace("batch_size = 16", "batch_size = -1"), "batch_size: must be a positive integer"),

@@ -83,7 +83,7 @@ def test_grid_is_a_cartesian_product_over_fixed_hyperparams():
         ({"models": [{"spec": "timm:a", "factory": "x:y"}]}, r"exactly one of spec"),
         ({"models": [{"factory": "nocolon"}]}, r"factory: expected 'package.module:callable'"),
         ({"models": ["timm:a", "timm:a"]}, r"appear twice"),
-        ({"detectors": ["mps"]}, r"\[\[detectors\]\] #1: unknown detector 'mps'. Did you mean 'mos', 'msp'"),
+        ({"detectors": ["mps"]}, r"\[\[detectors\]\] #1: unknown detector 'mps'. Did you mean 'msp'"),
         ({"detectors": [{"name": "knn", "hyperparams": {"kk": 3}}]}, r"has no hyper-parameter kk"),
         ({"detectors": [{"name": "knn", "grid": {"k": 5}}]}, r"grid.k: expected a non-empty array"),
         ({"detectors": [{"name": "all", "grid": {"k": [1]}}]}, r"\"all\" takes no hyperparams"),
