@@ -244,4 +244,5 @@ def test_progress_bar_runs(capsys: pytest.CaptureFixture[str]):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         extract(TinyNet(), RandomImages(5), batch_size=2, progress=True)
-    assert "img/s" in capsys.readouterr().out
+    # not a terminal under pytest: one line per stage, on stderr (issue 23), with the speed
+    assert "img/s" in capsys.readouterr().err
