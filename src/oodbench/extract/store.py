@@ -32,9 +32,9 @@ from typing import Any
 
 import numpy as np
 
+from oodbench.atomic_files import atomic_path, file_sha256, read_json, save_npy, write_json
 from oodbench.config import cache_dir
 from oodbench.errors import CacheError
-from oodbench.extract._atomic import atomic_path, file_sha256, read_json, save_npy, write_json
 
 try:  # POSIX advisory locks; without them (Windows) concurrent writers are not serialised
     import fcntl

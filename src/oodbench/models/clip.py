@@ -38,6 +38,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from oodbench.atomic_files import save_npy
 from oodbench.config import cache_dir
 from oodbench.errors import InvalidInputError, MissingDependencyError, OodbenchError
 from oodbench.models.checkpoint import read_state_dict
@@ -204,8 +205,6 @@ class ClipClassifier(Classifier):
 
 
 def _atomic_save(path: os.PathLike[str] | str, array: np.ndarray) -> None:
-    from oodbench.extract._atomic import save_npy
-
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     save_npy(target, array)

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from oodbench.atomic_files import new_file_mode
 from oodbench.errors import DataError, InvalidInputError, NotWritableError
 
 #: column -> pandas dtype of the long table, in order
@@ -90,8 +91,6 @@ def package_versions() -> str:
 
 def _new_tmp(folder: Path, prefix: str, suffix: str) -> str:
     """A temporary file in ``folder`` with the permissions of a normal new file (the umask's)."""
-    from oodbench.extract._atomic import new_file_mode
-
     fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=folder)
     os.close(fd)
     os.chmod(tmp, new_file_mode())

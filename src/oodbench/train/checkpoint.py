@@ -24,8 +24,8 @@ from typing import Any
 
 import torch
 
+from oodbench.atomic_files import atomic_path, file_sha256, read_json, write_json
 from oodbench.errors import CacheError, InvalidInputError
-from oodbench.extract._atomic import atomic_path, file_sha256, read_json, write_json
 
 WEIGHTS = "model.safetensors"
 OPTIMIZER = "optimizer.safetensors"

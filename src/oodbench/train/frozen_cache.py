@@ -22,8 +22,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from oodbench.atomic_files import read_json, write_json
 from oodbench.data.source import Source
-from oodbench.extract._atomic import read_json, write_json
 from oodbench.extract.loader import make_loader, to_device
 from oodbench.train import ddp
 

@@ -79,11 +79,11 @@ import torch
 from pydantic import StrictFloat, StrictInt, StrictStr
 
 from oodbench import metrics
+from oodbench.atomic_files import atomic_path
 from oodbench.config import cache_dir
 from oodbench.data.source import RelabeledSource
 from oodbench.detectors import Detector
 from oodbench.errors import InvalidInputError
-from oodbench.extract._atomic import atomic_path
 from oodbench.extract.activations import Activations
 from oodbench.schema import Schema
 from oodbench.tune.criteria import resolve_criterion

@@ -34,9 +34,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from oodbench.atomic_files import atomic_path
 from oodbench.config import cache_dir
 from oodbench.errors import InvalidInputError
-from oodbench.extract._atomic import atomic_path
 from oodbench.extract.activations import Activations
 from oodbench.tune.kept_classes import images_of, reindex, without_classes
 
