@@ -3,6 +3,7 @@ the test starts (no network in tests)."""
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import io
 import tarfile
@@ -18,6 +19,7 @@ import pytest
 from oodbench.data import catalog, download
 from oodbench.data.catalog import Download
 from oodbench.errors import DataError, InvalidInputError
+from tests.conftest import REPO
 
 PAYLOAD = bytes(range(256)) * 4000  # ~1 MB, several chunks
 MD5 = hashlib.md5(PAYLOAD).hexdigest()
@@ -204,3 +206,22 @@ def test_download_dataset(tmp_path: Path, server: FakeServer) -> None:
     with pytest.raises(DataError, match="no public download URL") as err:
         download.download_dataset(catalog.get("imagenet-1k-val"), tmp_path)
     assert "image-net.org" in str(err.value)
+
+
+HTTP_CLIENTS = ("requests", "pooch", "urllib3", "httpx", "aiohttp", "ftplib", "urllib.request", "http.client")
+
+
+def test_only_the_one_downloader_imports_an_http_client() -> None:
+    src = REPO / "src" / "oodbench"
+    importers = set()
+    for path in src.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            else:
+                continue
+            if any(n == c or n.startswith(c + ".") for n in names for c in HTTP_CLIENTS):
+                importers.add(path.relative_to(src).as_posix())
+    assert importers == {"data/download.py"}
