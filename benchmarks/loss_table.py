@@ -71,6 +71,7 @@ from oodbench.data.folder import ImageFolder
 from oodbench.data.imagenet_val import ImageNetVal
 from oodbench.extract.activations import Activations
 from oodbench.metrics.delong import auroc_ci, delong_test
+from oodbench.train import checkpoint as ckpt
 from oodbench.train.recipe import RECIPES, Recipe, predict_logits, run_key, train_recipe
 from oodbench.train.tensor_images import TensorImages, tensor_images
 
@@ -278,6 +279,24 @@ def print_table(summary: dict[str, Any], comparisons: dict[str, Any]) -> None:
               f"  -> {c['verdict']}")
 
 
+def in_progress(recipe: Recipe, data: dict[str, TensorImages], planned: list[tuple[str, int]]
+                ) -> list[dict[str, Any]]:
+    """The unfinished runs that have epoch checkpoints: how far each got (not results)."""
+    out = []
+    for loss, seed in planned:
+        folder = run_folder(recipe, data, loss, seed)[1]
+        state = folder / "checkpoint" / ckpt.STATE
+        if cached_record(folder) is None and state.is_file():
+            history = json.loads(state.read_text())["history"]
+            out.append({"loss": loss, "seed": seed, "epochs_done": len(history),
+                        "epochs": recipe.epochs,
+                        "train_accuracy_per_epoch": [h["train_accuracy"] for h in history],
+                        "train_seconds": sum(h["seconds"] for h in history),
+                        "train_cpu_seconds": sum(h.get("cpu_seconds", float("nan"))
+                                                 for h in history)})
+    return out
+
+
 def study_timing(runs: list[dict[str, Any]], planned: list[tuple[str, int]]) -> dict[str, Any]:
     """What was run and what it cost: runs done and missing, summed wall and CPU time, the span
     from the first start to the last finish, and each run's load average."""
@@ -353,7 +372,9 @@ def write_results(result_file: Path, recipe_name: str, recipe: Recipe,
                      "device": device},
         "machine": platform.platform(), "cpus": os.cpu_count(), "torch": torch.__version__,
         "threads": torch.get_num_threads(), "failed_in_this_worker": failed,
-        "study": study_timing(runs, planned) if runs else {},
+        "study": study_timing(runs, planned) if runs else {
+            "runs_done": [], "runs_missing": [f"{loss}/{seed}" for loss, seed in planned]},
+        "in_progress": in_progress(recipe, data, planned),
         "statements": statements(summary, comparisons),
         "runs": runs, "per_loss": summary, "comparisons_with_ce": comparisons,
     }
@@ -376,6 +397,8 @@ def main() -> None:
     parser.add_argument("--data-root", type=Path, default=SHARED,
                         help="folder with cifar10-train, cifar10-test, imagenet-val-1300")
     parser.add_argument("--out", type=Path, default=None, help="result file (default: see doc)")
+    parser.add_argument("--report", action="store_true",
+                        help="train nothing: write the result file from what is in the cache")
     args = parser.parse_args()
     if args.quick:
         args.seeds, args.epochs, args.train_per_class, args.test_per_class = 1, 1, 100, 50
@@ -401,7 +424,7 @@ def main() -> None:
           f"held-out, {len(data['far'])} far ({time.perf_counter() - t0:.0f} s)", flush=True)
     planned = plan(chosen, list(range(args.seeds)))
     failed: list[str] = []
-    pending, wait = list(planned), False
+    pending, wait = ([] if args.report else list(planned)), False
     while pending:
         deferred = []
         for loss, seed in pending:

@@ -137,3 +137,23 @@ def test_a_loss_name_typo_stops_before_any_data_is_read(table, monkeypatch, caps
         table.main()
     message = str(stop.value)
     assert "Did you mean 'logitnorm'" in message and "\n" not in message
+
+
+def test_unfinished_runs_are_reported_as_progress_not_results(table):
+    import torch
+
+    from oodbench.train.recipe import Recipe
+    from oodbench.train.tensor_images import TensorImages
+
+    train = TensorImages(torch.zeros(4, 3, 32, 32, dtype=torch.uint8), torch.tensor([0, 1, 1, 0]),
+                         ("a", "b"), "tiny-progress")
+    recipe, data = Recipe(epochs=10), {"train": train}
+    folder = table.run_folder(recipe, data, "hem", 1)[1] / "checkpoint"
+    folder.mkdir(parents=True)
+    history = [{"train_accuracy": 0.4, "seconds": 30.0, "cpu_seconds": 20.0},
+               {"train_accuracy": 0.5, "seconds": 40.0, "cpu_seconds": 21.0}]
+    (folder / "train.json").write_text(json.dumps({"history": history}))
+    [progress] = table.in_progress(recipe, data, [("ce", 0), ("hem", 1)])
+    assert progress == {"loss": "hem", "seed": 1, "epochs_done": 2, "epochs": 10,
+                        "train_accuracy_per_epoch": [0.4, 0.5], "train_seconds": 70.0,
+                        "train_cpu_seconds": 41.0}
