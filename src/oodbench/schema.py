@@ -1,7 +1,9 @@
 """One schema mechanism for every configuration file: pydantic models and one TOML reader.
 
-Experiments, training configs, benchmark specs, detector presets and the dataset catalogue are
-all parsed by :func:`loads_toml` (files: :func:`read_toml`).
+Experiments, training configs, benchmark files, detector presets, the dataset catalogue, the
+published tables' catalogue and the tuning paper's search spaces are all parsed by
+:func:`loads_toml` (files: :func:`read_toml`; files shipped inside the package:
+:func:`package_file`) and validated by :func:`parse` (text: :func:`parse_toml`).
 
 A configuration section is a :class:`Schema` (a frozen pydantic model); a file is read with
 :func:`read_toml` and validated with :func:`parse`::
@@ -22,13 +24,21 @@ Unknown keys are reported with the closest valid key; missing required keys with
 ``description``; a plain string is short for a one-key table when the model names its
 ``shorthand`` key (``"msp"`` for ``{ name = "msp" }``). Relative paths (:data:`ConfigPath`)
 are resolved against ``context["base_dir"]`` (the folder of the file).
+
+Files whose top-level keys are names (``[<dataset>]``, ``[<detector>]``) are a
+``pydantic.RootModel`` of a dict; value objects that must stay plain dataclasses (positional
+construction, ``dataclasses.replace``) are validated as ``Annotated[Cls, CHECKED_KEYS]``, which
+checks their keys as a :class:`Schema` does, and :func:`named_entries` passes each entry's
+table name as its ``name``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import sys
 from collections.abc import Mapping, Sequence
+from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, TypeVar
 
@@ -38,8 +48,10 @@ from pydantic import (
     ConfigDict,
     ValidationError,
     ValidationInfo,
+    GetCoreSchemaHandler,
     model_validator,
 )
+from pydantic_core import core_schema
 
 from oodbench.errors import ConfigError, InvalidInputError, MissingDataError
 
@@ -49,7 +61,7 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 #: top-level keys written as arrays of tables (``[[models]]``) in every config format
-ARRAY_SECTIONS = frozenset({"models", "benchmarks", "detectors", "losses"})
+ARRAY_SECTIONS = frozenset({"models", "benchmarks", "detectors", "losses", "ood"})
 #: loc parts added by tagged unions (``Tag("type=cood")``): not keys of the file
 TAG_PREFIX = "type="
 
@@ -90,22 +102,79 @@ class Schema(BaseModel):
         if not isinstance(data, Mapping):
             raise ValueError(f"expected a table ({{ key = value }}), got {data!r}")
         data = cls.prepare(dict(data), info)
-        keys = {spec.alias or name: spec for name, spec in cls.model_fields.items()}
-        for key in data:
-            if key not in keys:
-                close = difflib.get_close_matches(str(key), list(keys), n=1)
-                hint = f"did you mean {close[0]!r}? " if close else ""
-                raise ValueError(f"unknown key {key!r}; {hint}valid keys: {', '.join(keys)}")
-        for key, spec in keys.items():
-            if spec.is_required() and key not in data:
-                what = f" ({spec.description})" if spec.description else ""
-                raise ValueError(f"missing required key {key!r}{what}")
+        check_keys(data, table_keys(cls))
         return data
 
     @classmethod
     def prepare(cls, data: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
         """Hook: normalise the raw table (defaults that depend on other keys or the context)."""
         return data
+
+
+#: a table's keys -> (required, description)
+Keys = Mapping[str, tuple[bool, str]]
+
+
+def table_keys(cls: type) -> dict[str, tuple[bool, str]]:
+    """The keys of a :class:`Schema` (or a dataclass) as a table: key -> (required, description)."""
+    if isinstance(cls, type) and issubclass(cls, BaseModel):
+        return {spec.alias or name: (spec.is_required(), spec.description or "")
+                for name, spec in cls.model_fields.items()}
+    return {f.name: (f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
+                     str(f.metadata.get("description", "")))
+            for f in dataclasses.fields(cls)}
+
+
+def unknown_key(key: str, valid: Sequence[str]) -> str:
+    """The message for a key that is not one of ``valid``, with the closest valid key."""
+    close = difflib.get_close_matches(str(key), list(valid), n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return f"unknown key {key!r}; {hint}valid keys: {', '.join(valid)}"
+
+
+def check_keys(data: Mapping[str, Any], keys: Keys) -> None:
+    """``ValueError`` for an unknown key (naming the closest valid one) or a missing required one
+    (with its description)."""
+    for key in data:
+        if key not in keys:
+            raise ValueError(unknown_key(key, list(keys)))
+    for key, (required, description) in keys.items():
+        if required and key not in data:
+            what = f" ({description})" if description else ""
+            raise ValueError(f"missing required key {key!r}{what}")
+
+
+class _CheckedKeys:
+    """Pydantic marker: ``Annotated[SomeDataclass, CHECKED_KEYS]`` checks the keys of the table
+    a dataclass is validated from as a :class:`Schema` does (pydantic ignores unknown ones)."""
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> Any:
+        keys = table_keys(source)
+
+        def check(value: Any) -> Any:
+            if isinstance(value, Mapping):
+                check_keys(value, keys)
+            return value
+
+        return core_schema.no_info_before_validator_function(check, handler(source))
+
+
+CHECKED_KEYS = _CheckedKeys()
+
+
+def named_entries(value: Any) -> Any:
+    """Before-validator of a table of named tables (``[<name>]``): each entry gets its table's
+    name as ``name`` (which the entry itself must not set)."""
+    if not isinstance(value, Mapping):
+        return value
+    out = {}
+    for name, entry in value.items():
+        if isinstance(entry, Mapping):
+            if "name" in entry:
+                raise ValueError(f"[{name}] sets 'name'; an entry is named by its table, remove it")
+            entry = {**entry, "name": name}
+        out[name] = entry
+    return out
 
 
 def context_of(info: ValidationInfo) -> Mapping[str, Any]:
@@ -204,6 +273,25 @@ def parse(
         return model.model_validate(data, context=dict(context or {}))
     except ValidationError as err:
         raise error(format_errors(err, str(file))) from None
+
+
+def parse_toml(
+    model: type[M],
+    text: str,
+    *,
+    file: str | Path,
+    error: type[ConfigError] = ConfigError,
+    context: Mapping[str, Any] | None = None,
+) -> M:
+    """TOML ``text`` (of ``file``) validated as ``model``: :func:`loads_toml`, then :func:`parse`."""
+    data = loads_toml(text, origin=str(file), error=error)
+    return parse(model, data, file=file, error=error, context=context)
+
+
+def package_file(package: str, name: str) -> tuple[str, str]:
+    """``(text, path)`` of a TOML file shipped inside ``package`` (``"oodbench.detectors"``)."""
+    path = resources.files(package).joinpath(name)
+    return path.read_text(encoding="utf-8"), str(path)
 
 
 def read_toml(
