@@ -66,6 +66,7 @@ ARRAY_SECTIONS = frozenset({"models", "benchmarks", "detectors", "losses", "ood"
 TAG_PREFIX = "type="
 
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
 
 
 class DeprecatedKeyWarning(FutureWarning):
@@ -146,14 +147,18 @@ def check_keys(data: Mapping[str, Any], keys: Keys) -> None:
 
 class _CheckedKeys:
     """Pydantic marker: ``Annotated[SomeDataclass, CHECKED_KEYS]`` checks the keys of the table
-    a dataclass is validated from as a :class:`Schema` does (pydantic ignores unknown ones)."""
+    a dataclass is validated from as a :class:`Schema` does (pydantic ignores unknown ones).
+    ``hidden`` keys are allowed but not the file's to write (a name passed in from outside)."""
+
+    def __init__(self, hidden: frozenset[str] = frozenset()) -> None:
+        self.hidden = hidden
 
     def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> Any:
-        keys = table_keys(source)
+        keys = {k: v for k, v in table_keys(source).items() if k not in self.hidden}
 
         def check(value: Any) -> Any:
             if isinstance(value, Mapping):
-                check_keys(value, keys)
+                check_keys({k: v for k, v in value.items() if k not in self.hidden}, keys)
             return value
 
         return core_schema.no_info_before_validator_function(check, handler(source))
@@ -171,10 +176,16 @@ def named_entries(value: Any) -> Any:
     for name, entry in value.items():
         if isinstance(entry, Mapping):
             if "name" in entry:
-                raise ValueError(f"[{name}] sets 'name'; an entry is named by its table, remove it")
+                raise ValueError(f"entry {name!r} sets 'name'; an entry is named by its table, remove it")
             entry = {**entry, "name": name}
         out[name] = entry
     return out
+
+
+#: a table of named tables, each a dataclass ``T`` whose ``name`` is its table's name
+#: (``[protocols.<name>]``, ``[<dataset>]``); the entries' keys are checked as a Schema's
+NamedEntries = Annotated[dict[str, Annotated[T, _CheckedKeys(frozenset({"name"}))]],
+                         BeforeValidator(named_entries)]
 
 
 def context_of(info: ValidationInfo) -> Mapping[str, Any]:
@@ -214,7 +225,8 @@ def where(loc: Sequence[Any]) -> str:
     if not parts:
         return "top level"
     head, *rest = parts
-    text = f"[[{head}]]" if head in ARRAY_SECTIONS else f"[{head}]"
+    array = head in ARRAY_SECTIONS and (not rest or isinstance(rest[0], int))
+    text = f"[[{head}]]" if array else f"[{head}]"
     for part in rest:
         text += f" #{part + 1}" if isinstance(part, int) else f".{part}"
     return text
