@@ -46,9 +46,9 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    GetCoreSchemaHandler,
     ValidationError,
     ValidationInfo,
-    GetCoreSchemaHandler,
     model_validator,
 )
 from pydantic_core import core_schema
@@ -86,7 +86,9 @@ class Schema(BaseModel):
     """Base of every configuration section: frozen, strict about unknown keys.
 
     Subclasses may set ``shorthand`` (the key a plain string stands for) and override
-    :meth:`prepare` to normalise the raw table before field validation.
+    :meth:`prepare` to normalise the raw table before field validation. A table whose other keys
+    are names (``spaces.toml``: ``k = { low, high }``) sets ``extra="allow"`` with a typed
+    ``__pydantic_extra__`` and checks those keys in :meth:`prepare`.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
@@ -103,7 +105,10 @@ class Schema(BaseModel):
         if not isinstance(data, Mapping):
             raise ValueError(f"expected a table ({{ key = value }}), got {data!r}")
         data = cls.prepare(dict(data), info)
-        check_keys(data, table_keys(cls))
+        keys = table_keys(cls)
+        if cls.model_config.get("extra") == "allow":  # keys that are names: prepare checks them
+            keys = {**{key: (False, "") for key in data}, **keys}
+        check_keys(data, keys)
         return data
 
     @classmethod
@@ -116,13 +121,12 @@ class Schema(BaseModel):
 Keys = Mapping[str, tuple[bool, str]]
 
 
-def table_keys(cls: type) -> dict[str, tuple[bool, str]]:
+def table_keys(cls: Any) -> dict[str, tuple[bool, str]]:
     """The keys of a :class:`Schema` (or a dataclass) as a table: key -> (required, description)."""
     if isinstance(cls, type) and issubclass(cls, BaseModel):
         return {spec.alias or name: (spec.is_required(), spec.description or "")
                 for name, spec in cls.model_fields.items()}
-    return {f.name: (f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
-                     str(f.metadata.get("description", "")))
+    return {f.name: (f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING, "")
             for f in dataclasses.fields(cls)}
 
 
