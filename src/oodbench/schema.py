@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, TypeVar
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -217,6 +218,17 @@ def _nonempty_array(value: Any) -> tuple[Any, ...]:
     if not isinstance(value, (list, tuple)) or not value:
         raise ValueError(f"expected a non-empty array, got {value!r}")
     return tuple(value)
+
+
+def one_of(valid: Sequence[Any]) -> AfterValidator:
+    """``Annotated[str, one_of(NAMES)]``: a value that must be one of ``valid`` (``None``, the
+    default of an optional key, passes)."""
+    def check(value: Any) -> Any:
+        if value is not None and value not in valid:
+            raise ValueError(f"expected one of {tuple(valid)}, got {value!r}")
+        return value
+
+    return AfterValidator(check)
 
 
 #: a non-empty TOML array (kept as a tuple)

@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field, StrictInt, StrictStr, field_validator, model_validator
 
@@ -54,7 +54,7 @@ from oodbench.errors import (
     UnknownNameError,
 )
 from oodbench.extract.activations import Activations
-from oodbench.schema import At, Schema, parse, read_toml
+from oodbench.schema import At, Schema, one_of, parse, read_toml
 
 #: how a set's images are read
 SOURCES = ("imglist", "folder", "imagenet-val")
@@ -63,27 +63,14 @@ SOURCES = ("imglist", "folder", "imagenet-val")
 class SetSpec(Schema):
     """One image set of a benchmark file: how to read it and, for OOD sets, its group and kind."""
 
-    source: StrictStr = Field(description=f"how the images are read: one of {', '.join(SOURCES)}")
+    source: Annotated[StrictStr, one_of(SOURCES)] = Field(
+        description=f"how the images are read: one of {', '.join(SOURCES)}")
     path: StrictStr = ""
     list: StrictStr = ""
     images: StrictStr = ""
     group: StrictStr = ""
-    kind: StrictStr | None = None
+    kind: Annotated[StrictStr | None, one_of(KINDS)] = None
     dataset: StrictStr | None = None
-
-    @field_validator("source")
-    @classmethod
-    def _known_source(cls, source: str) -> str:
-        if source not in SOURCES:
-            raise ValueError(f"source must be one of {SOURCES}; got {source!r}")
-        return source
-
-    @field_validator("kind")
-    @classmethod
-    def _known_kind(cls, kind: str | None) -> str | None:
-        if kind is not None and kind not in KINDS:
-            raise ValueError(f"kind must be one of {KINDS}; got {kind!r}")
-        return kind
 
     @field_validator("dataset")
     @classmethod
@@ -116,7 +103,7 @@ class BenchmarkFile(Schema):
     paper: StrictStr = ""
     num_classes: StrictInt | None = None
     headline: tuple[StrictStr, ...] = ("auroc", "fpr95_ood")
-    aggregate: StrictStr = "mean"
+    aggregate: Annotated[StrictStr, one_of(AGGREGATIONS)] = "mean"
     root: StrictStr | None = None
     data: StrictStr = ""
     id_val: SetSpec | None = None
@@ -160,13 +147,6 @@ class BenchmarkFile(Schema):
         if wrong:
             raise ValueError(f"headline metrics {wrong} are not among {METRICS}")
         return headline
-
-    @field_validator("aggregate")
-    @classmethod
-    def _aggregation(cls, aggregate: str) -> str:
-        if aggregate not in AGGREGATIONS:
-            raise ValueError(f"aggregate must be one of {AGGREGATIONS}; got {aggregate!r}")
-        return aggregate
 
     @field_validator("num_classes")
     @classmethod
