@@ -58,12 +58,21 @@ def _entry(detector: str) -> dict[str, Any]:
     return table[detector]
 
 
-def paper_space(detector: str, fit: Activations | None = None) -> dict[str, Range]:
+def paper_space_names(detector: str) -> list[str]:
+    """The hyper-parameters ``detector``'s space of App. A searches."""
+    return [name for name in _entry(detector) if name not in _META]
+
+
+def paper_space(detector: str, fit: Activations | None = None, *, checkable: bool = False
+                ) -> dict[str, Range]:
     """``detector``'s space of App. A as ``Range``s; bounds like ``"id_max"`` are computed from
-    the features of ``fit`` (the ID fit activations), which they then need."""
+    the features of ``fit`` (the ID fit activations), which they then need. ``checkable``:
+    only the ranges whose bounds are numbers (what can be checked before any data is read)."""
     out: dict[str, Range] = {}
     for name, bounds in _entry(detector).items():
         if name in _META:
+            continue
+        if checkable and any(isinstance(bounds[k], str) for k in ("low", "high")):
             continue
         low, high = (_resolve(bounds[k], detector, name, fit) for k in ("low", "high"))
         out[name] = Range(low, high)
