@@ -104,10 +104,6 @@ class Recipe:
     def weight_decay(self) -> float:
         return self.optim.weight_decay
 
-    @property
-    def warmup_fraction(self) -> float:
-        return self.optim.warmup_fraction
-
     def scaled(self, **changes: Any) -> Recipe:
         """A copy with some fields changed (e.g. ``epochs=``, ``lr=``: fields of ``optim``
         change it; the others are the recipe's own)."""
