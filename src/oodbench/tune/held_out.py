@@ -66,7 +66,6 @@ any input trains new ones.
 from __future__ import annotations
 
 import contextlib
-import difflib
 import hashlib
 import json
 import tempfile
@@ -84,7 +83,7 @@ from oodbench.atomic_files import atomic_path
 from oodbench.config import cache_dir
 from oodbench.data.source import RelabeledSource
 from oodbench.detectors import Detector
-from oodbench.errors import InvalidInputError
+from oodbench.errors import InvalidInputError, UnknownNameError
 from oodbench.extract.activations import Activations
 from oodbench.schema import Schema
 from oodbench.train.optim import FIELDS as OPTIM_FIELDS
@@ -158,11 +157,9 @@ def check_train_options(retrain: str, train: Mapping[str, Any], who: str) -> Non
     if unknown:
         trainer = {"head": "oodbench.train.train_head", "full": "oodbench.train.train",
                    "last_block": "oodbench.tune.last_block"}[retrain]
-        close = difflib.get_close_matches(unknown[0], sorted(allowed), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise InvalidInputError(
-            f"{who}: unknown train option(s) {unknown}{hint} for retrain={retrain!r}; {trainer} "
-            f"takes {sorted(allowed)}")
+            f"{who}: {UnknownNameError('train option', unknown[0], allowed)} (retrain="
+            f"{retrain!r}: the options of {trainer})")
 
 
 def check_fraction(value: Any) -> None:

@@ -59,7 +59,6 @@ trains nothing), and with ``storage`` each M's search is its own Optuna study
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -71,7 +70,7 @@ from pydantic import StrictInt, StrictStr, field_validator
 
 from oodbench import metrics
 from oodbench.detectors import Detector
-from oodbench.errors import InvalidInputError
+from oodbench.errors import InvalidInputError, UnknownNameError
 from oodbench.extract.activations import Activations
 from oodbench.schema import Schema
 from oodbench.tune.criteria import resolve_criterion
@@ -332,9 +331,7 @@ class PaperSettings(Schema):
     @classmethod
     def _known_retrain(cls, value: str | None) -> str | None:
         if value is not None and value not in RETRAIN:
-            close = difflib.get_close_matches(value, RETRAIN, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ValueError(f"retrain must be one of {list(RETRAIN)}{hint}; got {value!r}")
+            raise ValueError(str(UnknownNameError("retrain", value, RETRAIN)))
         return value
 
 

@@ -25,7 +25,7 @@ from pydantic import (
 )
 
 from oodbench.data.spec import OodSourceSpec, SourceSpec
-from oodbench.errors import OodbenchError
+from oodbench.errors import OodbenchError, UnknownNameError
 from oodbench.schema import Schema
 from oodbench.tune.protocol import PROTOCOLS, TuningProtocol
 from oodbench.tune.space import parse_space
@@ -103,10 +103,8 @@ class TuneSpec(Schema):
     @classmethod
     def _named_space(cls, space: dict[str, Any] | str) -> dict[str, Any] | str:
         if isinstance(space, str) and space not in NAMED_SPACES:
-            close = difflib.get_close_matches(space, NAMED_SPACES, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ValueError(f"unknown named space {space!r}{hint}; give \"paper\" or a table "
-                             "of hyper-parameters, e.g. { percentile = [85, 90, 95] }")
+            raise ValueError(f"{UnknownNameError('named space', space, NAMED_SPACES)} (or give "
+                             "a table of hyper-parameters, e.g. { percentile = [85, 90, 95] })")
         return space
 
     @field_validator("protocol")
