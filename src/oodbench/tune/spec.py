@@ -58,8 +58,8 @@ class TuneSpec(Schema):
     is per M). ``seed`` seeds the split, the variants, the tuning sets and the sampler.
     """
 
-    protocol: StrictStr = Field(description="a tuning protocol: \"ood_val\" (with ood = ...) or "
-                                "\"held_out_classes\"")
+    protocol: StrictStr = Field(description="a tuning protocol: \"ood_val\" (with ood = ...), "
+                                "\"held_out_classes\" or \"held_out_paper\"")
     space: dict[str, Any] | StrictStr = Field(
         description="the hyper-parameters to search: name = [values] or { low = ..., high = ... }"
                     ", or \"paper\" (the tuning paper's space for the detector)"
