@@ -196,7 +196,7 @@ PAPER = {"protocol": "held_out_paper", "space": "paper", "m_grid": [1], "n_varia
     ({**PAPER, "space": "papr"}, r"unknown named space 'papr'. Did you mean 'paper'\?"),
     ({**PAPER, "retrain": "heads"}, r"unknown retrain 'heads'. Did you mean 'head'\?"),
     ({**PAPER, "n_tuning_set": 3}, "unknown key 'n_tuning_set'; did you mean 'n_tuning_sets'"),
-    ({**PAPER, "train": {"epoch": 3}}, r"unknown train option 'epoch'. Did you mean 'epochs'\?"
+    ({**PAPER, "train": {"epoch": 3}}, r"unknown train option 'epoch'. Did you mean 'epochs'"
                                        r".*\(retrain='head'"),
 ])
 def test_bad_paper_tune_entries_fail_in_one_line_at_parse_time(tune, message):
