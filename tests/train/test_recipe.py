@@ -40,6 +40,8 @@ def test_every_loss_learns_the_colour_classes(loss, one_thread):
     assert (logits.argmax(1) == np.repeat([0, 1, 2], 24)).mean() > 0.9
     assert [h["epoch"] for h in result.history] == [1, 2, 3, 4]
     assert result.history[-1]["lr_end"] == pytest.approx(0.0, abs=1e-12)  # cosine to 0
+    assert all(h["cpu_seconds"] > 0 for h in result.history)
+    assert result.train_cpu_seconds == pytest.approx(sum(h["cpu_seconds"] for h in result.history))
 
 
 def test_finished_run_is_read_back_not_retrained(tmp_path, one_thread):
@@ -108,3 +110,10 @@ def test_gpu_preset_is_the_full_scale_resnet18():
     gpu = RECIPES["gpu-resnet18"]
     assert gpu.widths == (64, 128, 256, 512) and gpu.blocks == (2, 2, 2, 2)
     assert (gpu.epochs, gpu.batch_size, gpu.lr, gpu.weight_decay) == (200, 128, 0.1, 5e-4)
+
+
+def test_cpu_study_preset_is_cpu_small_trained_ten_epochs():
+    """The study's network, batch and optimiser are the ones bench_recipe.py measures."""
+    study = RECIPES["cpu-resnet8"]
+    assert study.widths == (16, 32, 64) and study.blocks == (1, 1, 1)
+    assert study == RECIPES["cpu-small"].scaled(epochs=10)
