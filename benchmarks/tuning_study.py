@@ -28,7 +28,9 @@ the paper's ImageNet-1K grid is 5-30 %), N = 2 variants per M, S = 3 balanced tu
 MBConv block, conv_head, bn2 and the head, from cached block inputs). KNN's K_max is the
 paper's 500 capped below the smallest variant bank. ``retrain="last_block"`` at seed 0,
 ``retrain="head"`` at seeds 0-3 (the spread of phi, M* and AUROC over seeds; same seed -> same
-choice is a unit test).
+choice is a unit test). Each row records wall and CPU time and the load average; rows are saved
+as they finish and a re-run keeps them (same settings), so ``--detectors`` can split the
+remaining rows over processes writing copies of the JSON (``--out``), merged afterwards.
 Nothing here is tuned toward published numbers.
 """
 
