@@ -52,6 +52,8 @@ def test_locations_are_written_the_toml_way():
     assert where(("section", "depth")) == "[section].depth"
     assert where(("models", 1, "grid", "k")) == "[[models]] #2.grid.k"
     assert where(("benchmarks", 0, "type=cood", "pool")) == "[[benchmarks]] #1.pool"
+    assert where(("models",)) == "[[models]]"
+    assert where(("detectors", "knn", "paper")) == "[detectors].knn.paper"  # presets.toml: a table
 
 
 def test_valid_file_with_shorthand_context_and_relative_paths(tmp_path):

@@ -1,7 +1,9 @@
 """One schema mechanism for every configuration file: pydantic models and one TOML reader.
 
-Experiments, training configs, benchmark specs, detector presets and the dataset catalogue are
-all parsed by :func:`loads_toml` (files: :func:`read_toml`).
+Experiments, training configs, benchmark files, detector presets, the dataset catalogue, the
+published tables' catalogue and the tuning paper's search spaces are all parsed by
+:func:`loads_toml` (files: :func:`read_toml`; files shipped inside the package:
+:func:`package_file`) and validated by :func:`parse` (text: :func:`parse_toml`).
 
 A configuration section is a :class:`Schema` (a frozen pydantic model); a file is read with
 :func:`read_toml` and validated with :func:`parse`::
@@ -22,24 +24,35 @@ Unknown keys are reported with the closest valid key; missing required keys with
 ``description``; a plain string is short for a one-key table when the model names its
 ``shorthand`` key (``"msp"`` for ``{ name = "msp" }``). Relative paths (:data:`ConfigPath`)
 are resolved against ``context["base_dir"]`` (the folder of the file).
+
+Files whose top-level keys are names (``[<dataset>]``, ``[<detector>]``) are a
+``pydantic.RootModel`` of a dict; value objects that must stay plain dataclasses (positional
+construction, ``dataclasses.replace``) are validated as ``Annotated[Cls, CHECKED_KEYS]``, which
+checks their keys as a :class:`Schema` does, and :func:`named_entries` passes each entry's
+table name as its ``name``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import sys
 from collections.abc import Mapping, Sequence
+from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, TypeVar
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    GetCoreSchemaHandler,
     ValidationError,
     ValidationInfo,
     model_validator,
 )
+from pydantic_core import core_schema
 
 from oodbench.errors import ConfigError, InvalidInputError, MissingDataError
 
@@ -49,11 +62,12 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 #: top-level keys written as arrays of tables (``[[models]]``) in every config format
-ARRAY_SECTIONS = frozenset({"models", "benchmarks", "detectors", "losses"})
+ARRAY_SECTIONS = frozenset({"models", "benchmarks", "detectors", "losses", "ood"})
 #: loc parts added by tagged unions (``Tag("type=cood")``): not keys of the file
 TAG_PREFIX = "type="
 
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
 
 
 class DeprecatedKeyWarning(FutureWarning):
@@ -73,7 +87,9 @@ class Schema(BaseModel):
     """Base of every configuration section: frozen, strict about unknown keys.
 
     Subclasses may set ``shorthand`` (the key a plain string stands for) and override
-    :meth:`prepare` to normalise the raw table before field validation.
+    :meth:`prepare` to normalise the raw table before field validation. A table whose other keys
+    are names (``spaces.toml``: ``k = { low, high }``) sets ``extra="allow"`` with a typed
+    ``__pydantic_extra__`` and checks those keys in :meth:`prepare`.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
@@ -90,22 +106,91 @@ class Schema(BaseModel):
         if not isinstance(data, Mapping):
             raise ValueError(f"expected a table ({{ key = value }}), got {data!r}")
         data = cls.prepare(dict(data), info)
-        keys = {spec.alias or name: spec for name, spec in cls.model_fields.items()}
-        for key in data:
-            if key not in keys:
-                close = difflib.get_close_matches(str(key), list(keys), n=1)
-                hint = f"did you mean {close[0]!r}? " if close else ""
-                raise ValueError(f"unknown key {key!r}; {hint}valid keys: {', '.join(keys)}")
-        for key, spec in keys.items():
-            if spec.is_required() and key not in data:
-                what = f" ({spec.description})" if spec.description else ""
-                raise ValueError(f"missing required key {key!r}{what}")
+        keys = table_keys(cls)
+        if cls.model_config.get("extra") == "allow":  # keys that are names: prepare checks them
+            keys = {**{key: (False, "") for key in data}, **keys}
+        check_keys(data, keys)
         return data
 
     @classmethod
     def prepare(cls, data: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
         """Hook: normalise the raw table (defaults that depend on other keys or the context)."""
         return data
+
+
+#: a table's keys -> (required, description)
+Keys = Mapping[str, tuple[bool, str]]
+
+
+def table_keys(cls: Any) -> dict[str, tuple[bool, str]]:
+    """The keys of a :class:`Schema` (or a dataclass) as a table: key -> (required, description)."""
+    if isinstance(cls, type) and issubclass(cls, BaseModel):
+        return {spec.alias or name: (spec.is_required(), spec.description or "")
+                for name, spec in cls.model_fields.items()}
+    return {f.name: (f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING, "")
+            for f in dataclasses.fields(cls)}
+
+
+def unknown_key(key: str, valid: Sequence[str]) -> str:
+    """The message for a key that is not one of ``valid``, with the closest valid key."""
+    close = difflib.get_close_matches(str(key), list(valid), n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return f"unknown key {key!r}; {hint}valid keys: {', '.join(valid)}"
+
+
+def check_keys(data: Mapping[str, Any], keys: Keys) -> None:
+    """``ValueError`` for an unknown key (naming the closest valid one) or a missing required one
+    (with its description)."""
+    for key in data:
+        if key not in keys:
+            raise ValueError(unknown_key(key, list(keys)))
+    for key, (required, description) in keys.items():
+        if required and key not in data:
+            what = f" ({description})" if description else ""
+            raise ValueError(f"missing required key {key!r}{what}")
+
+
+class _CheckedKeys:
+    """Pydantic marker: ``Annotated[SomeDataclass, CHECKED_KEYS]`` checks the keys of the table
+    a dataclass is validated from as a :class:`Schema` does (pydantic ignores unknown ones).
+    ``hidden`` keys are allowed but not the file's to write (a name passed in from outside)."""
+
+    def __init__(self, hidden: frozenset[str] = frozenset()) -> None:
+        self.hidden = hidden
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> Any:
+        keys = {k: v for k, v in table_keys(source).items() if k not in self.hidden}
+
+        def check(value: Any) -> Any:
+            if isinstance(value, Mapping):
+                check_keys({k: v for k, v in value.items() if k not in self.hidden}, keys)
+            return value
+
+        return core_schema.no_info_before_validator_function(check, handler(source))
+
+
+CHECKED_KEYS = _CheckedKeys()
+
+
+def named_entries(value: Any) -> Any:
+    """Before-validator of a table of named tables (``[<name>]``): each entry gets its table's
+    name as ``name`` (which the entry itself must not set)."""
+    if not isinstance(value, Mapping):
+        return value
+    out = {}
+    for name, entry in value.items():
+        if isinstance(entry, Mapping):
+            if "name" in entry:
+                raise ValueError(f"entry {name!r} sets 'name'; an entry is named by its table, remove it")
+            entry = {**entry, "name": name}
+        out[name] = entry
+    return out
+
+
+#: a table of named tables, each a dataclass ``T`` whose ``name`` is its table's name
+#: (``[protocols.<name>]``, ``[<dataset>]``); the entries' keys are checked as a Schema's
+NamedEntries = Annotated[dict[str, Annotated[T, _CheckedKeys(frozenset({"name"}))]],
+                         BeforeValidator(named_entries)]
 
 
 def context_of(info: ValidationInfo) -> Mapping[str, Any]:
@@ -135,6 +220,17 @@ def _nonempty_array(value: Any) -> tuple[Any, ...]:
     return tuple(value)
 
 
+def one_of(valid: Sequence[Any]) -> AfterValidator:
+    """``Annotated[str, one_of(NAMES)]``: a value that must be one of ``valid`` (``None``, the
+    default of an optional key, passes)."""
+    def check(value: Any) -> Any:
+        if value is not None and value not in valid:
+            raise ValueError(f"expected one of {tuple(valid)}, got {value!r}")
+        return value
+
+    return AfterValidator(check)
+
+
 #: a non-empty TOML array (kept as a tuple)
 NonEmptyArray = Annotated[tuple[Any, ...], BeforeValidator(_nonempty_array)]
 
@@ -145,7 +241,8 @@ def where(loc: Sequence[Any]) -> str:
     if not parts:
         return "top level"
     head, *rest = parts
-    text = f"[[{head}]]" if head in ARRAY_SECTIONS else f"[{head}]"
+    array = head in ARRAY_SECTIONS and (not rest or isinstance(rest[0], int))
+    text = f"[[{head}]]" if array else f"[{head}]"
     for part in rest:
         text += f" #{part + 1}" if isinstance(part, int) else f".{part}"
     return text
@@ -204,6 +301,25 @@ def parse(
         return model.model_validate(data, context=dict(context or {}))
     except ValidationError as err:
         raise error(format_errors(err, str(file))) from None
+
+
+def parse_toml(
+    model: type[M],
+    text: str,
+    *,
+    file: str | Path,
+    error: type[ConfigError] = ConfigError,
+    context: Mapping[str, Any] | None = None,
+) -> M:
+    """TOML ``text`` (of ``file``) validated as ``model``: :func:`loads_toml`, then :func:`parse`."""
+    data = loads_toml(text, origin=str(file), error=error)
+    return parse(model, data, file=file, error=error, context=context)
+
+
+def package_file(package: str, name: str) -> tuple[str, str]:
+    """``(text, path)`` of a TOML file shipped inside ``package`` (``"oodbench.detectors"``)."""
+    path = resources.files(package).joinpath(name)
+    return path.read_text(encoding="utf-8"), str(path)
 
 
 def read_toml(

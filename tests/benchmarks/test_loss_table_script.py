@@ -68,3 +68,92 @@ def test_verdicts_follow_the_paired_tests_on_every_seed(table):
     assert verdicts["logitnorm"]["maxlogit/near"]["verdict"] == "not resolved at this scale"
     summary = table.summarise(runs)
     assert summary["ce"]["seeds"] == [0, 1, 2] and len(summary["ce"]["msp"]["near"]["intervals"]) == 3
+
+
+def test_plan_runs_ce_seeds_first_then_one_seed_of_every_loss(table):
+    order = table.plan(["ce", "logitnorm", "hem"], [0, 1])
+    assert order == [("ce", 0), ("ce", 1), ("logitnorm", 0), ("hem", 0), ("logitnorm", 1),
+                     ("hem", 1)]
+    assert table.plan(["hem"], [0, 1]) == [("hem", 0), ("hem", 1)]
+
+
+def test_a_run_another_worker_holds_is_skipped_not_trained(table, monkeypatch):
+    import fcntl
+
+    import torch
+
+    from oodbench.train.recipe import Recipe
+    from oodbench.train.tensor_images import TensorImages
+
+    train = TensorImages(torch.zeros(4, 3, 32, 32, dtype=torch.uint8), torch.tensor([0, 1, 0, 1]),
+                         ("a", "b"), "tiny")
+    recipe, data = Recipe().scaled(epochs=1), {"train": train}
+    _, folder = table.run_folder(recipe, data, "ce", 0)
+    folder.mkdir(parents=True)
+    monkeypatch.setattr(table, "_train_and_evaluate", lambda *a: pytest.fail("trained"))
+    with open(folder / "lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # this open file description is the "other worker"
+        assert table.one_run(recipe, data, "ce", 0, "cpu", wait=False) is None
+    logits = _logits(np.random.default_rng(3), 1.0)
+    np.savez(folder / "logits.npz", **logits)
+    (folder / "record.json").write_text(json.dumps({"loss": "ce", "seed": 0}))
+    assert table.one_run(recipe, data, "ce", 0, "cpu", wait=False)["loss"] == "ce"  # read back
+
+
+def test_timing_and_statements_say_what_was_run(table):
+    rng = np.random.default_rng(4)
+    runs = []
+    for seed, start, end in ((0, "2026-01-01T10:00:00+00:00", "2026-01-01T10:10:00+00:00"),
+                             (1, "2026-01-01T10:05:00+00:00", "2026-01-01T10:20:00+00:00")):
+        record = _store(table, "ce", seed, _logits(rng, 2.0))
+        runs.append({**record, "started_at": start, "finished_at": end, "train_seconds": 500.0,
+                     "train_cpu_seconds": 400.0, "eval_seconds": 10.0, "eval_cpu_seconds": 8.0})
+    runs.append(_store(table, "hem", 0, _logits(rng, 2.0)))
+    runs[-1].update(started_at="2026-01-01T10:10:00+00:00", finished_at="2026-01-01T10:30:00+00:00",
+                    train_seconds=600.0, train_cpu_seconds=300.0, eval_seconds=5.0,
+                    eval_cpu_seconds=4.0)
+    timing = table.study_timing(runs, table.plan(["ce", "hem"], [0, 1, 2]))
+    assert timing["runs_done"] == ["ce/0", "ce/1", "hem/0"]
+    assert timing["runs_missing"] == ["ce/2", "hem/1", "hem/2"]
+    assert timing["cpu_seconds_summed"] == 2 * 408.0 + 304.0
+    assert timing["wall_seconds_summed"] == 2 * 510.0 + 605.0
+    assert timing["span_seconds"] == 30 * 60.0
+    summary = table.summarise(runs)
+    said = table.statements(summary, table.compare_with_ce(runs))
+    accuracies = [r["id_accuracy"] for r in runs[:2]]
+    assert said["ce_id_accuracy"]["met"] == (min(accuracies) >= 0.85)
+    assert said["ce_msp_near_above_chance"]["met"] is True  # separation 2.0 on 400 / 300 rows
+    assert said["accuracy_minus_ce_points"]["hem"] == pytest.approx(
+        100 * (runs[2]["id_accuracy"] - np.mean(accuracies)))
+    sentence = said["published_comparisons"]["hem"]
+    assert sentence.startswith("HEM vs CE (published: HEM better than CE;")
+    assert "1 seed," in sentence and sentence.endswith("not resolved at this scale.")
+
+
+def test_a_loss_name_typo_stops_before_any_data_is_read(table, monkeypatch, capsys):
+    monkeypatch.setattr("sys.argv", ["loss_table.py", "--losses", "ce,logitnrom",
+                                     "--data-root", "/nonexistent"])
+    with pytest.raises(SystemExit) as stop:
+        table.main()
+    message = str(stop.value)
+    assert "Did you mean 'logitnorm'" in message and "\n" not in message
+
+
+def test_unfinished_runs_are_reported_as_progress_not_results(table):
+    import torch
+
+    from oodbench.train.recipe import Recipe
+    from oodbench.train.tensor_images import TensorImages
+
+    train = TensorImages(torch.zeros(4, 3, 32, 32, dtype=torch.uint8), torch.tensor([0, 1, 1, 0]),
+                         ("a", "b"), "tiny-progress")
+    recipe, data = Recipe().scaled(epochs=10), {"train": train}
+    folder = table.run_folder(recipe, data, "hem", 1)[1] / "checkpoint"
+    folder.mkdir(parents=True)
+    history = [{"train_accuracy": 0.4, "seconds": 30.0, "cpu_seconds": 20.0},
+               {"train_accuracy": 0.5, "seconds": 40.0, "cpu_seconds": 21.0}]
+    (folder / "train.json").write_text(json.dumps({"history": history}))
+    [progress] = table.in_progress(recipe, data, [("ce", 0), ("hem", 1)])
+    assert progress == {"loss": "hem", "seed": 1, "epochs_done": 2, "epochs": 10,
+                        "train_accuracy_per_epoch": [0.4, 0.5], "train_seconds": 70.0,
+                        "train_cpu_seconds": 41.0}

@@ -16,7 +16,7 @@ from oodbench.data import ImageFolder, ImageList, catalog
 from oodbench.data.imagenet import imagenet1k_wnids
 from oodbench.data.imagenet_val import ImageNetVal
 from oodbench.detectors import create
-from oodbench.errors import InvalidInputError, MissingDataError, UnknownNameError
+from oodbench.errors import ConfigError, InvalidInputError, MissingDataError, UnknownNameError
 from oodbench.extract.activations import Activations
 
 BUILTIN = ["mos-imagenet", "openood-v1.5-cifar10", "openood-v1.5-cifar100", "openood-v1.5-imagenet"]
@@ -218,7 +218,7 @@ def base_spec() -> dict:
 @pytest.mark.parametrize(
     "change, message",
     [
-        (lambda s: s.update(headlines=["auroc"]), "unknown keys"),
+        (lambda s: s.update(headlines=["auroc"]), "unknown key 'headlines'; did you mean 'headline'"),
         (lambda s: s.pop("id"), r"\[id\]"),
         (lambda s: s.update(ood=[]), "at least one OOD set"),
         (lambda s: s["ood"].append(dict(s["ood"][0])), "repeat"),
@@ -244,7 +244,22 @@ def test_invalid_specs(change, message) -> None:
 def test_unknown_catalogue_dataset_in_a_spec() -> None:
     spec = base_spec()
     spec["ood"][0]["dataset"] = "dtdd"
-    with pytest.raises(UnknownNameError, match="did you mean|Did you mean"):
+    with pytest.raises(ConfigError, match="did you mean|Did you mean"):
+        parse_spec(spec)
+
+
+def test_a_typo_in_a_benchmark_file_names_the_file_the_key_and_the_closest_key(tmp_path: Path) -> None:
+    path = tmp_path / "bench.toml"
+    path.write_text('name = "t"\n[id]\nsource = "folder"\npath = "id"\n'
+                    '[[ood]]\ngroup = "a"\nsource = "folder"\npaht = "a"\n')
+    with pytest.raises(ConfigError) as err:
+        benchmarks.from_toml(path)
+    assert str(err.value) == (f"{path}: [[ood]] #1: unknown key 'paht'; did you mean 'path'? "
+                              "valid keys: source, path, list, images, group, kind, dataset")
+    spec = base_spec()
+    spec["ood"][0]["dataset"] = "dtdd"
+    with pytest.raises(ConfigError, match=r"^benchmark spec: \[\[ood\]\] #1.dataset: unknown dataset "
+                                          r"'dtdd'. Did you mean 'dtd'"):
         parse_spec(spec)
 
 

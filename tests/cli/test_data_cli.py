@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import tarfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,10 +28,14 @@ def tiny_catalogue(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(autouse=True)
 def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refuse(request, timeout):
-        raise AssertionError(f"tests must not download {request.full_url}")
+    copy = download.ResumableDownloader.__call__
 
-    monkeypatch.setattr(download, "_urlopen", refuse)
+    def refuse(self, url, output_file, pooch_instance=None):
+        if not url.startswith("file:"):  # a file:// copy is local
+            raise AssertionError(f"tests must not download {url}")
+        copy(self, url, output_file, pooch_instance)
+
+    monkeypatch.setattr(download.ResumableDownloader, "__call__", refuse)
 
 
 def tree(root: Path) -> Path:
@@ -76,6 +82,21 @@ def test_download_refusals(tmp_path: Path) -> None:
     assert out.exit_code == 2 and "no public download URL" in out.output and "image-net.org" in out.output
     out = run("data", "download", "mos-sun", str(tmp_path))  # no checksum is known
     assert out.exit_code == 2 and "--allow-unverified" in out.output and "SUN.tar.gz" in out.output
+
+
+def test_download_fetches_checks_and_extracts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    archive = tmp_path / "mirror" / "pack.tar.gz"
+    archive.parent.mkdir()
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(tree(tmp_path / "tree"), arcname="pack")
+    item = catalog.Download("pack.tar.gz", archive.as_uri(), md5=hashlib.md5(archive.read_bytes()).hexdigest(),
+                            checksum_source="test")
+    entries = {**catalog._builtin(), "tiny": replace(catalog.get("dtd"), name="tiny", downloads=(item,))}
+    monkeypatch.setattr(catalog, "_builtin", lambda: entries)
+    out = run("data", "download", "tiny", str(tmp_path / "data"))
+    assert out.exit_code == 0, out.output
+    assert f"downloaded {tmp_path / 'data' / 'pack.tar.gz'} (checksum verified)" in out.output
+    assert (tmp_path / "data" / "pack" / "a" / "0.png").is_file()
 
 
 def test_list_benchmarks_includes_the_specs_and_cood() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from oodbench.data import catalog
-from oodbench.errors import InvalidInputError, UnknownNameError
+from oodbench.errors import ConfigError, InvalidInputError, UnknownNameError
 
 REQUIRED = [
     "imagenet-1k-val",
@@ -71,10 +71,20 @@ def test_entries_validate_their_fields() -> None:
         replace(info, layout="zip")
     with pytest.raises(InvalidInputError, match="num_images"):
         replace(info, num_images=-1)
-    with pytest.raises(InvalidInputError, match="unknown keys"):
+    with pytest.raises(InvalidInputError, match="unknown key 'num_imgs'; did you mean 'num_images'"):
         catalog.parse('[x]\ntitle = "x"\nlayout = "image-folder"\nnum_imgs = 3\n')
     with pytest.raises(InvalidInputError, match="image_lists"):
         catalog.parse('[x]\ntitle = "x"\nlayout = "image-lists"\n')
+
+
+def test_a_typo_in_the_catalogue_names_the_file_the_entry_and_the_closest_key() -> None:
+    text = '[x]\ntitle = "x"\nlayout = "image-folder"\ndownloads = [{ filename = "a", md55 = "0" }]\n'
+    with pytest.raises(ConfigError) as err:
+        catalog.parse(text, "my_datasets.toml")
+    assert str(err.value) == ("my_datasets.toml: [x].downloads #1: unknown key 'md55'; did you mean "
+                              "'md5'? valid keys: filename, url, md5, sha256, checksum_source")
+    with pytest.raises(ConfigError, match="^my_datasets.toml: top level: entry 'x' sets 'name'"):
+        catalog.parse('[x]\nname = "y"\ntitle = "x"\nlayout = "image-folder"\n', "my_datasets.toml")
 
 
 def test_internal_consistency_of_counts() -> None:

@@ -40,3 +40,23 @@ def test_an_experiment_with_a_fractional_k_is_refused(tmp_path) -> None:
             "detectors": [{"name": "knn", "hyperparams": {"k": 1.5}}]}
     with pytest.raises(ExperimentError, match=r"\[\[detectors\]\] #1.*k must be an integer"):
         parse_experiment(data, base_dir=tmp_path)
+
+
+def test_registration_checks_the_name_and_the_declared_inputs() -> None:
+    """The detector registry is an ``oodbench.registry.Registry`` declaring ``requires``."""
+    from oodbench.detectors.base import _REGISTRY, Detector, register
+
+    class Typo(Detector):
+        name = "typo_requires_test"
+        requires = frozenset({"logitz"})
+
+    with pytest.raises(TypeError, match=r"Typo.requires: unknown \['logitz'\]"):
+        register(Typo)
+    assert "typo_requires_test" not in _REGISTRY
+
+    class Taken(Detector):
+        name = "msp"
+        requires = frozenset({"logits"})
+
+    with pytest.raises(TypeError, match="detector name 'msp' registered twice"):
+        register(Taken)

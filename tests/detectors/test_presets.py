@@ -13,12 +13,13 @@ from oodbench.detectors.base import _REGISTRY, FIT_DATA
 from oodbench.detectors.presets import (
     PROTOCOLS,
     configured_detectors,
+    parse_presets,
     preset_for,
     presets_of,
     protocols,
     unavailable_reason,
 )
-from oodbench.errors import InvalidInputError, UnknownNameError
+from oodbench.errors import ConfigError, InvalidInputError, UnknownNameError
 
 #: class defaults that differ from the paper's ImageNet setting, and why (small banks)
 DEFAULTS_NOT_PAPER = {
@@ -160,3 +161,28 @@ def test_score_only_hyperparameters_are_real_fields_that_do_not_change_the_fit()
 def test_settings_a_preset_leaves_alone_are_not_a_change_of_protocol():
     assert create("odin", preset="cood_code", batch_size=8, device="cpu").protocol == "cood_code"
     assert create("odin", preset="cood_code", temperature=1.0).protocol == "cood_code (modified: temperature)"
+
+
+PRESETS = """
+[protocols.paper]
+title = "t"
+source = "s"
+[detectors.knn.paper]
+hyperparams = { k = 1000 }
+fit_data = "train"
+"""
+
+
+@pytest.mark.parametrize(("typo", "fixed", "message"), [
+    ("hyperparam =", "hyperparams =", "presets.toml: [detectors].knn.paper: unknown key 'hyperparam'; "
+     "did you mean 'hyperparams'? valid keys: hyperparams, fit_data, grid, source, note, unavailable"),
+    ("[detectors.knn.papr]", "[detectors.knn.paper]", "presets.toml: [detectors.knn]: unknown key "
+     "'papr'; did you mean 'paper'? valid keys: paper"),
+    ("titel =", "title =", "presets.toml: [protocols].paper: unknown key 'titel'; did you mean "
+     "'title'? valid keys: title, source, unavailable"),
+])
+def test_a_typo_in_the_presets_file_names_the_file_the_key_and_the_closest_key(typo, fixed, message):
+    assert parse_presets(PRESETS, "presets.toml").detectors["knn"]["paper"].hyperparams == {"k": 1000}
+    with pytest.raises(ConfigError) as err:
+        parse_presets(PRESETS.replace(fixed, typo), "presets.toml")
+    assert str(err.value) == message

@@ -14,7 +14,7 @@ import pytest
 
 from oodbench import published
 from oodbench.detectors import available, preset_for
-from oodbench.errors import CacheError, UnknownNameError
+from oodbench.errors import CacheError, ConfigError, UnknownNameError
 from oodbench.models.registry import FAMILIES
 from oodbench.published import catalogue
 from oodbench.published.compare import METRIC_FAMILY, TUNING_NAMES
@@ -138,3 +138,14 @@ def test_printed_csv_hashes_to_the_source_file_as_published(name: str) -> None:
     text = published.printed(name).to_csv(index=False, lineterminator="\n")
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
     assert digest == published.table_info(name).printed["source_sha256"]
+
+
+def test_a_typo_in_the_catalogue_names_the_file_the_table_and_the_closest_key() -> None:
+    entry = '[tables.x]\ntitle = "t"\npaper = "p"\nsource = "s"\nmetrics = "m"\nloader = "cood"\n'
+    assert catalogue.parse_catalogue(entry, "cat.toml")["x"].loader == "cood"
+    with pytest.raises(ConfigError) as err:
+        catalogue.parse_catalogue(entry.replace("metrics =", "metric ="), "cat.toml")
+    assert str(err.value).startswith("cat.toml: [tables].x: unknown key 'metric'; did you mean "
+                                      "'metrics'? valid keys: title, paper, source, metrics,")
+    with pytest.raises(ConfigError, match=r"^cat.toml: \[tables\].x: table 'x' needs file and sha256"):
+        catalogue.parse_catalogue(entry.replace('loader = "cood"', ""), "cat.toml")

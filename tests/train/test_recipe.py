@@ -3,6 +3,7 @@ import pytest
 import torch
 
 from oodbench.errors import EmptyInputError, InvalidInputError, UnknownNameError
+from oodbench.train.optim import OptimSettings
 from oodbench.train.recipe import (
     RECIPES,
     Recipe,
@@ -13,8 +14,8 @@ from oodbench.train.recipe import (
 )
 from oodbench.train.tensor_images import TensorImages
 
-TINY = Recipe(widths=(8, 16), blocks=(1, 1), epochs=3, batch_size=16, lr=0.05, warmup_fraction=0.2,
-              eval_batch_size=32)
+TINY = Recipe(widths=(8, 16), blocks=(1, 1), optim=OptimSettings(
+    epochs=3, batch_size=16, lr=0.05, warmup_fraction=0.2), eval_batch_size=32)
 
 
 def _colour_classes(n_per_class=24, size=32, seed=0) -> TensorImages:
@@ -39,6 +40,8 @@ def test_every_loss_learns_the_colour_classes(loss, one_thread):
     assert (logits.argmax(1) == np.repeat([0, 1, 2], 24)).mean() > 0.9
     assert [h["epoch"] for h in result.history] == [1, 2, 3, 4]
     assert result.history[-1]["lr_end"] == pytest.approx(0.0, abs=1e-12)  # cosine to 0
+    assert all(h["cpu_seconds"] > 0 for h in result.history)
+    assert result.train_cpu_seconds == pytest.approx(sum(h["cpu_seconds"] for h in result.history))
 
 
 def test_finished_run_is_read_back_not_retrained(tmp_path, one_thread):
@@ -88,9 +91,9 @@ def test_bad_input_fails_before_training():
     with pytest.raises(EmptyInputError, match="held-out"):
         data.split(["red", "green", "blue"])
     with pytest.raises(InvalidInputError, match="warmup_fraction"):
-        Recipe(warmup_fraction=1.0)
+        Recipe(optim=OptimSettings(warmup_fraction=1.0))
     with pytest.raises(InvalidInputError, match="epochs"):
-        Recipe(epochs=0)
+        Recipe(optim=OptimSettings(epochs=0))
 
 
 def test_run_key_changes_with_what_decides_the_weights():
@@ -107,3 +110,10 @@ def test_gpu_preset_is_the_full_scale_resnet18():
     gpu = RECIPES["gpu-resnet18"]
     assert gpu.widths == (64, 128, 256, 512) and gpu.blocks == (2, 2, 2, 2)
     assert (gpu.epochs, gpu.batch_size, gpu.lr, gpu.weight_decay) == (200, 128, 0.1, 5e-4)
+
+
+def test_cpu_study_preset_is_cpu_small_trained_ten_epochs():
+    """The study's network, batch and optimiser are the ones bench_recipe.py measures."""
+    study = RECIPES["cpu-resnet8"]
+    assert study.widths == (16, 32, 64) and study.blocks == (1, 1, 1)
+    assert study == RECIPES["cpu-small"].scaled(epochs=10)

@@ -9,9 +9,9 @@ import pytest
 
 import oodbench
 from oodbench.detectors import detector_class
-from oodbench.errors import InvalidInputError
+from oodbench.errors import ConfigError, InvalidInputError
 from oodbench.tune import Range
-from oodbench.tune.paper_space import paper_detectors, paper_source, paper_space
+from oodbench.tune.paper_space import paper_detectors, paper_source, paper_space, parse_spaces
 from tests.tune.test_tune import data  # noqa: F401 - the shared fixture
 
 
@@ -90,3 +90,21 @@ def test_unknown_paper_space_and_missing_fit(data):  # noqa: F811
     with pytest.raises(InvalidInputError, match="pass fit="):
         paper_space("react", None)
     assert np.isfinite(paper_space("react", train)["threshold"].high)
+
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('[knn]\nk = { lo = 1, high = 500 }\n',
+     "spaces.toml: [knn].k: unknown key 'lo'; did you mean 'low'? valid keys: low, high"),
+    ('[knn]\nsorce = "s"\nk = { low = 1, high = 500 }\n',
+     "spaces.toml: [knn]: unknown key 'sorce'; did you mean 'source'? valid keys: source, note, "
+     "<hyper-parameter>"),
+    ('[knn]\nk = { low = "id_mn", high = 500 }\n',
+     "spaces.toml: [knn].k.low: expected a number or one of 'id_min', 'id_max', got 'id_mn'"),
+])
+def test_a_typo_in_the_spaces_file_names_the_file_the_key_and_the_closest_key(text, message):
+    with pytest.raises(ConfigError) as err:
+        parse_spaces(text, "spaces.toml")
+    assert str(err.value) == message
+    assert parse_spaces('[knn]\nsource = "s"\nk = { low = 1, high = 500 }\n', "x")["knn"].intervals[
+        "k"].high == 500

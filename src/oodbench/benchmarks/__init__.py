@@ -25,12 +25,12 @@ from oodbench.benchmarks.kinds import cood as _cood_kind  # noqa: F401  (the bui
 from oodbench.benchmarks.kinds import custom as _custom_kind  # noqa: F401
 from oodbench.benchmarks.kinds import standard as _standard_kind  # noqa: F401
 from oodbench.benchmarks.spec import (
-    BenchmarkSpec,
+    BenchmarkFile,
     build_with_options,
     builtin,
     builtin_paths,
     parse_spec,
-    read_toml,
+    read_file,
 )
 from oodbench.benchmarks.standard import OodSetsBenchmark
 
@@ -44,7 +44,7 @@ __all__ = [
     "KINDS",
     "Benchmark",
     "BenchmarkKind",
-    "BenchmarkSpec",
+    "BenchmarkFile",
     "OodSetsBenchmark",
     "available",
     "from_spec",
@@ -62,8 +62,8 @@ def available() -> dict[str, str]:
     return out
 
 
-def spec(name: str) -> BenchmarkSpec:
-    """The validated spec of a built-in standard benchmark (no data needed)."""
+def spec(name: str) -> BenchmarkFile:
+    """The validated benchmark file of a built-in standard benchmark (no data needed)."""
     return builtin(name)
 
 
@@ -82,9 +82,9 @@ def get(name: str, **options: Any) -> Benchmark:
     return build_with_options(builtin(name), options, base_dir=None)
 
 
-def from_spec(spec: BenchmarkSpec | Mapping[str, Any], **options: Any) -> OodSetsBenchmark:
-    """A benchmark from a spec dict (as read from TOML) or a parsed :class:`BenchmarkSpec`."""
-    parsed = spec if isinstance(spec, BenchmarkSpec) else parse_spec(spec)
+def from_spec(spec: BenchmarkFile | Mapping[str, Any], **options: Any) -> OodSetsBenchmark:
+    """A benchmark from a benchmark file's dict (as read from TOML) or a :class:`BenchmarkFile`."""
+    parsed = spec if isinstance(spec, BenchmarkFile) else parse_spec(spec)
     return build_with_options(parsed, options, base_dir=None)
 
 
@@ -95,7 +95,7 @@ def from_toml(path: str | os.PathLike[str], **options: Any) -> OodSetsBenchmark:
     folder of the TOML file.
     """
     path = Path(path).expanduser()
-    parsed = parse_spec(read_toml(path))
+    parsed = read_file(path)
     if parsed.root is None and "root" not in options:
         options = {**options, "root": path.parent}
     return build_with_options(parsed, options, base_dir=path.parent)

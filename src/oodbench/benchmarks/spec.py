@@ -1,7 +1,8 @@
-"""Benchmarks as data: a TOML spec names the ID test set, the OOD sets (near / far), the
-metrics to headline and the aggregation; ``build`` turns it into an :class:`OodSetsBenchmark`.
+"""Benchmarks as data: a benchmark file (TOML) names the ID test set, the OOD sets (near / far),
+the metrics to headline and the aggregation; it is read as a :class:`BenchmarkFile` and ``build``
+turns it into an :class:`OodSetsBenchmark`.
 
-A spec (the built-in ones live in ``benchmarks/specs/*.toml``)::
+A benchmark file (the built-in ones live in ``benchmarks/specs/*.toml``)::
 
     name = "my-benchmark"
     description = "ImageNet val vs two folders"
@@ -29,9 +30,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field, StrictInt, StrictStr, field_validator, model_validator
 
 from oodbench.benchmarks.standard import (
     AGGREGATES,
@@ -41,8 +43,10 @@ from oodbench.benchmarks.standard import (
     Data,
     OodSetsBenchmark,
 )
+from oodbench.data import catalog
 from oodbench.data.source import Source
 from oodbench.errors import (
+    ConfigError,
     DataError,
     EmptyInputError,
     InvalidInputError,
@@ -50,45 +54,106 @@ from oodbench.errors import (
     UnknownNameError,
 )
 from oodbench.extract.activations import Activations
-from oodbench.schema import loads_toml
+from oodbench.schema import At, Schema, one_of, parse, read_toml
 
+#: how a set's images are read
 SOURCES = ("imglist", "folder", "imagenet-val")
-TOP_KEYS = frozenset(
-    {"name", "description", "paper", "num_classes", "headline", "aggregate", "root", "data",
-     "id", "id_val", "ood_val", "ood"}
-)
-SET_KEYS = frozenset({"group", "kind", "source", "path", "list", "images", "dataset"})
 
 
-@dataclass(frozen=True)
-class SetSpec:
-    """One image set of a spec: how to read it and, for OOD sets, its group and kind."""
+class SetSpec(Schema):
+    """One image set of a benchmark file: how to read it and, for OOD sets, its group and kind."""
 
-    source: str
-    path: str = ""
-    list: str = ""
-    images: str = ""
-    group: str = ""
-    kind: str | None = None
-    dataset: str | None = None
+    source: Annotated[StrictStr, one_of(SOURCES)] = Field(
+        description=f"how the images are read: one of {', '.join(SOURCES)}")
+    path: StrictStr = ""
+    list: StrictStr = ""
+    images: StrictStr = ""
+    group: StrictStr = ""
+    kind: Annotated[StrictStr | None, one_of(KINDS)] = None
+    dataset: StrictStr | None = None
+
+    @field_validator("dataset")
+    @classmethod
+    def _catalogued(cls, name: str | None) -> str | None:
+        if name is not None:
+            try:
+                catalog.get(name)
+            except UnknownNameError as err:
+                raise ValueError(str(err)) from None
+        return name
+
+    @model_validator(mode="after")
+    def _readable(self) -> SetSpec:
+        if self.source == "imglist" and not (self.list and self.images):
+            raise ValueError("source 'imglist' needs `list` and `images`")
+        if self.source != "imglist" and not self.path:
+            raise ValueError(f"source {self.source!r} needs `path`")
+        return self
 
 
-@dataclass(frozen=True)
-class BenchmarkSpec:
-    """A validated benchmark spec (see the module docstring for the TOML form)."""
+class BenchmarkFile(Schema):
+    """A validated benchmark file: a near / far OOD-sets benchmark as data (see the module
+    docstring for the TOML form). Not an experiment's ``[[benchmarks]]`` entry
+    (:class:`~oodbench.benchmarks.kinds.BenchmarkEntry`), which may name one of these."""
 
-    name: str
-    id: SetSpec
-    ood: tuple[SetSpec, ...]
-    description: str = ""
-    paper: str = ""
-    num_classes: int | None = None
-    headline: tuple[str, ...] = ("auroc", "fpr95_ood")
-    aggregate: str = "mean"
-    root: str | None = None
-    data: str = ""
+    name: StrictStr = Field(description="the benchmark's name, a non-empty string")
+    id: SetSpec = Field(description="the ID test set `[id]`")
+    ood: tuple[SetSpec, ...] = Field(description="the OOD sets, `[[ood]]` tables")
+    description: StrictStr = ""
+    paper: StrictStr = ""
+    num_classes: StrictInt | None = None
+    headline: tuple[StrictStr, ...] = ("auroc", "fpr95_ood")
+    aggregate: Annotated[StrictStr, one_of(AGGREGATIONS)] = "mean"
+    root: StrictStr | None = None
+    data: StrictStr = ""
     id_val: SetSpec | None = None
     ood_val: SetSpec | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _named(cls, name: str) -> str:
+        if not name:
+            raise ValueError("`name` must be a non-empty string")
+        return name
+
+    @field_validator("id", "id_val", "ood_val")
+    @classmethod
+    def _id_set(cls, value: SetSpec | None) -> SetSpec | None:
+        if value is not None and {"group", "kind"} & value.model_fields_set:
+            raise ValueError("only OOD sets take `group` and `kind`")
+        return value
+
+    @field_validator("ood")
+    @classmethod
+    def _ood_sets(cls, sets: tuple[SetSpec, ...]) -> tuple[SetSpec, ...]:
+        if not sets:
+            raise ValueError("at least one OOD set `[[ood]]` is required")
+        for i, s in enumerate(sets):
+            if not s.group:
+                raise At(f"[[ood]] #{i + 1}", "an OOD set needs a `group` name")
+        groups = [s.group for s in sets]
+        repeated = sorted({g for g in groups if groups.count(g) > 1})
+        if repeated:
+            raise ValueError(f"OOD group names repeat: {repeated}")
+        reserved = sorted(set(groups) & set(AGGREGATES))
+        if reserved:
+            raise ValueError(f"{reserved} name the average rows; rename those OOD sets")
+        return sets
+
+    @field_validator("headline")
+    @classmethod
+    def _metrics(cls, headline: tuple[str, ...]) -> tuple[str, ...]:
+        wrong = [m for m in headline if m not in METRICS]
+        if wrong:
+            raise ValueError(f"headline metrics {wrong} are not among {METRICS}")
+        return headline
+
+    @field_validator("num_classes")
+    @classmethod
+    def _classes(cls, num_classes: int | None) -> int | None:
+        if num_classes is not None and num_classes < 1:
+            raise ValueError("num_classes must be a positive integer")
+        return num_classes
 
     @property
     def kinds(self) -> dict[str, str]:
@@ -96,105 +161,23 @@ class BenchmarkSpec:
 
     @property
     def datasets(self) -> list[str]:
-        """The catalogue entries the spec's sets come from (in order, without repeats)."""
+        """The catalogue entries the file's sets come from (in order, without repeats)."""
         sets = [self.id, *self.ood, self.id_val, self.ood_val]
         return list(dict.fromkeys(s.dataset for s in sets if s is not None and s.dataset))
 
 
-def _set(raw: Any, where: str, *, ood: bool) -> SetSpec:
-    if not isinstance(raw, Mapping):
-        raise InvalidInputError(f"{where} must be a table; got {type(raw).__name__}")
-    unknown = sorted(set(raw) - SET_KEYS)
-    if unknown:
-        raise InvalidInputError(f"{where}: unknown keys {unknown}; valid keys: {sorted(SET_KEYS)}")
-    source = raw.get("source")
-    if source not in SOURCES:
-        raise InvalidInputError(f"{where}: source must be one of {SOURCES}; got {source!r}")
-    if source == "imglist" and not (raw.get("list") and raw.get("images")):
-        raise InvalidInputError(f"{where}: source 'imglist' needs `list` and `images`")
-    if source != "imglist" and not raw.get("path"):
-        raise InvalidInputError(f"{where}: source {source!r} needs `path`")
-    if ood and not raw.get("group"):
-        raise InvalidInputError(f"{where}: an OOD set needs a `group` name")
-    if not ood and ("group" in raw or "kind" in raw):
-        raise InvalidInputError(f"{where}: only OOD sets take `group` and `kind`")
-    kind = raw.get("kind")
-    if kind is not None and kind not in KINDS:
-        raise InvalidInputError(f"{where}: kind must be one of {KINDS}; got {kind!r}")
-    dataset = raw.get("dataset")
-    if dataset is not None:
-        from oodbench.data import catalog
-
-        catalog.get(dataset)  # UnknownNameError with the closest entries
-    return SetSpec(
-        source=source,
-        path=str(raw.get("path", "")),
-        list=str(raw.get("list", "")),
-        images=str(raw.get("images", "")),
-        group=str(raw.get("group", "")),
-        kind=kind,
-        dataset=dataset,
-    )
+def parse_spec(raw: Mapping[str, Any], *, file: str | os.PathLike[str] = "benchmark spec"
+               ) -> BenchmarkFile:
+    """Validate a benchmark file given as a dict (as read from TOML); every mistake raises one
+    :class:`~oodbench.errors.ConfigError` naming ``file`` and the key."""
+    return parse(BenchmarkFile, raw, file=str(file))
 
 
-def parse_spec(raw: Mapping[str, Any]) -> BenchmarkSpec:
-    """Validate a spec given as a dict (as read from TOML); ``InvalidInputError`` on any mistake."""
-    unknown = sorted(set(raw) - TOP_KEYS)
-    if unknown:
-        raise InvalidInputError(f"benchmark spec: unknown keys {unknown}; valid keys: {sorted(TOP_KEYS)}")
-    name = raw.get("name")
-    if not isinstance(name, str) or not name:
-        raise InvalidInputError("benchmark spec: `name` (a non-empty string) is required")
-    where = f"benchmark spec {name!r}"
-    if "id" not in raw:
-        raise InvalidInputError(f"{where}: the ID test set `[id]` is required")
-    ood_raw = raw.get("ood")
-    if not isinstance(ood_raw, list) or not ood_raw:
-        raise InvalidInputError(f"{where}: at least one OOD set `[[ood]]` is required")
-    ood = tuple(_set(s, f"{where}, ood set {i}", ood=True) for i, s in enumerate(ood_raw))
-    groups = [s.group for s in ood]
-    repeated = sorted({g for g in groups if groups.count(g) > 1})
-    if repeated:
-        raise InvalidInputError(f"{where}: OOD group names repeat: {repeated}")
-    reserved = sorted(set(groups) & set(AGGREGATES))
-    if reserved:
-        raise InvalidInputError(f"{where}: {reserved} name the average rows; rename those OOD sets")
-    headline = tuple(raw.get("headline", ("auroc", "fpr95_ood")))
-    wrong = [m for m in headline if m not in METRICS]
-    if wrong:
-        raise InvalidInputError(f"{where}: headline metrics {wrong} are not among {METRICS}")
-    aggregate = raw.get("aggregate", "mean")
-    if aggregate not in AGGREGATIONS:
-        raise InvalidInputError(f"{where}: aggregate must be one of {AGGREGATIONS}; got {aggregate!r}")
-    num_classes = raw.get("num_classes")
-    if num_classes is not None and (not isinstance(num_classes, int) or num_classes < 1):
-        raise InvalidInputError(f"{where}: num_classes must be a positive integer")
-    optional = {
-        key: _set(raw[key], f"{where}, [{key}]", ood=False) if key in raw else None
-        for key in ("id_val", "ood_val")
-    }
-    return BenchmarkSpec(
-        name=name,
-        id=_set(raw["id"], f"{where}, [id]", ood=False),
-        ood=ood,
-        description=str(raw.get("description", "")),
-        paper=str(raw.get("paper", "")),
-        num_classes=num_classes,
-        headline=headline,
-        aggregate=aggregate,
-        root=raw.get("root"),
-        data=str(raw.get("data", "")),
-        **optional,
-    )
-
-
-def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The TOML file at ``path`` as a dict (``InvalidInputError`` naming the file if invalid)."""
+def read_file(path: str | os.PathLike[str]) -> BenchmarkFile:
+    """The benchmark file at ``path``, validated (errors name the file and the key)."""
     path = Path(path).expanduser()
-    if not path.is_file():
-        raise MissingDataError(f"benchmark spec {path} does not exist")
-    return loads_toml(path.read_text(encoding="utf-8"), origin=f"benchmark spec {path}",
-                      error=InvalidInputError)
+    data, _ = read_toml(path, what="benchmark spec", error=ConfigError)
+    return parse_spec(data, file=path)
 
 
 def builtin_paths() -> dict[str, Path]:
@@ -203,12 +186,12 @@ def builtin_paths() -> dict[str, Path]:
     return {p.stem: p for p in sorted(folder.glob("*.toml"))}
 
 
-def builtin(name: str) -> BenchmarkSpec:
-    """The built-in spec ``name`` (``UnknownNameError`` with the closest names)."""
+def builtin(name: str) -> BenchmarkFile:
+    """The built-in benchmark file ``name`` (``UnknownNameError`` with the closest names)."""
     paths = builtin_paths()
     if name not in paths:
         raise UnknownNameError("benchmark", name, [*paths, "cood"])
-    spec = parse_spec(read_toml(paths[name]))
+    spec = read_file(paths[name])
     if spec.name != name:
         raise InvalidInputError(f"{paths[name]} is named {spec.name!r}; the file stem must match")
     return spec
@@ -218,8 +201,6 @@ def builtin(name: str) -> BenchmarkSpec:
 def _where_to_get(s: SetSpec) -> str:
     if not s.dataset:
         return ""
-    from oodbench.data import catalog
-
     info = catalog.get(s.dataset)
     return (
         f" Where to get it: {' '.join(info.where_to_get().split())} "
@@ -227,7 +208,7 @@ def _where_to_get(s: SetSpec) -> str:
     )
 
 
-def _source(s: SetSpec, key: str, root: Path | None, override: Any, spec: BenchmarkSpec) -> Data:
+def _source(s: SetSpec, key: str, root: Path | None, override: Any, spec: BenchmarkFile) -> Data:
     if isinstance(override, (Source, Activations)):
         return override
     base = Path(override).expanduser() if override is not None else root
@@ -257,7 +238,7 @@ def _source(s: SetSpec, key: str, root: Path | None, override: Any, spec: Benchm
 
 
 def build(
-    spec: BenchmarkSpec,
+    spec: BenchmarkFile,
     *,
     root: str | os.PathLike[str] | None = None,
     paths: Mapping[str, Any] | None = None,
@@ -303,7 +284,7 @@ def build(
     )
 
 
-def build_with_options(parsed: BenchmarkSpec, options: Mapping[str, Any],
+def build_with_options(parsed: BenchmarkFile, options: Mapping[str, Any],
                        base_dir: Path | None) -> OodSetsBenchmark:
     """:func:`build` with the options of ``benchmarks.get`` (``root`` and ``paths`` only)."""
     unknown = sorted(set(options) - {"root", "paths"})

@@ -78,22 +78,28 @@ def check_cmd(name: str, path: str, sample: int | None, seed: int) -> None:
     help="also download archives with no known checksum (check the result with `data check`)",
 )
 def download_cmd(name: str, directory: str, no_extract: bool, allow_unverified: bool) -> None:
-    """Download dataset NAME's public archives into DIRECTORY (checksummed, resumable)."""
+    """Download dataset NAME's public archives into DIRECTORY (checksummed, resumable).
+
+    pooch logs a line on stderr as each file starts (and before each retry); on a terminal the
+    MiB done are redrawn there too.
+    """
     from oodbench.data import catalog
     from oodbench.data.download import download_dataset
 
     def report(item: catalog.Download, done: int, total: int | None) -> None:
         share = f" / {total / 2**20:,.0f}" if total else ""
-        click.echo(f"\r{item.filename}: {done / 2**20:,.0f}{share} MiB", nl=False)
+        click.echo(f"\r{item.filename}: {done / 2**20:,.0f}{share} MiB", nl=False, err=True)
 
+    terminal = sys.stderr.isatty()
     paths = download_dataset(
         catalog.get(name),
         directory,
         unpack=not no_extract,
         allow_unverified=allow_unverified,
-        progress=report,
+        progress=report if terminal else None,
     )
-    click.echo("")
+    if terminal:
+        click.echo("", err=True)
     info = catalog.get(name)
     for item, path in zip(info.public_downloads, paths):
         state = "checksum verified" if item.has_checksum else "NO checksum known: run `data check`"

@@ -18,13 +18,14 @@ Counts and checksums are only stated where a public source gives them (see each 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from functools import lru_cache
-from importlib import resources
-from typing import Any
+from typing import Annotated
+
+from pydantic import RootModel
 
 from oodbench.errors import InvalidInputError, UnknownNameError
-from oodbench.schema import loads_toml
+from oodbench.schema import CHECKED_KEYS, NamedEntries, package_file, parse_toml
 
 #: the layouts ``oodbench.data.check`` knows (see the header of ``datasets.toml``)
 LAYOUTS = (
@@ -80,8 +81,8 @@ class DatasetInfo:
     manual: str = ""
     notes: str = ""
     class_set: str | None = None
-    downloads: tuple[Download, ...] = ()
-    image_lists: tuple[ImageListFile, ...] = ()
+    downloads: tuple[Annotated[Download, CHECKED_KEYS], ...] = ()
+    image_lists: tuple[Annotated[ImageListFile, CHECKED_KEYS], ...] = ()
     manifest: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -146,33 +147,20 @@ class DatasetInfo:
         return "\n".join(rows)
 
 
-def _entry(name: str, raw: dict[str, Any]) -> DatasetInfo:
-    known = {f.name for f in fields(DatasetInfo)} - {"name"}
-    unknown = set(raw) - known
-    if unknown:
-        raise InvalidInputError(
-            f"dataset {name!r}: unknown keys {sorted(unknown)}; valid keys: {sorted(known)}"
-        )
-    data = dict(raw)
-    data["downloads"] = tuple(Download(**d) for d in raw.get("downloads", ()))
-    data["image_lists"] = tuple(ImageListFile(**d) for d in raw.get("image_lists", ()))
-    data["manifest"] = dict(raw.get("manifest", {}))
-    return DatasetInfo(name=name, **data)
+class Catalogue(RootModel[NamedEntries[DatasetInfo]]):
+    """A dataset catalogue file: one ``[<name>]`` table per :class:`DatasetInfo`."""
 
 
-def parse(text: str) -> dict[str, DatasetInfo]:
-    """Entries from TOML text in the format of ``data/_info/datasets.toml``."""
-    raw = loads_toml(text, origin="dataset catalogue", error=InvalidInputError)
-    try:
-        return {name: _entry(name, entry) for name, entry in raw.items()}
-    except TypeError as err:  # a wrong key inside downloads / image_lists
-        raise InvalidInputError(f"dataset catalogue: {err}") from err
+def parse(text: str, file: str = "dataset catalogue") -> dict[str, DatasetInfo]:
+    """Entries from TOML text in the format of ``data/_info/datasets.toml`` (``ConfigError``
+    naming ``file``, the entry and the key)."""
+    return parse_toml(Catalogue, text, file=file).root
 
 
 @lru_cache(maxsize=1)
 def _builtin() -> dict[str, DatasetInfo]:
-    text = resources.files("oodbench.data").joinpath("_info/datasets.toml").read_text("utf-8")
-    return parse(text)
+    text, file = package_file("oodbench.data", "_info/datasets.toml")
+    return parse(text, file)
 
 
 def available() -> dict[str, str]:

@@ -1,13 +1,22 @@
-"""Opt-in, checksummed, resumable downloads of public dataset archives.
+"""Opt-in, checksummed, resumable downloads: the one downloader of oodbench, on pooch.
 
-Nothing in oodbench calls this unless the user asks (``oodbench data download NAME DIR`` or
-:func:`download_dataset`); tests never touch the network. A download:
+Nothing in oodbench calls this unless the user asks (``oodbench data download NAME DIR``,
+:func:`download_dataset`, or the C-OOD paper table loaded from a URL,
+:func:`oodbench.published.cood.download`); tests never reach the internet. :func:`download`
+hands each file to `pooch <https://www.fatiando.org/pooch>`_ (``Pooch.fetch``), which
 
-* writes to ``<file>.part`` and resumes it with an HTTP ``Range`` request when interrupted
-  (a server that ignores ``Range`` restarts it from zero);
-* verifies the md5/sha256 of the finished file and only then renames it into place, so a file
-  with the final name is always complete and correct;
-* refuses files without a known checksum unless ``allow_unverified=True``.
+* keeps a file that is already in place with the right checksum (a cache hit), and downloads
+  it when it is absent;
+* downloads into a temporary file beside it, checks its md5/sha256 (pooch's ``known_hash``) and
+  only then moves it into place, so a file with the final name is always complete and correct;
+* retries a failed attempt (a dropped connection, a server error, a corrupt file) up to
+  :data:`RETRIES` times, waiting 1 s, 2 s, ... in between, and logs each retry on stderr.
+
+pooch's own HTTP downloader starts every attempt from zero; :class:`ResumableDownloader` (a
+pooch downloader) writes to ``<file>.part`` instead and resumes it with an HTTP ``Range``
+request, on pooch's next attempt or on the next call (a server that ignores ``Range`` restarts
+it from zero). ``file://`` URLs (a mirror on a shared disk) are copied. Files without a known
+checksum are refused unless ``allow_unverified=True``.
 
 Archives are extracted with the ``"data"`` filter of :mod:`tarfile` (no absolute paths, no
 ``..``, no devices or links out of the folder) or :mod:`zipfile` with the same path checks.
@@ -17,27 +26,33 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import tarfile
-import urllib.error
-import urllib.request
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import pooch
+import requests
 
 from oodbench.data.catalog import DatasetInfo, Download
 from oodbench.errors import DataError, InvalidInputError
 
+#: bytes read at a time when hashing a file
 CHUNK = 1 << 20
+#: bytes written to the ``.part`` file at a time (what a dropped connection can lose)
+STREAM_CHUNK = 1 << 16
+#: how many times pooch tries a failed download again (``file://`` copies are not retried)
+RETRIES = 2
+SCHEMES = ("http", "https", "file")
+
+Progress = Callable[[int, int | None], None]
 
 
 class ChecksumError(DataError):
     """A file's md5/sha256 differs from the expected value."""
-
-
-def _urlopen(request: urllib.request.Request, timeout: float) -> Any:
-    """The network call (a module-level seam so the resume logic can be tested offline)."""
-    return urllib.request.urlopen(request, timeout=timeout)  # noqa: S310 - user-requested URL
 
 
 def file_digest(path: str | os.PathLike[str], algorithm: str) -> str:
@@ -61,6 +76,58 @@ def verify(path: str | os.PathLike[str], *, md5: str | None = None, sha256: str 
                 )
 
 
+class ResumableDownloader:
+    """A pooch downloader (``downloader(url, output_file, pooch)``) that resumes.
+
+    HTTP(S): the body goes to ``part``; when ``part`` already holds bytes (an interrupted
+    attempt, or an earlier call when ``resume``) it asks for the rest with ``Range:
+    bytes=<size>-`` and appends a ``206 Partial Content`` answer; any other answer restarts the
+    file; ``416 Range Not Satisfiable`` means ``part`` is already whole. The finished ``part``
+    is then moved to pooch's ``output_file``, which pooch checksums. ``file://``: a copy.
+    ``progress(bytes_done, bytes_total_or_None)`` is called after every chunk written.
+    """
+
+    def __init__(
+        self,
+        part: Path,
+        *,
+        resume: bool = True,
+        timeout: float = 60.0,
+        progress: Progress | None = None,
+    ) -> None:
+        self.part, self.resume, self.timeout, self.progress = part, resume, timeout, progress
+
+    def __call__(self, url: str, output_file: str, pooch_instance: Any = None) -> None:
+        parts = urlsplit(url)
+        if parts.scheme == "file":
+            shutil.copyfile(unquote(parts.path), output_file)
+            return
+        self._fill_part(url)
+        os.replace(self.part, output_file)
+
+    def _fill_part(self, url: str) -> None:
+        offset = self.part.stat().st_size if (self.resume and self.part.exists()) else 0
+        self.resume = True  # pooch's next attempt continues what this one wrote
+        # identity: a Range counts bytes of the file itself, not of a compressed transfer
+        headers = {"User-Agent": "oodbench", "Accept-Encoding": "identity"}
+        if offset:
+            headers["Range"] = f"bytes={offset}-"
+        with requests.get(url, headers=headers, stream=True, timeout=self.timeout) as response:
+            if response.status_code == 416 and offset:  # the .part already holds the whole file
+                return
+            response.raise_for_status()
+            appending = offset > 0 and response.status_code == 206
+            length = response.headers.get("Content-Length")
+            total = (int(length) + (offset if appending else 0)) if length else None
+            done = offset if appending else 0
+            with open(self.part, "ab" if appending else "wb") as fh:
+                for chunk in response.iter_content(STREAM_CHUNK):
+                    fh.write(chunk)
+                    done += len(chunk)
+                    if self.progress is not None:
+                        self.progress(done, total)
+
+
 def download(
     url: str,
     dest: str | os.PathLike[str],
@@ -69,61 +136,77 @@ def download(
     sha256: str | None = None,
     allow_unverified: bool = False,
     resume: bool = True,
+    replace_stale: bool = False,
     timeout: float = 60.0,
-    progress: Callable[[int, int | None], None] | None = None,
+    progress: Progress | None = None,
 ) -> Path:
-    """Download ``url`` to ``dest`` (resumable, verified); returns ``dest``.
+    """Download ``url`` to ``dest`` (through pooch: verified, retried, resumable); returns ``dest``.
 
-    ``progress(bytes_done, bytes_total_or_None)`` is called after every chunk. An existing
-    ``dest`` with the right checksum is kept as it is.
+    An existing ``dest`` with the right checksum is kept as it is; one with another checksum
+    raises :class:`ChecksumError` (a file the user put there), or is downloaded again with
+    ``replace_stale=True`` (a cache). ``resume=False`` ignores a ``.part`` left by an earlier
+    call. ``progress(bytes_done, bytes_total_or_None)`` is called after every chunk. pooch
+    checks the sha256 when one is given, else the md5; when both are, the md5 is checked after.
     """
     if not (md5 or sha256) and not allow_unverified:
         raise InvalidInputError(
             f"no checksum is known for {url}: pass md5=/sha256=, or allow_unverified=True to "
             "download it anyway (then check the result with `oodbench data check`)"
         )
+    scheme = urlsplit(url).scheme
+    if scheme not in SCHEMES:
+        raise InvalidInputError(
+            f"cannot download {url!r}: oodbench downloads {', '.join(SCHEMES)} URLs; fetch it "
+            "another way and pass the local path"
+        )
     dest = Path(dest).expanduser()
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    if dest.exists():
-        if md5 or sha256:
-            verify(dest, md5=md5, sha256=sha256)
-        return dest
+    checks = [(algorithm, value) for algorithm, value in (("sha256", sha256), ("md5", md5)) if value]
+    known_hash = f"{checks[0][0]}:{checks[0][1]}" if checks else None
+    fetcher = pooch.create(
+        path=dest.parent,
+        base_url="",
+        registry={dest.name: known_hash},
+        urls={dest.name: url},
+        retry_if_failed=0 if scheme == "file" else RETRIES,
+        allow_updates=replace_stale,
+    )
     part = dest.with_name(dest.name + ".part")
-    offset = part.stat().st_size if (resume and part.exists()) else 0
-    request = urllib.request.Request(url, headers={"User-Agent": "oodbench"})
-    if offset:
-        request.add_header("Range", f"bytes={offset}-")
+    existed = dest.exists()
+    downloader = ResumableDownloader(part, resume=resume, timeout=timeout, progress=progress)
     try:
-        response = _urlopen(request, timeout)
-    except urllib.error.HTTPError as err:
-        if err.code == 416 and offset:  # the .part already holds the whole file
-            response = None
-        else:
-            raise DataError(f"download of {url} failed: HTTP {err.code} {err.reason}") from err
-    except (urllib.error.URLError, OSError) as err:
+        fetcher.fetch(dest.name, downloader=downloader)
+    except requests.HTTPError as err:
+        status = getattr(err.response, "status_code", "?")
+        reason = getattr(err.response, "reason", "")
+        raise DataError(
+            f"download of {url} failed: HTTP {status} {reason}; check the URL (a catalogue "
+            "entry may be out of date) or try again later"
+        ) from err
+    except requests.RequestException as err:
+        if isinstance(err, ValueError):  # requests' InvalidURL, MissingSchema, ...
+            raise InvalidInputError(f"cannot download {url!r}: {err}") from err
         raise DataError(
             f"download of {url} failed ({err}); the partial file {part} is kept and the next "
             "call resumes it"
         ) from err
-    if response is not None:
-        with response:
-            status = getattr(response, "status", 200)
-            appending = offset > 0 and status == 206
-            length = response.headers.get("Content-Length")
-            total = (int(length) + (offset if appending else 0)) if length else None
-            done = offset if appending else 0
-            with open(part, "ab" if appending else "wb") as fh:
-                for chunk in iter(lambda: response.read(CHUNK), b""):
-                    fh.write(chunk)
-                    done += len(chunk)
-                    if progress is not None:
-                        progress(done, total)
-    try:
-        verify(part, md5=md5, sha256=sha256)
-    except ChecksumError:
-        part.unlink(missing_ok=True)
-        raise
-    os.replace(part, dest)
+    except ValueError as err:  # pooch: checksum mismatch, or a stale file it may not replace
+        if existed and not replace_stale:
+            verify(dest, md5=md5, sha256=sha256)  # names the file's actual checksum
+        algorithm, expected = checks[0]
+        raise ChecksumError(
+            f"{dest} from {url}: {algorithm} is not the expected {expected} ({err}). The "
+            "download is corrupt or the file is a different version: download it again; if the "
+            "checksum still differs, the published file has changed"
+        ) from err
+    except OSError as err:  # a missing file:// source, a full or read-only disk
+        raise DataError(f"download of {url} to {dest} failed: {err}") from err
+    if len(checks) > 1:
+        try:
+            verify(dest, **{algorithm: value for algorithm, value in checks[1:]})
+        except ChecksumError:
+            if not existed:
+                dest.unlink(missing_ok=True)
+            raise
     return dest
 
 
@@ -200,4 +283,3 @@ def download_dataset(
             extract(path, directory)
         out.append(path)
     return out
-

@@ -31,7 +31,7 @@ import typing
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -258,17 +258,10 @@ class Detector(ABC):
 
 
 # -- registry -------------------------------------------------------------------------------
-_REGISTRY: Registry[Detector] = Registry("detector")
-D = TypeVar("D", bound=type[Detector])
-
-
-def register(cls: D) -> D:
-    """Class decorator: add a detector to the registry under ``cls.name``."""
-    unknown = set(cls.requires) - INPUTS
-    if unknown:
-        raise TypeError(f"{cls.__name__}.requires has unknown inputs {sorted(unknown)}")
-    _REGISTRY.add(cls)
-    return cls
+#: every detector, by name; each declares the inputs it ``requires`` (checked on registration)
+_REGISTRY: Registry[Detector] = Registry("detector", declares=("requires", INPUTS))
+#: class decorator: add a detector to the registry under ``cls.name``
+register = _REGISTRY.register
 
 
 def detector_class(name: str) -> type[Detector]:

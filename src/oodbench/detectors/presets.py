@@ -23,15 +23,15 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from importlib import resources
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Field, StrictStr, model_validator
 
 from oodbench.errors import InvalidInputError, UnknownNameError
-from oodbench.schema import loads_toml
+from oodbench.schema import At, NamedEntries, Schema, package_file, parse_toml, unknown_key
 
 #: the protocol names, in the order listings show them
 PROTOCOLS = ("paper", "openood", "cood", "cood_code")
-_ENTRY_KEYS = {"hyperparams", "fit_data", "grid", "source", "note", "unavailable"}
 
 
 @dataclass(frozen=True)
@@ -73,19 +73,57 @@ class Preset:
         return out
 
 
+def _arrays_as_tuples(values: Any) -> Any:
+    if not isinstance(values, Mapping):
+        return values
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+
+
+class PresetEntry(Schema):
+    """``[detectors.<detector>.<protocol>]`` of ``presets.toml``."""
+
+    hyperparams: Annotated[dict[str, Any], BeforeValidator(_arrays_as_tuples)] = Field(
+        default_factory=dict)
+    fit_data: StrictStr | None = None
+    grid: dict[str, tuple[Any, ...]] | None = None
+    source: StrictStr = ""
+    note: StrictStr = ""
+    unavailable: StrictStr | None = None
+
+
+class PresetsFile(Schema):
+    """``presets.toml``: the protocols and, per detector and protocol, its configuration."""
+
+    protocols: NamedEntries[Protocol]
+    detectors: dict[str, dict[str, PresetEntry]]
+
+    @model_validator(mode="after")
+    def _known_protocols(self) -> PresetsFile:
+        for detector, entries in self.detectors.items():
+            for protocol in entries:
+                if protocol not in self.protocols:
+                    raise At(f"[detectors.{detector}]", unknown_key(protocol, list(self.protocols)))
+        return self
+
+
+def parse_presets(text: str, file: str) -> PresetsFile:
+    """Presets in the format of ``presets.toml`` (``ConfigError`` naming ``file`` and the key)."""
+    return parse_toml(PresetsFile, text, file=file)
+
+
 @functools.lru_cache(maxsize=1)
-def _table() -> dict[str, Any]:
-    text = resources.files("oodbench.detectors").joinpath("presets.toml").read_text("utf-8")
-    return loads_toml(text, origin="detectors/presets.toml", error=InvalidInputError)
+def _table() -> PresetsFile:
+    text, file = package_file("oodbench.detectors", "presets.toml")
+    return parse_presets(text, file)
 
 
 def protocols() -> dict[str, Protocol]:
     """Every protocol by name."""
-    return {name: Protocol(name, **entry) for name, entry in _table()["protocols"].items()}
+    return dict(_table().protocols)
 
 
-def _entry(detector: str, protocol: str) -> dict[str, Any] | None:
-    return _table()["detectors"].get(detector, {}).get(protocol)
+def _entry(detector: str, protocol: str) -> PresetEntry | None:
+    return _table().detectors.get(detector, {}).get(protocol)
 
 
 def unavailable_reason(detector: str, protocol: str) -> str | None:
@@ -96,7 +134,7 @@ def unavailable_reason(detector: str, protocol: str) -> str | None:
     entry = _entry(detector, protocol)
     if entry is None:
         return known[protocol].unavailable or f"no {protocol!r} preset"
-    return entry.get("unavailable")
+    return entry.unavailable
 
 
 def preset_for(detector: str, protocol: str) -> Preset:
@@ -111,20 +149,9 @@ def preset_for(detector: str, protocol: str) -> Preset:
         )
     entry = _entry(detector, protocol)
     assert entry is not None
-    unknown = set(entry) - _ENTRY_KEYS
-    if unknown:  # a typo in presets.toml (the tests read every entry)
-        raise InvalidInputError(f"presets.toml [{detector}.{protocol}]: unknown keys {sorted(unknown)}")
-    grid = entry.get("grid")
-    return Preset(
-        detector=detector,
-        protocol=protocol,
-        hyperparams={k: tuple(v) if isinstance(v, list) else v
-                     for k, v in entry.get("hyperparams", {}).items()},
-        fit_data=entry.get("fit_data"),
-        grid=None if grid is None else {k: tuple(v) for k, v in grid.items()},
-        source=entry.get("source", ""),
-        note=entry.get("note", ""),
-    )
+    return Preset(detector=detector, protocol=protocol, hyperparams=dict(entry.hyperparams),
+                  fit_data=entry.fit_data, grid=None if entry.grid is None else dict(entry.grid),
+                  source=entry.source, note=entry.note)
 
 
 def presets_of(detector: str) -> list[str]:
@@ -134,4 +161,4 @@ def presets_of(detector: str) -> list[str]:
 
 def configured_detectors() -> list[str]:
     """Every detector name that ``presets.toml`` mentions."""
-    return sorted(_table()["detectors"])
+    return sorted(_table().detectors)

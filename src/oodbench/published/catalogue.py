@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
@@ -24,13 +23,10 @@ from importlib import resources
 from typing import Any
 
 import pandas as pd
+from pydantic import Field
 
-from oodbench.errors import CacheError, DataError, UnknownNameError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
+from oodbench.errors import CacheError, DataError, InvalidInputError, UnknownNameError
+from oodbench.schema import NamedEntries, Schema, package_file, parse_toml
 
 CATALOGUE_FILE = "catalogue.toml"
 LOADERS = ("csv", "cood")
@@ -86,29 +82,31 @@ class TableInfo:
     #: many models, like C-OOD's); "" (default): with every row of its detector and OOD set
     compare_by: str = ""
 
+    def __post_init__(self) -> None:
+        if self.loader not in LOADERS:
+            raise InvalidInputError(f"table {self.name!r} has loader {self.loader!r}; use one of "
+                                    f"{LOADERS}")
+        if self.loader == "csv" and not (self.file and self.sha256):
+            raise InvalidInputError(f"table {self.name!r} needs file and sha256")
 
-def _catalogue_text() -> str:
-    return resources.files("oodbench.published").joinpath("_tables", CATALOGUE_FILE).read_text("utf-8")
+
+class Catalogue(Schema):
+    """``catalogue.toml``: one ``[tables.<name>]`` entry per :class:`TableInfo`."""
+
+    tables: NamedEntries[TableInfo] = Field(default_factory=dict)
+
+
+def parse_catalogue(text: str, file: str = CATALOGUE_FILE) -> dict[str, TableInfo]:
+    """The tables of a catalogue in the format of ``catalogue.toml`` (``ConfigError`` naming
+    ``file``, the table and the key)."""
+    return parse_toml(Catalogue, text, file=file).tables
 
 
 @lru_cache(maxsize=1)
 def tables() -> dict[str, TableInfo]:
     """Every table of the catalogue, by name, in catalogue order."""
-    raw = tomllib.loads(_catalogue_text()).get("tables", {})
-    out = {}
-    for name, entry in raw.items():
-        try:
-            info = TableInfo(name=name, **entry)
-        except TypeError as err:
-            raise DataError(f"{CATALOGUE_FILE}: table {name!r} is malformed ({err}); its keys "
-                            f"are {sorted(TableInfo.__dataclass_fields__)}") from err
-        if info.loader not in LOADERS:
-            raise DataError(f"{CATALOGUE_FILE}: table {name!r} has loader {info.loader!r}; "
-                            f"use one of {LOADERS}")
-        if info.loader == "csv" and not (info.file and info.sha256):
-            raise DataError(f"{CATALOGUE_FILE}: table {name!r} needs file and sha256")
-        out[name] = info
-    return out
+    text, file = package_file("oodbench.published", f"_tables/{CATALOGUE_FILE}")
+    return parse_catalogue(text, file)
 
 
 def table_info(name: str) -> TableInfo:

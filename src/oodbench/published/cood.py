@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from oodbench.config import cache_dir
-from oodbench.data.download import ChecksumError, file_digest
+from oodbench.data.download import ChecksumError
 from oodbench.data.download import download as download_file
 from oodbench.errors import CacheError, DataError, MissingDataError, UnknownNameError
 
@@ -105,14 +105,12 @@ def kappa_for(name: str) -> PaperKappa:
 
 def download(url: str = PAPER_RESULTS_URL, *, sha256: str | None = PAPER_RESULTS_SHA256) -> Path:
     """Download ``url`` once into ``cache_dir()/paper/`` and verify its checksum (through the
-    one downloader, :func:`oodbench.data.download.download`)."""
+    one downloader, :func:`oodbench.data.download.download`); a cached copy of another version
+    is downloaded again."""
     dest = cache_dir() / "paper" / Path(url.split("?", 1)[0]).name
-    if dest.is_file() and (sha256 is None or file_digest(dest, "sha256") == sha256):
-        return dest
-    dest.unlink(missing_ok=True)  # a stale copy of another version
     try:
         return download_file(url, dest, sha256=sha256, allow_unverified=sha256 is None,
-                             resume=False)
+                             resume=False, replace_stale=True)
     except ChecksumError as err:
         raise CacheError(f"{url}: {err} (the published file changed or the download is "
                          "corrupt; pass sha256=None to accept it)") from err

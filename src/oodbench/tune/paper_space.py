@@ -10,31 +10,76 @@ this module reads them and resolves the bounds that are statistics of the ID fit
 from __future__ import annotations
 
 import functools
-import sys
-from importlib import resources
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
+from pydantic import ConfigDict, Field, PlainValidator, RootModel, StrictStr, ValidationInfo
 
 from oodbench.errors import InvalidInputError
 from oodbench.extract.activations import Activations
+from oodbench.schema import Schema, package_file, parse_toml, unknown_key
 from oodbench.tune.space import Range
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
-
-#: keys of a space table that are not hyper-parameters
-_META = ("source", "note")
 #: bounds that name a statistic of the ID fit features -> the statistic
 _FIT_STATISTICS = {"id_min": np.min, "id_max": np.max}
 
 
+
+def _bound(value: Any) -> int | float | str:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value in _FIT_STATISTICS:
+        return value
+    raise ValueError(f"expected a number or one of {', '.join(map(repr, _FIT_STATISTICS))}, "
+                     f"got {value!r}")
+
+
+#: a bound: a number, or the name of a statistic of the ID fit features
+Bound = Annotated[int | float | str, PlainValidator(_bound)]
+
+
+class Interval(Schema):
+    """``name = { low = ..., high = ... }``: one hyper-parameter's interval."""
+
+    low: Bound = Field(description="the lower bound: a number, \"id_min\" or \"id_max\"")
+    high: Bound = Field(description="the upper bound: a number, \"id_min\" or \"id_max\"")
+
+
+class DetectorSpace(Schema):
+    """``[<detector>]`` of ``spaces.toml``: where the space comes from and, for every other key,
+    a hyper-parameter's :class:`Interval`."""
+
+    model_config = ConfigDict(extra="allow")
+    __pydantic_extra__: dict[str, Interval] = Field(init=False)  # type: ignore[assignment]
+
+    source: StrictStr = ""
+    note: StrictStr = ""
+
+    @classmethod
+    def prepare(cls, data: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        for key, value in data.items():
+            if key not in cls.model_fields and not isinstance(value, dict):  # no interval: a typo?
+                raise ValueError(unknown_key(key, [*cls.model_fields, "<hyper-parameter>"]))
+        return data
+
+    @property
+    def intervals(self) -> dict[str, Interval]:
+        """Hyper-parameter -> its interval, in file order."""
+        return dict(self.__pydantic_extra__ or {})
+
+
+class SpacesFile(RootModel[dict[str, DetectorSpace]]):
+    """``spaces.toml``: one ``[<detector>]`` table per detector."""
+
+
+def parse_spaces(text: str, file: str) -> dict[str, DetectorSpace]:
+    """Spaces in the format of ``spaces.toml`` (``ConfigError`` naming ``file`` and the key)."""
+    return parse_toml(SpacesFile, text, file=file).root
+
+
 @functools.cache
-def _table() -> dict[str, dict[str, Any]]:
-    text = resources.files("oodbench.tune").joinpath("spaces.toml").read_text(encoding="utf-8")
-    return tomllib.loads(text)
+def _table() -> dict[str, DetectorSpace]:
+    return parse_spaces(*package_file("oodbench.tune", "spaces.toml"))
 
 
 def paper_detectors() -> list[str]:
@@ -45,10 +90,10 @@ def paper_detectors() -> list[str]:
 def paper_source(detector: str) -> str:
     """Where ``detector``'s paper space comes from (and oodbench's choice where App. A is silent)."""
     entry = _entry(detector)
-    return " ".join(str(entry[k]) for k in _META if k in entry)
+    return " ".join(text for text in (entry.source, entry.note) if text)
 
 
-def _entry(detector: str) -> dict[str, Any]:
+def _entry(detector: str) -> DetectorSpace:
     table = _table()
     if detector not in table:
         raise InvalidInputError(
@@ -58,14 +103,21 @@ def _entry(detector: str) -> dict[str, Any]:
     return table[detector]
 
 
-def paper_space(detector: str, fit: Activations | None = None) -> dict[str, Range]:
+def paper_space_names(detector: str) -> list[str]:
+    """The hyper-parameters ``detector``'s space of App. A searches."""
+    return list(_entry(detector).intervals)
+
+
+def paper_space(detector: str, fit: Activations | None = None, *, checkable: bool = False
+                ) -> dict[str, Range]:
     """``detector``'s space of App. A as ``Range``s; bounds like ``"id_max"`` are computed from
-    the features of ``fit`` (the ID fit activations), which they then need."""
+    the features of ``fit`` (the ID fit activations), which they then need. ``checkable``:
+    only the ranges whose bounds are numbers (what can be checked before any data is read)."""
     out: dict[str, Range] = {}
-    for name, bounds in _entry(detector).items():
-        if name in _META:
+    for name, interval in _entry(detector).intervals.items():
+        if checkable and any(isinstance(b, str) for b in (interval.low, interval.high)):
             continue
-        low, high = (_resolve(bounds[k], detector, name, fit) for k in ("low", "high"))
+        low, high = (_resolve(bound, detector, name, fit) for bound in (interval.low, interval.high))
         out[name] = Range(low, high)
     return out
 

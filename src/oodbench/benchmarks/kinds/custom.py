@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, StrictStr, field_validator
 
@@ -12,19 +12,13 @@ from oodbench.benchmarks.kinds import BenchmarkEntry, BenchmarkKind, KindInputs,
 from oodbench.benchmarks.standard import KINDS as GROUP_KINDS
 from oodbench.benchmarks.standard import OodSetsBenchmark
 from oodbench.data.spec import OodSourceSpec, SourceSpec
+from oodbench.schema import one_of
 
 
 class GroupSpec(OodSourceSpec):
     """One OOD group of a custom benchmark: its images and whether it is near or far OOD."""
 
-    kind: StrictStr = "far"
-
-    @field_validator("kind")
-    @classmethod
-    def _kind(cls, value: str) -> str:
-        if value not in GROUP_KINDS:
-            raise ValueError(f"expected one of {GROUP_KINDS}, got {value!r}")
-        return value
+    kind: Annotated[StrictStr, one_of(GROUP_KINDS)] = "far"
 
     @property
     def source(self) -> SourceSpec:
