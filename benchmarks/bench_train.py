@@ -85,8 +85,9 @@ def oodbench_train(source, epochs: int, seed: int, **options) -> tuple[float, fl
     """(images/s, seconds) of oodbench.train.train."""
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
-        train(small_cnn(len(ID), seed), source, out=tmp, epochs=epochs, batch_size=BATCH, lr=0.1,
-              seed=seed, device="cpu", progress=False, **options)
+        train(small_cnn(len(ID), seed), source, out=tmp,
+              optim=OptimSettings(epochs=epochs, batch_size=BATCH, lr=0.1), seed=seed,
+              device="cpu", progress=False, **options)
         seconds = time.perf_counter() - start
     return epochs * len(source) / seconds, seconds
 
@@ -99,7 +100,8 @@ def feature_cache_path(source, epochs: int, seed: int) -> tuple[float, float]:
         acts = extract(small_cnn(len(ID), seed), source, capture=("logits", "features"),
                        progress=False, device="cpu")
         extracted = time.perf_counter()
-        train_head(acts, epochs=epochs, batch_size=BATCH, lr=0.1, seed=seed, device="cpu")
+        train_head(acts, optim=OptimSettings(epochs=epochs, batch_size=BATCH, lr=0.1), seed=seed,
+                   device="cpu")
         return extracted - start, time.perf_counter() - extracted
 
 

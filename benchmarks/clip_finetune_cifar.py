@@ -47,6 +47,7 @@ from oodbench.extract import extract
 from oodbench.metrics import accuracy, auroc, fpr_at_tpr
 from oodbench.models.clip import load_clip
 from oodbench.train import train
+from oodbench.train.optim import FINETUNE, from_options
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 OUT = Path(__file__).resolve().parent / "results"
@@ -125,9 +126,10 @@ def main() -> None:
             clf = model()
             history = None
             if settings is not None:
-                result = train(clf, train_set, out=Path(tmp) / label.split()[0], epochs=epochs,
-                               batch_size=128, device="cpu", num_workers=0, progress=False,
-                               seed=0, **settings)
+                optim, rest = from_options({"epochs": epochs, "batch_size": 128, **settings},
+                                           FINETUNE)
+                result = train(clf, train_set, out=Path(tmp) / label.split()[0], optim=optim,
+                               device="cpu", num_workers=0, progress=False, seed=0, **rest)
                 clf, history = result.model, result.history
             metrics = evaluate(clf, id_test, ood_test)
             rows.append({"method": label, "settings": settings, "epochs": epochs if settings else 0,

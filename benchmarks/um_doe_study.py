@@ -67,6 +67,7 @@ from oodbench.data.arrays import ArraySource
 from oodbench.extract import extract
 from oodbench.metrics.delong import auroc_ci, delong_test
 from oodbench.train import train
+from oodbench.train.optim import FINETUNE, from_options
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 OUT = Path(__file__).resolve().parent / "results"
@@ -175,8 +176,10 @@ def main() -> None:
               "transform": AUGMENT, "num_workers": 0}
     for seed in range(args.seeds) if args.seed is None else [args.seed]:
         start = time.perf_counter()
-        base = train(cnn(seed), train_src, out=runs_dir / f"pretrain-{seed}", loss="ce", lr=0.05,
-                     epochs=args.pretrain_epochs, seed=seed, **common)
+        optim, rest = from_options({**common, "lr": 0.05, "epochs": args.pretrain_epochs},
+                                   FINETUNE)
+        base = train(cnn(seed), train_src, out=runs_dir / f"pretrain-{seed}", loss="ce",
+                     optim=optim, seed=seed, **rest)
         pretrain_seconds = time.perf_counter() - start
         seed_scores: dict[str, Any] = {}
         for method in METHODS:
@@ -184,8 +187,10 @@ def main() -> None:
             start = time.perf_counter()
             model = cnn(seed)
             model.load_state_dict(base.model.state_dict())
-            res = train(model, train_src, out=runs_dir / f"{method}-{seed}", epochs=args.epochs,
-                        seed=seed, **common, **method_settings(method, args.epochs, args.outlier_batch, outliers))
+            optim, rest = from_options({**common, "epochs": args.epochs, **method_settings(
+                method, args.epochs, args.outlier_batch, outliers)}, FINETUNE)
+            res = train(model, train_src, out=runs_dir / f"{method}-{seed}", optim=optim,
+                        seed=seed, **rest)
             result, seed_scores[method] = evaluate(res.model, sets)
             record = {"method": method, "seed": seed, "seconds": time.perf_counter() - start,
                       "pretrain_seconds": pretrain_seconds, "history": res.history,

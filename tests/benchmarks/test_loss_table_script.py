@@ -87,7 +87,7 @@ def test_a_run_another_worker_holds_is_skipped_not_trained(table, monkeypatch):
 
     train = TensorImages(torch.zeros(4, 3, 32, 32, dtype=torch.uint8), torch.tensor([0, 1, 0, 1]),
                          ("a", "b"), "tiny")
-    recipe, data = Recipe(epochs=1), {"train": train}
+    recipe, data = Recipe().scaled(epochs=1), {"train": train}
     _, folder = table.run_folder(recipe, data, "ce", 0)
     folder.mkdir(parents=True)
     monkeypatch.setattr(table, "_train_and_evaluate", lambda *a: pytest.fail("trained"))
@@ -147,7 +147,7 @@ def test_unfinished_runs_are_reported_as_progress_not_results(table):
 
     train = TensorImages(torch.zeros(4, 3, 32, 32, dtype=torch.uint8), torch.tensor([0, 1, 1, 0]),
                          ("a", "b"), "tiny-progress")
-    recipe, data = Recipe(epochs=10), {"train": train}
+    recipe, data = Recipe().scaled(epochs=10), {"train": train}
     folder = table.run_folder(recipe, data, "hem", 1)[1] / "checkpoint"
     folder.mkdir(parents=True)
     history = [{"train_accuracy": 0.4, "seconds": 30.0, "cpu_seconds": 20.0},

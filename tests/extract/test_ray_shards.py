@@ -224,16 +224,19 @@ def test_a_killed_driver_is_resumed_by_the_next_run(tmp_path: Path):
                               str(tmp_path / "first")],
                              env={**os.environ, "PYTHONWARNINGS": "ignore"})
     try:
-        deadline = time.monotonic() + 120
+        # generous: on a loaded 2-core machine the driver's start (Ray, torch) took over 120 s
+        deadline, recorded = time.monotonic() + 600, 0
         while time.monotonic() < deadline and child.poll() is None:
             found = list(root.glob("activations/*/manifest.json"))
             try:
-                if found and len(json.loads(found[0].read_text())["shards"]) >= 2:
-                    break
+                recorded = len(json.loads(found[0].read_text())["shards"]) if found else 0
             except ValueError:  # replaced while we read it
-                pass
+                continue
+            if recorded >= 2:
+                break
             time.sleep(0.01)
         assert child.poll() is None, "the driver finished before it could be killed"
+        assert recorded >= 2, f"after 600 s the driver had recorded {recorded} shards, not 2"
         child.send_signal(signal.SIGKILL)
     finally:
         child.wait()

@@ -4,6 +4,7 @@ rows carry the chosen hyper-parameters and how they were chosen."""
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 
 import pytest
@@ -176,3 +177,94 @@ def _fit_split(fit):
 
     fit_rows, val_rows = split_by_class(fit.labels, 0)
     return fit.subset(val_rows), fit.subset(fit_rows)
+
+
+PAPER = {"protocol": "held_out_paper", "space": "paper", "m_grid": [1], "n_variants": 2,
+         "retrain": "head"}
+
+
+@pytest.mark.parametrize("tune, message", [
+    ({**PAPER, "m_grid": [0, 1]}, r"m_grid holds M=0; every M must be an integer >= 1"),
+    ({**PAPER, "n_tuning_sets": 0}, r"n_tuning_sets \(S\) must be an integer >= 1; got 0"),
+    ({**PAPER, "space": {"k": {"low": 1, "high": 5}}}, "detector 'ash_b' has no hyper-parameter k"),
+    ({**PAPER, "space": {"percentile": {"low": 50.0, "high": 120.0}}},
+     r"space\['percentile'\] bound 120.0 is outside the valid range"),
+    ({**PAPER, "space": {"percentile": [50.0, 101.0]}, "search": "grid"},
+     r"ash_b percentile is a percentile in \[0, 100\) \(percent\); got 101.0"),
+    ({**PAPER, "search": "gpp"}, r"tune.search: expected one of 'grid', 'tpe' or 'gp'"),
+    ({**PAPER, "search": "grid"}, r"space = \"paper\" holds ranges.*search = \"gp\""),
+    ({**PAPER, "space": "papr"}, r"unknown named space 'papr'. Did you mean 'paper'\?"),
+    ({**PAPER, "retrain": "heads"}, r"unknown retrain 'heads'. Did you mean 'head'\?"),
+    ({**PAPER, "n_tuning_set": 3}, "unknown key 'n_tuning_set'; did you mean 'n_tuning_sets'"),
+    ({**PAPER, "train": {"epoch": 3}}, r"unknown train option 'epoch'. Did you mean 'epochs'"
+                                       r".*\(retrain='head'"),
+])
+def test_bad_paper_tune_entries_fail_in_one_line_at_parse_time(tune, message):
+    """Issue 21: a held_out_paper entry's bad input, caught by the schema (before any data is
+    read): M < 1, S = 0, a parameter the detector lacks, a bound outside a parameter's range,
+    and misspelt values and keys with a did-you-mean."""
+    if isinstance(tune["space"], dict):
+        tune = {"search": "gp", **tune}
+    with pytest.raises(ExperimentError, match=message) as err:
+        parse_experiment(with_fit(detectors=[{"name": "ash_b", "tune": tune}]))
+    assert "[[detectors]] #1" in str(err.value) and len(str(err.value).splitlines()) == 1
+
+
+def test_paper_space_needs_a_detector_it_covers():
+    with pytest.raises(ExperimentError, match="gives no search space for 'mahalanobis'"):
+        parse_experiment(with_fit(detectors=[{"name": "mahalanobis", "tune": PAPER}]))
+
+
+def _paper_example(folder):
+    """A copy of examples/tune_paper.toml and the images it reads, under ``folder``."""
+    from tests.run.tiny import EXAMPLES
+
+    shutil.copytree(EXAMPLES / "data", folder / "data", dirs_exist_ok=True)
+    shutil.copy(EXAMPLES / "tune_paper.toml", folder / "tune_paper.toml")
+    return folder / "tune_paper.toml"
+
+
+def test_m_grid_beyond_the_fit_classes_fails_before_any_training(tmp_path, monkeypatch):
+    """Issue 21: M >= classes of [id].fit - 1 is known once [id].fit is listed, and stops the
+    run (one line per problem) before any extraction or training."""
+    import oodbench.train
+    from oodbench.run.checks import ExperimentCheckError
+
+    monkeypatch.setenv("OODBENCH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(oodbench.train, "train_head",
+                        lambda *a, **k: pytest.fail("trained before the input was checked"))
+    data = tomllib.loads(_paper_example(tmp_path).read_text())
+    data["detectors"][0]["tune"]["m_grid"] = [1, 2]
+    with pytest.raises(ExperimentCheckError, match=r"\(ash_b\).tune on \[id\].fit: "
+                       r"InvalidInputError: held_out_paper: m_grid holds M=2, but M must be an "
+                       r"integer in \[1, 1\] \(fit has 3 classes"):
+        oodbench.run(parse_experiment(data, base_dir=tmp_path), progress=False)
+    assert not (tmp_path / "cache").exists()  # nothing extracted
+
+
+def test_paper_example_runs_and_records_how_it_chose(tmp_path, monkeypatch):
+    """Issue 21: examples/tune_paper.toml (held_out_paper, the paper's space, GP search) runs end
+    to end; the row's tuning record names the protocol, search, space and seed, M* and every
+    M's phi; the same seed on a fresh cache chooses the same phi and M*."""
+    records = []
+    for run in ("first", "again"):
+        monkeypatch.setenv("OODBENCH_CACHE", str(tmp_path / run / "cache"))
+        toml = _paper_example(tmp_path / run)
+        df = oodbench.run(toml, progress=False)
+        cell = df.drop_duplicates("cell").iloc[0]
+        assert cell["status"] == "ok", cell["error"]
+        record = json.loads(cell["tuning"])
+        chosen = json.loads(cell["hyperparams"])
+        assert chosen["percentile"] == record["best_params"]["percentile"]
+        records.append(record)
+    first, again = records
+    assert (first["protocol"], first["search"], first["space"], first["grid"]) == (
+        "held_out_paper", "gp", "paper", "paper")
+    assert (first["seed"], first["sampler_seed"], first["n_trials"]) == (0, 0, 12)
+    assert (first["m_grid"], first["n_variants"], first["n_tuning_sets"], first["retrain"]) == (
+        [1], 2, 3, "head")
+    assert first["m_star"] == 1 and [m["M"] for m in first["per_m"]] == [1]
+    assert 0.0 <= first["best_params"]["percentile"] <= 99.0  # App. A's range for ASH-B
+    assert first["id_val"].startswith("one image per class of [id].fit")
+    for key in ("best_params", "m_star", "per_m", "best_value"):
+        assert again[key] == first[key], key

@@ -10,6 +10,7 @@ import torch
 
 from oodbench.data.arrays import ArraySource
 from oodbench.train import TrainResult, train
+from oodbench.train.optim import FINETUNE, from_options
 from tests._clip_fixtures import tiny_clip
 
 CLASSES = ["cat", "dog", "car"]
@@ -39,9 +40,10 @@ def model(method: str):  # type: ignore[no-untyped-def]
 
 def run(method: str, out: str, epochs: int = 3, **overrides) -> TrainResult:
     torch.set_num_threads(1)  # the same maths in every process
-    settings = {**SETTINGS[method], "batch_size": 12, "progress": False, "device": "cpu",
-                "num_workers": 0, **overrides}
-    return train(model(method), toy_source(), out=out, epochs=epochs, **settings)
+    optim, rest = from_options({**SETTINGS[method], "batch_size": 12, "progress": False,
+                                "device": "cpu", "num_workers": 0, "epochs": epochs, **overrides},
+                               FINETUNE)
+    return train(model(method), toy_source(), out=out, optim=optim, **rest)
 
 
 if __name__ == "__main__":

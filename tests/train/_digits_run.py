@@ -10,6 +10,7 @@ import torch
 from oodbench.data.digits import DigitsSource
 from oodbench.models.small_cnn import SmallCNN
 from oodbench.train import TrainResult, train
+from oodbench.train.optim import FINETUNE, from_options
 
 SETTINGS = {"batch_size": 48, "lr": 3e-3, "optimizer": "adamw", "progress": False,
             "device": "cpu"}
@@ -23,8 +24,8 @@ DDP_SETTINGS = {"dropout": 0.0, "optimizer": "sgd", "lr": 0.05}
 def run(out: str, epochs: int = 3, **overrides) -> TrainResult:
     torch.set_num_threads(1)  # the same maths in every process
     model = SmallCNN(6, seed=0, dropout=overrides.pop("dropout", 0.25))
-    return train(model, DigitsSource(range(6)), out=out, epochs=epochs,
-                 **{**SETTINGS, **overrides})
+    optim, rest = from_options({**SETTINGS, "epochs": epochs, **overrides}, FINETUNE)
+    return train(model, DigitsSource(range(6)), out=out, optim=optim, **rest)
 
 
 if __name__ == "__main__":

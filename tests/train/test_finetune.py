@@ -17,7 +17,7 @@ from oodbench.data.arrays import ArraySource
 from oodbench.data.digits import DigitsSource
 from oodbench.errors import ClassCountMismatchError, InvalidInputError, UnknownNameError
 from oodbench.models.small_cnn import SmallCNN
-from oodbench.train import train
+from oodbench.train import OptimSettings, train
 from tests.train._digits_run import DDP_SETTINGS, run
 from tests.train._subprocess import REPO, kill_after_first_checkpoint, subprocess_env
 
@@ -132,7 +132,8 @@ def test_timm_model_round_trips_through_models_load(tmp_path):
     model = models.load("timm:resnet18", pretrained=False, num_classes=3)
     model.transform = lambda im: torch.from_numpy(np.asarray(im, dtype=np.float32) / 255.0).permute(2, 0, 1)
     frozen = {k: v.clone() for k, v in model.state_dict().items()}
-    res = train(model, images, out=tmp_path / "r18", epochs=1, batch_size=6, trainable="last_block",
+    res = train(model, images, out=tmp_path / "r18", optim=OptimSettings(epochs=1, batch_size=6),
+                trainable="last_block",
                 progress=False, device="cpu")
     changed = {k.split(".")[1] for k in frozen if not torch.equal(frozen[k], res.model.state_dict()[k])}
     assert changed == {"layer4", "fc"}  # layer4[-1] and the head; BN stats of frozen parts kept
@@ -152,7 +153,8 @@ def test_trained_model_gets_a_new_weights_digest(tmp_path):
                         .append(torch.nn.Flatten()).append(torch.nn.Linear(64, 6)),
                         feature_layer="6", head_layer="9", transform=SmallCNN(6).transform)
     before = model.weights_digest()
-    res = train(model, DigitsSource(range(6)), out=tmp_path, epochs=1, progress=False, device="cpu")
+    res = train(model, DigitsSource(range(6)), out=tmp_path, optim=OptimSettings(epochs=1), progress=False,
+                device="cpu")
     assert res.model.weights_digest() != before
     assert res.model.weights_digest() == models._adapter.state_dict_digest(res.model)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -11,6 +13,7 @@ from oodbench import detectors
 from oodbench.errors import ClassCountMismatchError, InvalidInputError, UnknownNameError
 from oodbench.extract.activations import Activations
 from oodbench.train import train_head
+from oodbench.train.optim import HEAD, DeprecatedArgumentWarning
 
 
 def blobs(n_per_class=60, d=5, c=3, seed=0, shift=0.0):
@@ -28,8 +31,8 @@ def test_full_batch_training_reaches_the_convex_optimum():
     (weight decay on weight and bias, as torch applies it), found independently by L-BFGS."""
     acts = blobs()
     wd = 0.05
-    res = train_head(acts, epochs=400, batch_size=len(acts), lr=0.5, weight_decay=wd,
-                     schedule="constant", device="cpu")
+    res = train_head(acts, optim=replace(HEAD, epochs=400, batch_size=len(acts), lr=0.5,
+                                         weight_decay=wd, schedule="constant"), device="cpu")
     x = acts.features.astype(np.float64)
     y = acts.labels
     c, d = 3, x.shape[1]
@@ -49,9 +52,10 @@ def test_full_batch_training_reaches_the_convex_optimum():
 
 def test_seeded_and_deterministic_on_cpu():
     acts = blobs()
-    a = train_head(acts, epochs=3, batch_size=32, seed=1, device="cpu")
-    b = train_head(acts, epochs=3, batch_size=32, seed=1, device="cpu")
-    c = train_head(acts, epochs=3, batch_size=32, seed=2, device="cpu")
+    optim = replace(HEAD, epochs=3, batch_size=32)
+    a = train_head(acts, optim=optim, seed=1, device="cpu")
+    b = train_head(acts, optim=optim, seed=1, device="cpu")
+    c = train_head(acts, optim=optim, seed=2, device="cpu")
     np.testing.assert_array_equal(a.weight, b.weight)
     assert a.history == b.history
     assert not np.array_equal(a.weight, c.weight)
@@ -59,7 +63,7 @@ def test_seeded_and_deterministic_on_cpu():
 
 def test_apply_gives_the_new_head_and_reindexed_labels():
     acts = blobs(c=4)
-    res = train_head(acts, classes=[3, 1], epochs=5, device="cpu")
+    res = train_head(acts, classes=[3, 1], optim=replace(HEAD, epochs=5), device="cpu")
     assert res.weight.shape == (2, 5) and res.classes.tolist() == [3, 1]
     assert res.config["n_train"] == 120  # only the rows of classes 3 and 1
     out = res.apply(acts)
@@ -76,7 +80,8 @@ def test_apply_gives_the_new_head_and_reindexed_labels():
 @pytest.mark.parametrize("loss", ["ce", "logitnorm", "hem", "mm", "dice"])
 def test_every_loss_learns_the_blobs(loss):
     acts = blobs()
-    res = train_head(acts, loss=loss, epochs=20, batch_size=32, lr=0.05, device="cpu")
+    res = train_head(acts, loss=loss, optim=replace(HEAD, epochs=20, batch_size=32, lr=0.05),
+                     device="cpu")
     out = res.apply(acts)
     assert (out.predictions == out.labels).mean() > 0.9, loss
 
@@ -84,7 +89,7 @@ def test_every_loss_learns_the_blobs(loss):
 def test_outlier_exposure_flattens_outlier_softmax():
     acts = blobs(seed=0)
     far = blobs(seed=0, shift=8.0)  # the same blobs moved away: outliers
-    kwargs = {"epochs": 20, "batch_size": 32, "lr": 0.05, "device": "cpu"}
+    kwargs = {"optim": replace(HEAD, epochs=20, batch_size=32, lr=0.05), "device": "cpu"}
     ce = train_head(acts, loss="ce", **kwargs)
     oe = train_head(acts, loss="oe", outliers=far, **kwargs)
     msp = detectors.create("msp")
@@ -94,8 +99,8 @@ def test_outlier_exposure_flattens_outlier_softmax():
 
 def test_mos_head_has_one_others_output_per_group():
     acts = blobs(c=4)
-    res = train_head(acts, loss="mos", loss_options={"groups": [[0, 2], [1, 3]]}, epochs=5,
-                     device="cpu")
+    res = train_head(acts, loss="mos", loss_options={"groups": [[0, 2], [1, 3]]},
+                     optim=replace(HEAD, epochs=5), device="cpu")
     assert res.weight.shape == (6, 5)
     out = res.apply(acts)
     assert out.meta["mos_groups"] == [[0, 2], [1, 3]]
@@ -111,11 +116,11 @@ def test_bad_input_is_reported_before_training():
     with pytest.raises(ClassCountMismatchError, match="label 2 lies outside the head's 2 classes"):
         train_head(acts, num_classes=2)
     with pytest.raises(InvalidInputError, match="warmup_epochs"):
-        train_head(acts, epochs=2, warmup_epochs=2)
+        train_head(acts, optim=replace(HEAD, epochs=2, warmup_epochs=2))
     no_features = Activations(logits=acts.logits, labels=acts.labels, ids=acts.ids)
     with pytest.raises(KeyError, match="features"):
         train_head(no_features)
-    res = train_head(acts, epochs=1, device="cpu")
+    res = train_head(acts, optim=replace(HEAD, epochs=1), device="cpu")
     other = blobs(d=7)
     with pytest.raises(ClassCountMismatchError, match="5-dimensional"):
         res.apply(other)
@@ -131,14 +136,14 @@ def test_classes_without_rows_are_refused_and_few_rows_warned():
     keep = np.flatnonzero(acts.labels == 3)[:5].tolist() + [int(np.flatnonzero(acts.labels == 1)[0])]
     sparse = acts.subset(np.array(keep))
     with pytest.raises(EmptyInputError, match=r"2 of the 3 chosen classes have no row.*\[0, 2\]"):
-        train_head(sparse, loss="logitnorm", classes=[0, 1, 2], epochs=1)
+        train_head(sparse, loss="logitnorm", classes=[0, 1, 2], optim=replace(HEAD, epochs=1))
     with pytest.warns(FewRowsWarning, match=r"1 of the 2 chosen classes have fewer than 2 rows \(\[1\]\)"):
-        train_head(sparse, loss="logitnorm", classes=[1, 3], epochs=1)
+        train_head(sparse, loss="logitnorm", classes=[1, 3], optim=replace(HEAD, epochs=1))
     import warnings
 
     with warnings.catch_warnings():
         warnings.simplefilter("error", FewRowsWarning)
-        train_head(acts, classes=[0, 1, 2], epochs=1)  # enough rows of each: no warning
+        train_head(acts, classes=[0, 1, 2], optim=replace(HEAD, epochs=1))  # enough rows of each: no warning
 
 
 def test_warmup_and_cosine_schedule_values():
@@ -149,3 +154,19 @@ def test_warmup_and_cosine_schedule_values():
     np.testing.assert_allclose(lr_factor(6, 10, 2, "cosine"), 0.5)
     assert lr_factor(5, 10, 0, "constant") == 1.0
     assert torch.__version__  # torch is importable alongside (no state leaks)
+
+
+def test_old_optimiser_keywords_still_work_with_a_warning():
+    """Issue 20: the flat keywords (``epochs=``, ``lr=``, ...) change HEAD, with a warning, and
+    train exactly what ``optim=`` does; a typo is a TypeError naming the right keyword."""
+    acts = blobs()
+    new = train_head(acts, optim=replace(HEAD, epochs=3, lr=0.05), seed=1, device="cpu")
+    with pytest.warns(DeprecatedArgumentWarning, match=r"train_head\(epochs=3, lr=0.05\) is "
+                      r"deprecated; pass optim=OptimSettings\(epochs=3, lr=0.05\)"):
+        old = train_head(acts, epochs=3, lr=0.05, seed=1, device="cpu")
+    np.testing.assert_array_equal(old.weight, new.weight)
+    assert old.config == {**new.config, "seconds": old.config["seconds"]}
+    with pytest.raises(TypeError, match="unexpected keyword argument 'epoch'.*'epochs'"):
+        train_head(acts, epoch=3)
+    with pytest.raises(InvalidInputError, match="give the optimiser settings once"):
+        train_head(acts, optim=HEAD, epochs=3)

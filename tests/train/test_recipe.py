@@ -3,6 +3,7 @@ import pytest
 import torch
 
 from oodbench.errors import EmptyInputError, InvalidInputError, UnknownNameError
+from oodbench.train.optim import OptimSettings
 from oodbench.train.recipe import (
     RECIPES,
     Recipe,
@@ -13,8 +14,8 @@ from oodbench.train.recipe import (
 )
 from oodbench.train.tensor_images import TensorImages
 
-TINY = Recipe(widths=(8, 16), blocks=(1, 1), epochs=3, batch_size=16, lr=0.05, warmup_fraction=0.2,
-              eval_batch_size=32)
+TINY = Recipe(widths=(8, 16), blocks=(1, 1), optim=OptimSettings(
+    epochs=3, batch_size=16, lr=0.05, warmup_fraction=0.2), eval_batch_size=32)
 
 
 def _colour_classes(n_per_class=24, size=32, seed=0) -> TensorImages:
@@ -90,9 +91,9 @@ def test_bad_input_fails_before_training():
     with pytest.raises(EmptyInputError, match="held-out"):
         data.split(["red", "green", "blue"])
     with pytest.raises(InvalidInputError, match="warmup_fraction"):
-        Recipe(warmup_fraction=1.0)
+        Recipe(optim=OptimSettings(warmup_fraction=1.0))
     with pytest.raises(InvalidInputError, match="epochs"):
-        Recipe(epochs=0)
+        Recipe(optim=OptimSettings(epochs=0))
 
 
 def test_run_key_changes_with_what_decides_the_weights():

@@ -11,12 +11,15 @@ import oodbench.train
 from oodbench import metrics
 from oodbench.detectors import create
 from oodbench.errors import InvalidInputError
-from oodbench.train import train_head
+from oodbench.train import optim, train_head
+from oodbench.train.optim import FINETUNE, from_options
 from oodbench.tune import Range
 from oodbench.tune.held_out import HeldOutClasses, VariantFactory
 from tests.detectors.conftest import make_activations
 
 HEAD = {"epochs": 3, "lr": 0.05}
+#: what the variants' heads train with: HEAD applied to train_head's preset
+HEAD_OPTIM = from_options(HEAD, optim.HEAD)[0]
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +38,7 @@ def _reference(name, points, fit, id_val, *, n_variants, fraction, seed):
     for i in range(n_variants):
         withheld = np.random.default_rng([seed, i, m]).choice(classes, size=m, replace=False)
         kept = np.setdiff1d(classes, withheld)
-        head = train_head(fit, classes=kept, seed=seed * 1000 + i, **HEAD)
+        head = train_head(fit, classes=kept, seed=seed * 1000 + i, optim=HEAD_OPTIM)
         in_fit = np.isin(fit.labels, kept)
         in_val = np.isin(id_val.labels, kept)
         sim_id = head.apply(id_val.subset(np.flatnonzero(in_val)))
@@ -252,7 +255,8 @@ def test_full_retraining_matches_fine_tuning_by_hand(digits, tmp_path, monkeypat
         relabel = {int(c): j for j, c in enumerate(kept)}
         train_src = ArraySource(images[in_fit], np.array([relabel[int(v)] for v in fit.labels[in_fit]]),
                                 name=fit.source.name)
-        finetune.train(net, train_src, out=tmp_path / f"by-hand-{i}", seed=i, progress=False, **FULL)
+        finetune.train(net, train_src, out=tmp_path / f"by-hand-{i}", seed=i, progress=False,
+                       device=FULL["device"], optim=from_options(FULL, FINETUNE)[0])
 
         def acts(img, net=net):
             return extract(net, ArraySource(img, np.zeros(len(img), dtype=np.int64)), device="cpu",

@@ -76,3 +76,54 @@ def test_protocol_with_last_block_variants(digits, tmp_path, monkeypatch):  # no
     with pytest.raises(oodbench.errors.InvalidInputError, match="unknown train option.*last_block"):
         oodbench.tune("react", {"percentile": [90.0]}, val, None, fit=fit, model=model,
                       protocol="held_out_paper", held_out={**held_out, "train": {"epoch": 1}})
+
+
+def _last_block_run(model, fit, val, seed):
+    held_out = {"m_grid": [2, 3], "n_variants": 1, "n_tuning_sets": 2, "retrain": "last_block",
+                "seed": seed, "train": {**LAST, "epochs": 1}}
+    return oodbench.tune("react", {"percentile": [60.0, 80.0, 95.0]}, val, None, fit=fit,
+                         model=model, protocol="held_out_paper", held_out=held_out, seed=seed)
+
+
+def test_same_seed_same_phi_and_m_star_with_variants_trained_afresh(digits, tmp_path, monkeypatch):  # noqa: F811
+    """Two runs with the same seed, each training its variants into an empty cache, give the
+    same table, phi and M*; another seed withholds other classes (other values). The GP
+    search's own seeding is tested in tests/tune/test_paper_protocol.py."""
+    model, fit, val = digits
+    runs = []
+    for cache in ("a", "b"):
+        monkeypatch.setenv("OODBENCH_CACHE", str(tmp_path / cache))
+        runs.append(_last_block_run(model, fit, val, 0))
+        assert len(list((tmp_path / cache / "tune" / "last_block" / "nets").glob("*.pt"))) == 2
+    other = _last_block_run(model, fit, val, 1)
+    a, b = runs
+    assert a.provenance["retrain"] == "last_block"
+    assert a.best_params == b.best_params and a.provenance["m_star"] == b.provenance["m_star"]
+    assert a.provenance["per_m"] == b.provenance["per_m"]
+    cols = ["M", "percentile", "auroc"]
+    assert a.table[cols].equals(b.table[cols])
+    assert not np.allclose(a.table["auroc"], other.table["auroc"])
+
+
+@pytest.mark.parametrize(("space", "settings", "message"), [
+    ({"percentile": [90.0]}, {"m_grid": [2, 10]}, r"M=10, but M must be an integer in \[1, 8\]"),
+    ({"percentile": [90.0]}, {"m_grid": [0]}, r"M=0, but M must be an integer in \[1, 8\]"),
+    ({"percentile": [90.0]}, {"n_tuning_sets": 0}, r"n_tuning_sets \(S\) must be an integer >= 1"),
+    ({"tau": [1.0]}, {}, "detector 'react' has no hyper-parameter tau"),
+    ({"percentile": oodbench.tune.Range(50.0, 101.0)}, {}, r"bound 101.0 is outside"),
+])
+def test_bad_input_fails_before_the_block_pass(digits, monkeypatch, space, settings, message):  # noqa: F811
+    """retrain="last_block": the errors come before the image pass for the block inputs and
+    before any variant is trained."""
+    import oodbench.tune.last_block as last_block
+
+    model, fit, val = digits
+    monkeypatch.setattr(last_block, "block_inputs", lambda *a, **k: pytest.fail("image pass first"))
+    monkeypatch.setattr(LastBlockVariant, "_train", lambda *a: pytest.fail("trained first"))
+    held_out = {"m_grid": [3], "n_variants": 2, "n_tuning_sets": 2, "retrain": "last_block",
+                "train": LAST, **settings}
+    search = "gp" if any(isinstance(v, oodbench.tune.Range) for v in space.values()) else "grid"
+    with pytest.raises(oodbench.errors.InvalidInputError, match=message) as err:
+        oodbench.tune("react", space, val, None, fit=fit, model=model, protocol="held_out_paper",
+                      held_out=held_out, search=search, n_trials=3)
+    assert "\n" not in str(err.value)

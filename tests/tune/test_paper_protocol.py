@@ -15,7 +15,7 @@ from oodbench.errors import InvalidInputError
 from oodbench.train import train_head
 from oodbench.tune import Range
 from oodbench.tune.paper_protocol import paper_defaults
-from tests.tune.test_held_out import HEAD, fit_val  # noqa: F401 - the shared fixture
+from tests.tune.test_held_out import HEAD, HEAD_OPTIM, fit_val  # noqa: F401 - the shared fixture
 
 
 def _settings(seed=0, **kw):
@@ -32,7 +32,7 @@ def _restated(name, points, fit, id_val, m_grid, n_variants, n_sets, seed):
         for i in range(n_variants):  # Algorithm 1
             withheld = np.random.default_rng([seed, i, m]).choice(classes, size=m, replace=False)
             kept = np.setdiff1d(classes, withheld)
-            head = train_head(fit, classes=kept, seed=seed * 1000 + i, **HEAD)
+            head = train_head(fit, classes=kept, seed=seed * 1000 + i, optim=HEAD_OPTIM)
             in_fit, in_val = np.isin(fit.labels, kept), np.isin(id_val.labels, kept)
             pools.append((head.apply(fit.subset(np.flatnonzero(in_fit))),
                           head.apply(id_val.subset(np.flatnonzero(in_val))),

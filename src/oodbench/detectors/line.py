@@ -105,15 +105,18 @@ class LINe(Detector):
         weight = backend.tensor(self.weight_, torch.float64)
         importance = backend.tensor(self.importance_, torch.float64)
         block = max(1, backend.chunk_bytes // (8 * num_classes * dim))
-        self.weight_cut_ = torch.cat(
-            [
-                row_percentiles(
-                    (importance[s : s + block, None, :] * weight).reshape(-1, num_classes * dim),
-                    self.weight_sparsity,
-                )
-                for s in range(0, num_classes, block)
-            ]
-        ).cpu()
+        # written into one preallocated tensor: a list of small per-block results, each made
+        # after that block's two C x D temporaries, fragmented glibc's heap so that the freed
+        # temporaries were never reused (16.7 GB peak for a 1,000 x 2,048 head, 0.75 GB now).
+        # The blocks are independent: on the CPU they run on the single-threaded workers.
+        cuts = torch.empty(num_classes, dtype=torch.float64, device=backend.device)
+
+        def one(classes: slice) -> None:
+            products = importance[classes, None, :] * weight
+            cuts[classes] = row_percentiles(products.reshape(-1, num_classes * dim), self.weight_sparsity)
+
+        backend.run_chunks((slice(s, s + block) for s in range(0, num_classes, block)), one)
+        self.weight_cut_ = cuts.cpu()
         self.clip_ = percentile(features, self.clip_percentile)
 
     def _score(self, acts: Activations) -> np.ndarray:

@@ -109,8 +109,7 @@ def training_key(config: TrainConfig) -> str:
     model = {k: v for k, v in config.model.describe().items() if k != "name"}
     if config.model.weights is not None:
         model["weights_sha256"] = file_digest(config.model.weights, "sha256")
-    settings = {k: v for k, v in config.train.model_dump().items()
-                if k not in ("name", "output", "device", "num_workers")}
+    settings = config.train.record()
     sources = {"train": build_source(config.data.train).fingerprint(),
                "outliers": None if config.data.outliers is None
                else build_source(config.data.outliers).fingerprint()}
@@ -135,7 +134,7 @@ def run_training(config: TrainConfig | str | Path, *, progress: bool = True) -> 
         device=s.device, amp=s.amp, num_workers=s.num_workers,
         outlier_batch_size=s.outlier_batch_size,
         outliers=None if config.data.outliers is None else build_source(config.data.outliers),
-        progress=progress, **s.optim(),
+        optim=s.optim(), progress=progress,
     )
 
 
@@ -155,7 +154,8 @@ def run_tuning(spec: TuneSpec, detector: str, base: Mapping[str, Any], model: An
     ``[id].fit`` activations) as the entry says; ``extract(source)`` gives a source's
     activations. The ID validation rows: the entry's ``id_val``, else ``id_val`` (the model's
     ``[id].val`` activations), else one image per class of ``fit`` (the rest is fitted on); the
-    tuning record says which (``id_val``)."""
+    tuning record says which (``id_val``), and names the entry's ``space`` (a table or
+    ``"paper"``) and ``seed``."""
     if spec.id_val is not None:
         id_val, role = extract(build_source(spec.id_val)), "tune.id_val"
     elif id_val is not None:
@@ -166,7 +166,7 @@ def run_tuning(spec: TuneSpec, detector: str, base: Mapping[str, Any], model: An
         role = f"one image per class of [id].fit (seed {spec.seed})"
     options: dict[str, Any] = {"criterion": spec.criterion, "protocol": spec.protocol,
                                "search": spec.search}
-    if spec.search == "tpe":
+    if spec.search != "grid":
         options.update(n_trials=spec.n_trials, seed=spec.seed)
     if spec.given_settings or spec.protocol_class.settings.model_fields:
         options["settings"] = spec.protocol_settings
@@ -174,4 +174,5 @@ def run_tuning(spec: TuneSpec, detector: str, base: Mapping[str, Any], model: An
     result = tune(detectors.create(detector, **base), spec.space, id_val, ood, fit=fit,
                   model=model, **options)
     result.provenance["id_val"] = role  # where the tuning's ID validation rows came from
+    result.provenance.update(space=spec.space, seed=spec.seed)  # the entry's space and seed
     return result

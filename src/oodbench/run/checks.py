@@ -8,8 +8,8 @@ cells after minutes of work:
 * the data each pending cell needs: the ID test, fit and validation sources and every benchmark's sources
   can be listed (folders exist, hold images, image lists parse; an empty OOD folder is caught
   here), and each benchmark can be built (C-OOD: pool labels, an explicit ``window``); a
-  held-out-class tuning's ``held_out_fraction`` withholds at least one of ``[id].fit``'s classes
-  and keeps two;
+  held-out-class tuning's ``held_out_fraction`` (or a ``held_out_paper`` tuning's M grid)
+  withholds at least one of ``[id].fit``'s classes and keeps two;
 * each model with pending cells: it loads (an unknown spec or missing weights are caught here),
   the ID labels index its classes (after mapping class folders onto its classes), and the
   C-OOD default window (its number of ID classes) fits the pool.
@@ -73,7 +73,7 @@ def check_plan(plan: Plan, resources: Resources | None = None, *, load_models: b
     if id_fit is None and any(c.tune for c in plan.cells):
         id_fit = problems.attempt("[id].fit", resources.id_fit)
     if id_fit is not None:
-        _check_held_out_classes(plan, id_fit, problems)
+        _check_tuning_classes(plan, id_fit, problems)
     built = {name: problems.attempt(f"benchmark {name!r}", partial(resources.benchmark, name))
              for name, spec in benches.items()
              if "id_test" not in kind_of(spec).needs or id_test is not None}  # else: [id].test's
@@ -105,26 +105,20 @@ def _check_model(model: Any, label: str, sources: dict[str, Any], benchmarks: di
                              partial(bench.check_model, model.num_classes))
 
 
-def _check_held_out_classes(plan: Plan, id_fit: Any, problems: _Problems) -> None:
-    """Every ``held_out_fraction`` a held-out-class tuning may use withholds at least one of
-    ``[id].fit``'s classes and keeps two (``withheld_count``, as the tuning itself checks)."""
+def _check_tuning_classes(plan: Plan, id_fit: Any, problems: _Problems) -> None:
+    """Every tuned entry's protocol accepts the number of ``[id].fit``'s classes
+    (``TuningProtocol.check_fit_classes``: a held-out fraction or an M grid that withholds at
+    least one class and keeps two), before anything is extracted or trained."""
     import numpy as np
-
-    from oodbench.tune.held_out import HeldOutClasses, withheld_count
 
     labels = np.asarray(id_fit.labels)
     n_classes = int(np.unique(labels[labels >= 0]).size)
     for i, spec in enumerate(plan.experiment.detectors):
         tune = spec.tune
-        if tune is None or tune.protocol != "held_out_classes":
-            continue
-        fractions = tune.space.get("held_out_fraction",
-                                   [HeldOutClasses(**tune.held_out).held_out_fraction])
-        if isinstance(fractions, dict):  # a TPE range: both of its ends
-            fractions = [fractions.get("low"), fractions.get("high")]
-        for fraction in fractions:
-            problems.attempt(f"[[detectors]] #{i + 1} ({spec.name}).tune on [id].fit",
-                             partial(withheld_count, n_classes, fraction))
+        if tune is not None:
+            problems.attempt(f"[[detectors]] #{i + 1} ({spec.name}).tune on [id].fit", partial(
+                tune.protocol_class.check_fit_classes, tune.protocol_settings, tune.space,
+                n_classes))
 
 
 def _role_skipped(model_plan: Any, model: Any, experiment: Any, role: str) -> bool:

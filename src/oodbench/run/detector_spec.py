@@ -17,7 +17,8 @@ from oodbench import detectors
 from oodbench.detectors.presets import protocols as preset_names
 from oodbench.errors import OodbenchError, UnknownNameError
 from oodbench.schema import DeprecatedKeyWarning, NonEmptyArray, Schema, context_of
-from oodbench.tune.space import detector_builder, grid_points, parse_space
+from oodbench.tune.paper_space import paper_space, paper_space_names
+from oodbench.tune.space import check_bounds, detector_builder, grid_points, parse_space
 from oodbench.tune.spec import TuneSpec
 
 #: names that expand to every registered detector that applies to a model
@@ -109,14 +110,18 @@ class DetectorSpec(Schema):
         assert self.tune is not None
         if self.grid:
             raise ValueError("tune searches its own space; give either grid or tune, not both")
-        both = sorted(set(self.hyperparams) & set(self.tune.space))
+        space = self.tune.space
+        dims = (paper_space(self.name, checkable=True) if isinstance(space, str)
+                else parse_space(space, allow_ranges=self.tune.search != "grid"))
+        names = list(paper_space_names(self.name)) if isinstance(space, str) else list(dims)
+        both = sorted(set(self.hyperparams) & set(names))
         if both:
             raise ValueError(f"{both} appear in both hyperparams and tune.space; keep one")
-        dims = parse_space(self.tune.space, allow_ranges=self.tune.search == "tpe")
-        build = detector_builder(self.name, list(dims), self.tune.protocol)
+        build = detector_builder(self.name, names, self.tune.protocol)
         lists = {k: v for k, v in dims.items() if isinstance(v, list)}
         for point in grid_points(lists):  # every listed value is valid
             build({**self.hyperparams, **point})
+        check_bounds(lambda point: build({**self.hyperparams, **point}), dims)  # and every bound
 
     def configurations(self) -> list[dict[str, Any]]:
         """Every hyper-parameter setting this entry stands for (the grid's cartesian product;

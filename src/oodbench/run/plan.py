@@ -28,6 +28,7 @@ from oodbench.models.spec import ModelSpec
 from oodbench.run.build import describe_model
 from oodbench.run.detector_spec import ALL_DETECTORS
 from oodbench.run.experiment import Experiment
+from oodbench.tune.paper_space import paper_space_names
 
 #: detector inputs every classifier provides (text embeddings only CLIP models do)
 _CLASSIFIER_INPUTS = frozenset({"logits", "features", "feature_map", "head", "train", "model"})
@@ -104,9 +105,12 @@ class Cell:
 
         params = self.params
         tune = json.loads(self.tune) if self.tune else {}
+        space = tune.get("space")
+        if isinstance(space, str):  # a named space ("paper"): its dimensions, by name
+            space = {name: f"the {space!r} space" for name in paper_space_names(self.detector)}
         config = configuration_label(
             self.detector, params, preset=self.preset, fit_data=str(params.get("fit_data", "")),
-            tuned_by=str(tune.get("protocol", "")), to_tune=tune.get("space"))
+            tuned_by=str(tune.get("protocol", "")), to_tune=space)
         return f"{self.model.name} · {self.benchmark.name} · {config}"
 
 

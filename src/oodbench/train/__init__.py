@@ -2,6 +2,9 @@
 
     train_head(train_activations, loss="logitnorm", classes=...) -> HeadResult   (no image pass)
     train(model, source, loss="hem", trainable="all", out="runs/x") -> TrainResult (fine-tuning)
+
+Both take ``optim=OptimSettings(...)`` (:mod:`oodbench.train.optim`: the one optimiser-settings
+type, its defaults and the presets each entry point starts from).
 """
 
 from __future__ import annotations

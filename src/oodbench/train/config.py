@@ -11,12 +11,12 @@
     loss = "logitnorm"              # oodbench.losses.available(); options in loss_options
     loss_options = { tau = 0.04 }
     trainable = "all"               # "head", "last_block" or "all"
-    epochs = 30
-    batch_size = 128
+    epochs = 30                     # the optimiser keys: oodbench.train.optim.OptimSettings,
+    batch_size = 128                # with its defaults (10 epochs, batch 128, lr 0.1, ...)
     lr = 0.1
     optimizer = "sgd"               # or "adamw"
     schedule = "cosine"             # or "constant"
-    warmup_epochs = 0
+    warmup_epochs = 0               # or warmup_fraction = 0.1 (of all steps)
     seed = 0
     # output = "runs/resnet18-logitnorm"   default: the training cache (see below)
 
@@ -48,6 +48,8 @@ from oodbench.data.spec import SourceSpec
 from oodbench.errors import ConfigError, OodbenchError
 from oodbench.models.spec import ModelSpec
 from oodbench.schema import At, ConfigPath, Schema, parse, read_toml
+from oodbench.train.optim import FIELDS as OPTIM_FIELDS
+from oodbench.train.optim import FINETUNE, OptimSettings
 
 
 class TrainConfigError(ConfigError):
@@ -55,20 +57,25 @@ class TrainConfigError(ConfigError):
 
 
 class TrainSettings(Schema):
-    """The ``[train]`` table: loss, what trains, optimiser, schedule, seed, output."""
+    """The ``[train]`` table: loss, what trains, optimiser, schedule, seed, output.
+
+    The optimiser keys are the fields of :class:`~oodbench.train.optim.OptimSettings`, flat in
+    the table, with its defaults (:data:`~oodbench.train.optim.FINETUNE`, the defaults of
+    ``oodbench.train.train``); :meth:`optim` turns them into one."""
 
     name: StrictStr = ""
     output: ConfigPath | None = None
     loss: StrictStr = "ce"
     loss_options: dict[str, Any] = Field(default_factory=dict)
     trainable: Literal["head", "last_block", "all"] = "all"
-    epochs: StrictInt = 10
-    batch_size: StrictInt = 128
-    lr: float = 0.1
-    weight_decay: float = 5e-4
+    epochs: StrictInt = FINETUNE.epochs
+    batch_size: StrictInt = FINETUNE.batch_size
+    lr: float = FINETUNE.lr
+    weight_decay: float = FINETUNE.weight_decay
     optimizer: Literal["sgd", "adamw"] = "sgd"
     schedule: Literal["cosine", "constant"] = "cosine"
-    warmup_epochs: StrictInt = 0
+    warmup_epochs: StrictInt = FINETUNE.warmup_epochs
+    warmup_fraction: float = FINETUNE.warmup_fraction
     seed: StrictInt = 0
     device: StrictStr = "auto"
     amp: Literal["auto", "off", "bf16", "fp16"] = "auto"
@@ -89,18 +96,24 @@ class TrainSettings(Schema):
     @model_validator(mode="after")
     def _valid(self) -> TrainSettings:
         from oodbench import losses
-        from oodbench.train.optim import OptimSettings
 
         try:
-            OptimSettings(**self.optim())
+            self.optim()
             losses.create(self.loss, **self.loss_options)
         except OodbenchError as err:
             raise ValueError(str(err)) from None
         return self
 
-    def optim(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in ("epochs", "batch_size", "lr", "weight_decay",
-                                              "optimizer", "schedule", "warmup_epochs")}
+    def optim(self) -> OptimSettings:
+        """The table's optimiser settings (``InvalidInputError`` when they are invalid)."""
+        return OptimSettings(**{k: getattr(self, k) for k in OPTIM_FIELDS})
+
+    def record(self) -> dict[str, Any]:
+        """What decides the weights, for a run's content key: every key but name, output,
+        device and num_workers; the optimiser's as :meth:`OptimSettings.as_dict` records it."""
+        out = {k: v for k, v in self.model_dump().items()
+               if k not in ("name", "output", "device", "num_workers", *OPTIM_FIELDS)}
+        return {**out, **self.optim().as_dict()}
 
 
 class TrainData(Schema):

@@ -2,7 +2,7 @@
 
     model = oodbench.models.load("timm:resnet18", num_classes=10, pretrained=False)
     result = train(model, ImageFolder("/data/train"), loss="logitnorm", trainable="all",
-                   epochs=30, out="runs/resnet18-logitnorm")
+                   optim=OptimSettings(epochs=30), out="runs/resnet18-logitnorm")
     oodbench.models.load("timm:resnet18", num_classes=10, weights=result.weights)  # reads it back
 
 * **What trains**: ``"head"``, ``"last_block"`` or ``"all"`` (:mod:`oodbench.train.parts`);
@@ -52,7 +52,8 @@ from oodbench.train.cma import train_cma
 from oodbench.train.hooks import Batch, LoopHooks, Run
 from oodbench.train.labels import select_classes
 from oodbench.train.npos import train_npos
-from oodbench.train.optim import OptimSettings
+from oodbench.train.optim import FINETUNE, OptimSettings
+from oodbench.train.optim import resolve as optim_settings
 from oodbench.train.parts import network, trainable_modules
 from oodbench.train.progress import training_bar
 from oodbench.train.result import TrainResult
@@ -69,13 +70,7 @@ def train(
     loss: str = "ce",
     loss_options: Mapping[str, Any] | None = None,
     trainable: str = "all",
-    epochs: int = 10,
-    batch_size: int = 128,
-    lr: float = 0.1,
-    weight_decay: float = 5e-4,
-    optimizer: str = "sgd",
-    schedule: str = "cosine",
-    warmup_epochs: int = 0,
+    optim: OptimSettings | None = None,
     seed: int = 0,
     resume: bool = True,
     device: str | torch.device = "auto",
@@ -85,6 +80,7 @@ def train(
     outliers: Source | None = None,
     outlier_batch_size: int | None = None,
     progress: bool = True,
+    **deprecated: Any,
 ) -> TrainResult:
     """Fine-tune ``model`` on the labelled images of ``source`` (see the module docstring).
 
@@ -95,8 +91,10 @@ def train(
         out: folder for the checkpoints (created); resumed from when it holds this config.
         loss, loss_options: a loss of :func:`oodbench.losses.available` and its options.
         trainable: ``"head"``, ``"last_block"`` or ``"all"``.
-        epochs, batch_size (global, over all DDP ranks), lr, weight_decay, optimizer,
-            schedule, warmup_epochs: see :class:`OptimSettings`.
+        optim: the optimiser settings (:class:`OptimSettings`; ``batch_size`` is global, over
+            all DDP ranks); default :data:`~oodbench.train.optim.FINETUNE` (10 epochs, batch
+            128, SGD lr 0.1, cosine). The old keywords ``epochs=``, ``batch_size=``, ``lr=``,
+            ... still work (changing ``FINETUNE``) with a ``DeprecatedArgumentWarning``.
         resume: continue from ``out`` when it holds a checkpoint of the same config
             (``False``: start again and overwrite it).
         amp: ``"auto"`` (bf16/fp16 autocast on CUDA, off on CPU), ``"off"``, ``"bf16"``, ``"fp16"``.
@@ -105,9 +103,8 @@ def train(
         outliers: outlier images for losses that need them (``oe``); each step reads
             ``outlier_batch_size`` of them (default ``2 * batch_size``).
     """
-    settings = OptimSettings(epochs=epochs, batch_size=batch_size, lr=lr,
-                             weight_decay=weight_decay, optimizer=optimizer, schedule=schedule,
-                             warmup_epochs=warmup_epochs)
+    settings = optim_settings(optim, FINETUNE, deprecated, "train")
+    epochs, batch_size = settings.epochs, settings.batch_size
     criterion = losses.create(loss, **dict(loss_options or {}))
     if criterion.trainer in METHOD_TRAINERS:
         if trainable != "all" or outliers is not None:

@@ -1,6 +1,7 @@
 """The frozen-feature fast path: a new linear head trained on cached features, no image pass.
 
-    result = train_head(train_activations, loss="logitnorm", classes=[0, 1, 2], epochs=30)
+    result = train_head(train_activations, loss="logitnorm", classes=[0, 1, 2],
+                        optim=OptimSettings(epochs=30, batch_size=256))
     acts = result.apply(test_activations)     # logits = features @ W.T + b, labels re-indexed
 
 Everything a detector reads (logits, head weight and bias) then comes from the new head, so
@@ -24,7 +25,8 @@ from oodbench.errors import ClassCountMismatchError, InvalidInputError
 from oodbench.extract.activations import Activations
 from oodbench.models._adapter import resolve_device
 from oodbench.train.labels import select_classes
-from oodbench.train.optim import OptimSettings
+from oodbench.train.optim import HEAD, OptimSettings
+from oodbench.train.optim import resolve as optim_settings
 from oodbench.train.progress import training_bar
 
 
@@ -88,19 +90,14 @@ def train_head(
     loss: str = "ce",
     classes: Sequence[int] | np.ndarray | None = None,
     num_classes: int | None = None,
-    epochs: int = 30,
-    batch_size: int = 256,
-    lr: float = 0.1,
-    weight_decay: float = 5e-4,
-    optimizer: str = "sgd",
-    schedule: str = "cosine",
-    warmup_epochs: int = 0,
+    optim: OptimSettings | None = None,
     seed: int = 0,
     device: str | torch.device = "auto",
     loss_options: Mapping[str, Any] | None = None,
     outliers: Activations | None = None,
     outlier_batch_size: int | None = None,
     progress: bool = False,
+    **deprecated: Any,
 ) -> HeadResult:
     """Train a new linear head on ``train.features`` / ``train.labels`` (no image pass).
 
@@ -113,8 +110,10 @@ def train_head(
             positions in ``classes``); default every class ``0 .. num_classes - 1``.
         num_classes: classes of the new head when ``classes`` is None (default: the width of
             ``train.logits``); a label outside it raises ``ClassCountMismatchError``.
-        epochs, batch_size, lr, weight_decay, optimizer ("sgd" with momentum 0.9, or "adamw"),
-            schedule ("cosine" or "constant", per step), warmup_epochs (linear warm-up).
+        optim: the optimiser settings (:class:`~oodbench.train.optim.OptimSettings`); default
+            :data:`~oodbench.train.optim.HEAD` (30 epochs, batch 256, SGD lr 0.1, cosine).
+            The old keywords ``epochs=``, ``batch_size=``, ``lr=``, ... still work (changing
+            ``HEAD``) with a ``DeprecatedArgumentWarning``.
         seed: head initialisation and row order.
         device: ``"auto"`` (CUDA, MPS, else CPU), or a torch device.
         outliers: outlier activations (features) for losses that need them (``oe``); each step
@@ -122,9 +121,8 @@ def train_head(
             256 outlier images) of them.
         progress: show a progress bar with images/s and the running loss.
     """
-    settings = OptimSettings(epochs=epochs, batch_size=batch_size, lr=lr,
-                             weight_decay=weight_decay, optimizer=optimizer, schedule=schedule,
-                             warmup_epochs=warmup_epochs)
+    settings = optim_settings(optim, HEAD, deprecated, "train_head")
+    epochs, batch_size = settings.epochs, settings.batch_size
     criterion = losses.create(loss, **dict(loss_options or {}))
     train.require("features", who="train_head")
     if criterion.needs_outliers and outliers is None:

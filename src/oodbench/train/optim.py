@@ -1,18 +1,55 @@
-"""Optimiser and learning-rate schedule shared by every training path (head-only and full).
+"""The optimiser settings of every training path: one type, :class:`OptimSettings`.
 
-    SGD (momentum 0.9) or AdamW; per-step schedule "cosine" (after a linear warm-up) or
-    "constant". The cosine schedule is SGDR's single cycle (Loshchilov & Hutter, ICLR 2017,
-    arXiv 1608.03983) down to 0:
+    optim = OptimSettings(epochs=30, lr=0.05)            # every field has a default (below)
+    train(model, source, out="runs/x", optim=optim)      # fine-tuning (oodbench.train.train)
+    train_head(acts, optim=HEAD)                          # a new head on cached features
+    Recipe(optim=OptimSettings(epochs=3, warmup_fraction=0.2))   # the small-image recipe
 
-        factor(s) = (s + 1) / W                                 for s < W (warm-up steps)
-        factor(s) = 0.5 * (1 + cos(pi * (s - W) / (S - W)))     for W <= s < S (S = all steps)
+The same type is what a training config's ``[train]`` table becomes
+(``TrainSettings.optim()``), what an experiment's held-out tuning trains its variants with
+(``tune = { ..., train = { epochs = 3 } }``) and what ``retrain="last_block"`` trains the last
+block with. Each entry point starts from a named preset of this module and changes only the
+fields it is given.
+
+SGD (momentum 0.9) or AdamW; per-step schedule "cosine" (after a linear warm-up) or
+"constant". The cosine schedule is SGDR's single cycle (Loshchilov & Hutter, ICLR 2017,
+arXiv 1608.03983) down to 0:
+
+    factor(s) = (s + 1) / W                                 for s < W (warm-up steps)
+    factor(s) = 0.5 * (1 + cos(pi * (s - W) / (S - W)))     for W <= s < S (S = all steps)
+
+W = ``warmup_epochs`` x steps per epoch, or ``round(warmup_fraction x S)`` (at most one of
+the two is non-zero).
+
+Defaults (the fields of :class:`OptimSettings`, = :data:`FINETUNE`) and where they come from:
+
+* ``batch_size=128, lr=0.1, weight_decay=5e-4``, SGD with momentum 0.9: the CIFAR training
+  setup of LogitNorm (Wei et al., ICML 2022, Sec. 4.1, and their code's ``train.py``), the
+  paper behind several of oodbench's losses;
+* ``epochs=10``: oodbench's choice for fine-tuning a trained network on a CPU-sized budget
+  (``oodbench.train.train`` and the ``[train]`` table of a training config);
+* ``schedule="cosine"``, no warm-up (``warmup_epochs=0, warmup_fraction=0``): oodbench's
+  choice (one SGDR cycle, above).
+
+The presets of the other entry points differ only where named:
+
+* :data:`HEAD` (``train_head``): ``epochs=30, batch_size=256`` -- oodbench's choice: a linear
+  head on cached features costs little per epoch, so it takes more, larger steps;
+* :data:`LAST_BLOCK` (``retrain="last_block"`` tuning variants): ``batch_size=64, lr=0.01``
+  -- oodbench's choice: the last block starts from trained weights, so smaller steps;
+* :data:`RECIPE` (the default of ``oodbench.train.recipe.Recipe``): ``epochs=30,
+  warmup_fraction=0.1`` -- oodbench's choice for training a small CIFAR ResNet from scratch:
+  a CPU-sized epoch count, a linear warm-up over the first tenth of the steps (the recipe's
+  named presets, ``RECIPES``, set their own).
 """
 
 from __future__ import annotations
 
+import difflib
 import math
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+import warnings
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 import torch
@@ -24,17 +61,23 @@ SCHEDULES = ("cosine", "constant")
 SGD_MOMENTUM = 0.9
 
 
+class DeprecatedArgumentWarning(FutureWarning):
+    """A function was called with a keyword argument under its old spelling (it still works)."""
+
+
 @dataclass(frozen=True)
 class OptimSettings:
-    """How to optimise: epochs, batch size, learning rate and its schedule, weight decay."""
+    """How to optimise: epochs, batch size, learning rate and its schedule, weight decay
+    (defaults and their sources: see the module docstring)."""
 
-    epochs: int = 30
-    batch_size: int = 256
+    epochs: int = 10
+    batch_size: int = 128
     lr: float = 0.1
     weight_decay: float = 5e-4
     optimizer: str = "sgd"
     schedule: str = "cosine"
     warmup_epochs: int = 0
+    warmup_fraction: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("epochs", "batch_size"):
@@ -47,6 +90,13 @@ class OptimSettings:
             raise InvalidInputError(
                 f"warmup_epochs must be an integer in [0, epochs={self.epochs}); got {self.warmup_epochs!r}"
             )
+        if not 0.0 <= self.warmup_fraction < 1.0:
+            raise InvalidInputError(
+                f"warmup_fraction must lie in [0, 1); got {self.warmup_fraction!r}")
+        if self.warmup_epochs and self.warmup_fraction:
+            raise InvalidInputError(
+                "give the warm-up once: warmup_epochs or warmup_fraction (the other at 0); got "
+                f"warmup_epochs={self.warmup_epochs}, warmup_fraction={self.warmup_fraction}")
         if not self.lr > 0:
             raise InvalidInputError(f"lr must be > 0; got {self.lr!r}")
         if not self.weight_decay >= 0:
@@ -57,7 +107,18 @@ class OptimSettings:
             raise InvalidInputError(f"schedule must be one of {SCHEDULES}; got {self.schedule!r}")
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The settings for a run's record. ``warmup_fraction`` is left out at 0 (it came
+        later), so the records and cache keys of runs made before it still match."""
+        out = asdict(self)
+        if not self.warmup_fraction:
+            del out["warmup_fraction"]
+        return out
+
+    def warmup_steps(self, steps_per_epoch: int) -> int:
+        """W of the module docstring."""
+        if self.warmup_epochs:
+            return self.warmup_epochs * steps_per_epoch
+        return int(round(self.warmup_fraction * (self.epochs * steps_per_epoch)))
 
     def make_optimizer(self, params: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
         if self.optimizer == "sgd":
@@ -69,10 +130,49 @@ class OptimSettings:
         self, optimizer: torch.optim.Optimizer, steps_per_epoch: int
     ) -> torch.optim.lr_scheduler.LambdaLR:
         total = self.epochs * steps_per_epoch
-        warmup = self.warmup_epochs * steps_per_epoch
+        warmup = self.warmup_steps(steps_per_epoch)
         return torch.optim.lr_scheduler.LambdaLR(
             optimizer, lambda step: lr_factor(step, total, warmup, self.schedule)
         )
+
+
+#: the field names of :class:`OptimSettings`
+FIELDS: tuple[str, ...] = tuple(f.name for f in fields(OptimSettings))
+#: the presets of the module docstring
+FINETUNE = OptimSettings()
+HEAD = OptimSettings(epochs=30, batch_size=256)
+LAST_BLOCK = OptimSettings(batch_size=64, lr=0.01)
+RECIPE = OptimSettings(epochs=30, warmup_fraction=0.1)
+
+
+def from_options(options: Mapping[str, Any], default: OptimSettings
+                 ) -> tuple[OptimSettings, dict[str, Any]]:
+    """(``default`` with the optimiser fields of a flat options mapping applied, the mapping's
+    other keys): how a flat table such as a tuning entry's ``train = {...}`` becomes settings."""
+    optim = {k: v for k, v in options.items() if k in FIELDS}
+    return replace(default, **optim), {k: v for k, v in options.items() if k not in FIELDS}
+
+
+def resolve(optim: OptimSettings | None, default: OptimSettings, legacy: Mapping[str, Any],
+            who: str) -> OptimSettings:
+    """The settings an entry point runs with: ``optim``, else ``default``, with the deprecated
+    flat keywords (``epochs=``, ``lr=``, ...) applied to ``default`` with a
+    :class:`DeprecatedArgumentWarning`. Any other keyword is a ``TypeError`` (did-you-mean)."""
+    unknown = sorted(set(legacy) - set(FIELDS))
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], (*FIELDS, "optim"), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise TypeError(f"{who}() got an unexpected keyword argument {unknown[0]!r}{hint}")
+    if not legacy:
+        return default if optim is None else optim
+    if optim is not None:
+        raise InvalidInputError(
+            f"{who}: give the optimiser settings once: optim=OptimSettings(...) or the "
+            f"deprecated keywords {sorted(legacy)}, not both")
+    given = ", ".join(f"{k}={v!r}" for k, v in legacy.items())
+    warnings.warn(f"{who}({given}) is deprecated; pass optim=OptimSettings({given}) "
+                  "(oodbench.train.OptimSettings)", DeprecatedArgumentWarning, stacklevel=3)
+    return replace(default, **legacy)
 
 
 def lr_factor(step: int, total: int, warmup: int, schedule: str) -> float:

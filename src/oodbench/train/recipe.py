@@ -12,8 +12,8 @@ What makes it fast, and what every loss shares:
 * **Network**: a CIFAR ResNet (:mod:`oodbench.models.cifar_resnet`), in channels-last memory
   format, bfloat16/float16 autocast on CUDA.
 * **Optimiser and schedule**: SGD with momentum 0.9 and weight decay
-  (:class:`~oodbench.train.optim.OptimSettings`), learning rate per step by
-  :func:`~oodbench.train.optim.lr_factor`: a linear warm-up over the first
+  (``Recipe.optim``, an :class:`~oodbench.train.optim.OptimSettings`), learning rate per step
+  by :func:`~oodbench.train.optim.lr_factor`: a linear warm-up over the first
   ``warmup_fraction`` of the steps, then a cosine decay to 0 (one cycle). Nothing in the
   recipe depends on the loss: every loss of a study trains under the same recipe.
 * **Seeded**: epoch ``e`` visits the images in ``randperm`` order of a generator seeded with
@@ -49,7 +49,7 @@ import json
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -62,22 +62,24 @@ from oodbench.extract.runtime import autocast, resolve_amp, resolve_device
 from oodbench.models.checkpoint import load_strict
 from oodbench.models.cifar_resnet import CifarResNet
 from oodbench.train import checkpoint as ckpt
-from oodbench.train.optim import OptimSettings, lr_factor
+from oodbench.train.optim import RECIPE, OptimSettings, from_options
 from oodbench.train.tensor_images import CIFAR_MEAN, CIFAR_STD, TensorImages, augment, normalise
+
+#: the optimiser fields a recipe records under their own names (its ``as_dict`` and run keys)
+_RECIPE_OPTIM = ("epochs", "batch_size", "lr", "weight_decay", "warmup_fraction")
 
 
 @dataclass(frozen=True)
 class Recipe:
-    """Everything that decides a small-image training run except the loss, data and seed."""
+    """Everything that decides a small-image training run except the loss, data and seed: the
+    network's shape, the augmentation, and the optimiser settings ``optim`` (an
+    :class:`~oodbench.train.optim.OptimSettings`: SGD, cosine, warm-up as a fraction of the
+    steps; default :data:`~oodbench.train.optim.RECIPE`)."""
 
     widths: tuple[int, ...] = (16, 32, 64)
     blocks: tuple[int, ...] = (3, 3, 3)
     image_size: int = 32
-    epochs: int = 30
-    batch_size: int = 128
-    lr: float = 0.1
-    weight_decay: float = 5e-4
-    warmup_fraction: float = 0.1
+    optim: OptimSettings = RECIPE
     pad: int = 4
     flip: bool = True
     mean: tuple[float, float, float] = CIFAR_MEAN
@@ -87,24 +89,45 @@ class Recipe:
     eval_batch_size: int = 1000
 
     def __post_init__(self) -> None:
-        self.optim()  # validates epochs, batch size, lr, weight decay
-        if not 0.0 <= self.warmup_fraction < 1.0:
+        if (self.optim.optimizer, self.optim.schedule, self.optim.warmup_epochs) != (
+                "sgd", "cosine", 0):
             raise InvalidInputError(
-                f"warmup_fraction must lie in [0, 1); got {self.warmup_fraction!r}")
+                "the small-image recipe trains with SGD and a cosine schedule warmed up by "
+                "warmup_fraction; give OptimSettings(optimizer='sgd', schedule='cosine', "
+                f"warmup_epochs=0, ...); got {self.optim}")
         if self.image_size < 8 or self.pad < 0:
             raise InvalidInputError(
                 f"image_size must be >= 8 and pad >= 0; got {self.image_size}, {self.pad}")
 
-    def optim(self) -> OptimSettings:
-        return OptimSettings(epochs=self.epochs, batch_size=self.batch_size, lr=self.lr,
-                             weight_decay=self.weight_decay, optimizer="sgd", schedule="cosine")
+    # read-only views of ``optim`` (the names a recipe's runs record them under)
+    @property
+    def epochs(self) -> int:
+        return self.optim.epochs
+
+    @property
+    def batch_size(self) -> int:
+        return self.optim.batch_size
+
+    @property
+    def lr(self) -> float:
+        return self.optim.lr
+
+    @property
+    def weight_decay(self) -> float:
+        return self.optim.weight_decay
 
     def scaled(self, **changes: Any) -> Recipe:
-        """A copy with some fields changed (e.g. ``epochs=``)."""
-        return replace(self, **changes)
+        """A copy with some fields changed (e.g. ``epochs=``, ``lr=``: fields of ``optim``
+        change it; the others are the recipe's own)."""
+        optim, own = from_options(changes, self.optim)
+        return replace(self, optim=optim, **own)
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+        """The recipe for a run's record and key: its own fields and ``optim``'s
+        ``_RECIPE_OPTIM`` (flat, as before ``optim`` held them, so earlier runs' keys match)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "optim"}
+        out.update({k: getattr(self.optim, k) for k in _RECIPE_OPTIM})
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
 
     def network(self, num_classes: int, seed: int) -> CifarResNet:
         return CifarResNet(num_classes, widths=self.widths, blocks=self.blocks, seed=seed)
@@ -112,13 +135,13 @@ class Recipe:
 
 #: the presets (see the module docstring)
 RECIPES: dict[str, Recipe] = {
-    "cpu-resnet8": Recipe(widths=(16, 32, 64), blocks=(1, 1, 1), epochs=10, batch_size=64,
-                          lr=0.05, warmup_fraction=0.15),
-    "cpu-small": Recipe(widths=(16, 32, 64), blocks=(1, 1, 1), epochs=1, batch_size=64,
-                        lr=0.05, warmup_fraction=0.15),
-    "resnet20": Recipe(widths=(16, 32, 64), blocks=(3, 3, 3), epochs=30),
-    "gpu-resnet18": Recipe(widths=(64, 128, 256, 512), blocks=(2, 2, 2, 2), epochs=200,
-                           batch_size=128, lr=0.1, warmup_fraction=0.0, eval_batch_size=2000),
+    "cpu-resnet8": Recipe(widths=(16, 32, 64), blocks=(1, 1, 1), optim=OptimSettings(
+        epochs=10, batch_size=64, lr=0.05, warmup_fraction=0.15)),
+    "cpu-small": Recipe(widths=(16, 32, 64), blocks=(1, 1, 1), optim=OptimSettings(
+        epochs=1, batch_size=64, lr=0.05, warmup_fraction=0.15)),
+    "resnet20": Recipe(widths=(16, 32, 64), blocks=(3, 3, 3), optim=RECIPE),
+    "gpu-resnet18": Recipe(widths=(64, 128, 256, 512), blocks=(2, 2, 2, 2), optim=OptimSettings(
+        epochs=200, batch_size=128, lr=0.1), eval_batch_size=2000),
 }
 
 
@@ -200,13 +223,9 @@ def train_recipe(
     config = {"recipe": recipe.as_dict(), "data": data.name, "data_fingerprint":
               data.fingerprint(), "n_train": len(data), "loss": loss,
               "loss_options": criterion.hyperparams, "seed": seed, "amp": str(amp_dtype)}
-    settings = recipe.optim()
+    settings = recipe.optim
     opt = settings.make_optimizer(model.parameters())
-    steps = -(-len(data) // recipe.batch_size)
-    total = recipe.epochs * steps
-    warmup = int(round(recipe.warmup_fraction * total))
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: lr_factor(s, total, warmup, "cosine"))
+    scheduler = settings.make_scheduler(opt, -(-len(data) // settings.batch_size))
     history: list[dict[str, Any]] = []
     out_dir = Path(out) if out is not None else None
     previous = ckpt.read_checkpoint(out_dir) if out_dir is not None else None

@@ -83,9 +83,11 @@ from oodbench.atomic_files import atomic_path
 from oodbench.config import cache_dir
 from oodbench.data.source import RelabeledSource
 from oodbench.detectors import Detector
-from oodbench.errors import InvalidInputError
+from oodbench.errors import InvalidInputError, UnknownNameError
 from oodbench.extract.activations import Activations
 from oodbench.schema import Schema
+from oodbench.train.optim import FIELDS as OPTIM_FIELDS
+from oodbench.train.optim import FINETUNE, HEAD, from_options
 from oodbench.tune.criteria import resolve_criterion
 from oodbench.tune.kept_classes import images_of, reindex, without_classes
 from oodbench.tune.protocol import Builder, Objective, TuningData, TuningProtocol, register
@@ -105,9 +107,13 @@ class HeldOutClasses:
         retrain: ``"head"`` (a new linear head on cached features) or ``"full"`` (fine-tune
             the network on the kept classes' images).
         seed: seeds the withheld classes and the training.
-        train: keyword arguments of the trainer: :func:`oodbench.train.train_head` for
-            ``"head"`` (``epochs``, ``lr``, ...), :func:`oodbench.train.train` for ``"full"``
-            (also ``trainable``, ``amp``, ``num_workers``).
+        train: the trainer's options, flat: fields of
+            :class:`~oodbench.train.optim.OptimSettings` (``epochs``, ``lr``, ...; they change
+            the trainer's preset: ``HEAD`` for ``"head"``, ``FINETUNE`` for ``"full"``,
+            ``LAST_BLOCK`` for ``"last_block"``) and, for :func:`oodbench.train.train_head`
+            (``"head"``) ``loss``, ``loss_options``, ``device``, for
+            :func:`oodbench.train.train` (``"full"``) also ``trainable``, ``amp``,
+            ``num_workers``.
         cache: reuse and store variants under ``cache_dir()/tune/held_out``.
     """
 
@@ -126,15 +132,7 @@ class HeldOutClasses:
             raise InvalidInputError(
                 f"held_out_classes: retrain must be one of {list(RETRAIN)}; got {self.retrain!r}"
             )
-        allowed = _TRAIN_OPTIONS[self.retrain]
-        unknown = set(self.train) - allowed
-        if unknown:
-            trainer = {"head": "oodbench.train.train_head", "full": "oodbench.train.train",
-                       "last_block": "oodbench.tune.last_block"}[self.retrain]
-            raise InvalidInputError(
-                f"held_out_classes: unknown train option(s) {sorted(unknown)} for "
-                f"retrain={self.retrain!r}; {trainer} takes {sorted(allowed)}"
-            )
+        check_train_options(self.retrain, self.train, "held_out_classes")
 
     def describe(self) -> dict[str, Any]:
         """The settings that shape the result (for the ``tuning`` provenance record)."""
@@ -142,13 +140,26 @@ class HeldOutClasses:
                 "retrain": self.retrain, "seed": self.seed, "train": dict(self.train)}
 
 
-_COMMON = {"loss", "loss_options", "epochs", "batch_size", "lr", "weight_decay", "optimizer",
-           "schedule", "warmup_epochs", "device"}
-#: retrain -> the trainer options a user may set (seed, data and output are the protocol's)
+_COMMON = {"loss", "loss_options", "device", *OPTIM_FIELDS}
+#: retrain -> the trainer options a user may set (seed, data and output are the protocol's);
+#: the optimiser's (:class:`~oodbench.train.optim.OptimSettings` fields) change the trainer's
+#: preset (``HEAD``, ``FINETUNE``, ``LAST_BLOCK`` of :mod:`oodbench.train.optim`)
 _TRAIN_OPTIONS = {"head": frozenset(_COMMON),
                   "full": frozenset(_COMMON | {"trainable", "amp", "num_workers"}),
-                  "last_block": frozenset({"epochs", "batch_size", "lr", "weight_decay",
-                                           "optimizer", "schedule", "warmup_epochs"})}
+                  "last_block": frozenset(OPTIM_FIELDS)}
+
+
+def check_train_options(retrain: str, train: Mapping[str, Any], who: str) -> None:
+    """Raise unless every key of ``train`` is an option of ``retrain``'s trainer (did-you-mean
+    for a misspelt one)."""
+    allowed = _TRAIN_OPTIONS[retrain]
+    unknown = sorted(set(train) - allowed)
+    if unknown:
+        trainer = {"head": "oodbench.train.train_head", "full": "oodbench.train.train",
+                   "last_block": "oodbench.tune.last_block"}[retrain]
+        raise InvalidInputError(
+            f"{who}: {UnknownNameError('train option', unknown[0], allowed)} (retrain="
+            f"{retrain!r}: the options of {trainer})")
 
 
 def check_fraction(value: Any) -> None:
@@ -311,7 +322,8 @@ class VariantFactory:
                     return HeadResult(weight=saved["weight"], bias=saved["bias"],
                                       classes=saved["classes"],
                                       config=json.loads(str(saved["config"]))), True
-        head = train_head(self.fit, classes=kept, **options)
+        optim, rest = from_options(options, HEAD)
+        head = train_head(self.fit, classes=kept, optim=optim, **rest)
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             with atomic_path(path) as tmp, open(tmp, "wb") as f:
@@ -333,7 +345,8 @@ class VariantFactory:
             out = (variant_dir() / "full" / key if self.config.cache
                    else Path(stack.enter_context(tempfile.TemporaryDirectory())))
             done = (out / STATE).exists()
-            result = train(without_classes(self.model, kept), source, out=out, **options)
+            optim, rest = from_options(options, FINETUNE)
+            result = train(without_classes(self.model, kept), source, out=out, optim=optim, **rest)
         return result.model, done and self.config.cache
 
 
@@ -428,6 +441,19 @@ class HeldOutProtocol(TuningProtocol):
                 f"tune: detector {detector.name!r} runs the live network, which the held-out-class "
                 "protocol does not hand to detectors; tune it with protocol='ood_val'"
             )
+
+    @classmethod
+    def check_fit_classes(cls, settings: Any, space: Mapping[str, Any] | str,
+                          n_classes: int) -> None:
+        """Every ``held_out_fraction`` the tuning may use (the setting's, or the space's values
+        or range ends) withholds at least one of the ``n_classes`` classes and keeps two."""
+        fractions: Any = [cls.parse_settings(settings).held_out_fraction]
+        if isinstance(space, Mapping):
+            fractions = space.get("held_out_fraction", fractions)
+        if isinstance(fractions, Mapping):  # a range: both of its ends
+            fractions = [fractions.get("low"), fractions.get("high")]
+        for fraction in fractions:
+            withheld_count(n_classes, fraction)
 
     @classmethod
     def objective(cls, build: Builder, data: TuningData, criterion: str | None,

@@ -15,8 +15,9 @@ block, the network is called on a small dummy batch (32 x 32 pixels, or the mode
 size where the network needs it) with a forward pre-hook that replaces the block's input by the
 cached one: the prefix computes on the dummy only, and its output is discarded.
 
-Training (``train`` options): ``epochs=10, batch_size=64, lr=0.01, weight_decay=5e-4,
-optimizer="sgd", schedule="cosine"`` (oodbench's choices, shared :class:`OptimSettings`), seeded
+Training (``train`` options: fields of :class:`~oodbench.train.optim.OptimSettings`, applied to
+its preset :data:`~oodbench.train.optim.LAST_BLOCK`: ``epochs=10, batch_size=64, lr=0.01,
+weight_decay=5e-4, optimizer="sgd", schedule="cosine"``, oodbench's choices), seeded
 (row order and dropout by ``seed``); the trained parts are cached under the same directory,
 keyed by the inputs' digest, the kept classes, the options and the seed.
 """
@@ -38,15 +39,13 @@ from oodbench.atomic_files import atomic_path
 from oodbench.config import cache_dir
 from oodbench.errors import InvalidInputError
 from oodbench.extract.activations import Activations
+from oodbench.train.optim import LAST_BLOCK, from_options
 from oodbench.tune.kept_classes import images_of, reindex, without_classes
 
 _FORMAT = 1
 #: the dummy image side that drives the network's prefix
 _DUMMY_SIDE = 32
 _NATIVE_SIDE = 224
-#: train options of this path and their defaults
-DEFAULTS: dict[str, Any] = {"epochs": 10, "batch_size": 64, "lr": 0.01, "weight_decay": 5e-4,
-                            "optimizer": "sgd", "schedule": "cosine", "warmup_epochs": 0}
 
 
 
@@ -166,9 +165,7 @@ class LastBlockVariant:
 
     def _train(self, inputs: np.ndarray, labels: np.ndarray, options: Mapping[str, Any],
                seed: int) -> None:
-        from oodbench.train.optim import OptimSettings
-
-        settings = OptimSettings(**{**DEFAULTS, **options})
+        settings, _ = from_options(options, LAST_BLOCK)
         trainable = [p for m in _blocks(self.net) for p in m.parameters()]
         for p in self.net.parameters():
             p.requires_grad_(False)

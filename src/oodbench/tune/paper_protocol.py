@@ -66,11 +66,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from pydantic import StrictInt, StrictStr
+from pydantic import StrictInt, StrictStr, field_validator
 
 from oodbench import metrics
 from oodbench.detectors import Detector
-from oodbench.errors import InvalidInputError
+from oodbench.errors import InvalidInputError, UnknownNameError
 from oodbench.extract.activations import Activations
 from oodbench.schema import Schema
 from oodbench.tune.criteria import resolve_criterion
@@ -79,6 +79,7 @@ from oodbench.tune.held_out import (
     HeldOutProtocol,
     Variant,
     VariantFactory,
+    check_train_options,
     fit_classes,
 )
 from oodbench.tune.protocol import Builder, TuningData, TuningProtocol, register
@@ -128,9 +129,14 @@ class PaperProtocol:
         if self.m_grid is not None and (isinstance(self.m_grid, (str, bytes)) or not self.m_grid):
             raise InvalidInputError(
                 f"held_out_paper: m_grid must be a non-empty list of class counts; got {self.m_grid!r}")
+        check_train_options(self.retrain, self.train, "held_out_paper")
 
     def resolved(self, n_classes: int) -> tuple[tuple[int, ...], int]:
         """(M grid, N) for ``n_classes`` classes, checked: every M an integer, 1 <= M <= n - 2."""
+        if n_classes < 3:
+            raise InvalidInputError(
+                f"held_out_paper needs at least 3 classes in fit (withhold one, keep two); fit "
+                f"has {n_classes}")
         grid, n_variants = paper_defaults(n_classes)
         grid = tuple(self.m_grid) if self.m_grid is not None else grid
         for m in grid:
@@ -309,6 +315,25 @@ class PaperSettings(Schema):
     retrain: StrictStr | None = None
     train: dict[str, Any] | None = None
 
+    @field_validator("m_grid")
+    @classmethod
+    def _positive_m(cls, grid: tuple[int, ...] | None) -> tuple[int, ...] | None:
+        """M < 1 is wrong whatever the classes (the upper bound, n - 2, is checked against
+        ``[id].fit`` before the run: :meth:`HeldOutPaperProtocol.check_fit_classes`)."""
+        for m in grid or ():
+            if m < 1:
+                raise ValueError(f"m_grid holds M={m}; every M must be an integer >= 1 (withhold "
+                                 "at least one class) and at most n - 2 for the n classes of "
+                                 "[id].fit")
+        return grid
+
+    @field_validator("retrain")
+    @classmethod
+    def _known_retrain(cls, value: str | None) -> str | None:
+        if value is not None and value not in RETRAIN:
+            raise ValueError(str(UnknownNameError("retrain", value, RETRAIN)))
+        return value
+
 
 @register
 class HeldOutPaperProtocol(TuningProtocol):
@@ -335,6 +360,12 @@ class HeldOutPaperProtocol(TuningProtocol):
     @classmethod
     def check_detector(cls, detector: type[Detector]) -> None:
         HeldOutProtocol.check_detector(detector)
+
+    @classmethod
+    def check_fit_classes(cls, settings: Any, space: Mapping[str, Any] | str,
+                          n_classes: int) -> None:
+        """Every M of the grid lies in [1, n - 2] (:meth:`PaperProtocol.resolved`)."""
+        as_protocol(settings).resolved(n_classes)
 
     @classmethod
     def tune(cls, build: Builder, dims: Mapping[str, Any], data: TuningData,

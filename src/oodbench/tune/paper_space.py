@@ -103,11 +103,20 @@ def _entry(detector: str) -> DetectorSpace:
     return table[detector]
 
 
-def paper_space(detector: str, fit: Activations | None = None) -> dict[str, Range]:
+def paper_space_names(detector: str) -> list[str]:
+    """The hyper-parameters ``detector``'s space of App. A searches."""
+    return list(_entry(detector).intervals)
+
+
+def paper_space(detector: str, fit: Activations | None = None, *, checkable: bool = False
+                ) -> dict[str, Range]:
     """``detector``'s space of App. A as ``Range``s; bounds like ``"id_max"`` are computed from
-    the features of ``fit`` (the ID fit activations), which they then need."""
+    the features of ``fit`` (the ID fit activations), which they then need. ``checkable``:
+    only the ranges whose bounds are numbers (what can be checked before any data is read)."""
     out: dict[str, Range] = {}
     for name, interval in _entry(detector).intervals.items():
+        if checkable and any(isinstance(b, str) for b in (interval.low, interval.high)):
+            continue
         low, high = (_resolve(bound, detector, name, fit) for bound in (interval.low, interval.high))
         out[name] = Range(low, high)
     return out

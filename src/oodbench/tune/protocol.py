@@ -12,6 +12,8 @@ A protocol is a :class:`TuningProtocol` subclass registered in :data:`PROTOCOLS`
   ``"model"`` (the live classifier), ``"features"`` (features captured by the extraction);
 * ``space_params``: names a space may hold besides the detector's hyper-parameters;
 * ``keyword``: a keyword of ``oodbench.tune`` that carries its settings too (``held_out=``);
+* :meth:`TuningProtocol.check_fit_classes`: what it asks of the number of ID classes (checked
+  by an experiment before any extraction);
 
 and how it runs: :meth:`TuningProtocol.objective` returns the point -> metrics function that
 the search (grid, TPE or GP, :mod:`oodbench.tune.dispatch`) maximises, or, for a protocol
@@ -98,6 +100,13 @@ class TuningProtocol:
     @classmethod
     def check_detector(cls, detector: type[Detector]) -> None:
         """Raise when the protocol cannot tune ``detector`` (default: it can)."""
+
+    @classmethod
+    def check_fit_classes(cls, settings: Any, space: Mapping[str, Any] | str,
+                          n_classes: int) -> None:
+        """Raise when ``settings`` (and ``space``) cannot run on ID fit data of ``n_classes``
+        classes; run by an experiment's checks before anything is extracted or trained
+        (default: any number will do)."""
 
     @classmethod
     def objective(cls, build: Builder, data: TuningData, criterion: str | None,

@@ -71,7 +71,7 @@ def parse_space(space: Mapping[str, Any], *, allow_ranges: bool) -> dict[str, Di
             if not allow_ranges:
                 raise InvalidInputError(
                     f"tune: grid[{key!r}] is a range; grid search needs a list of values "
-                    "(or use search='tpe')"
+                    "(or use search='gp' or 'tpe')"
                 )
             out[key] = values
         elif isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not values:

@@ -1,10 +1,12 @@
 """``tune = {...}`` of an experiment's ``[[detectors]]`` entry, as data.
 
 Common keys (:class:`TuneSpec`): ``protocol`` (a registered tuning protocol,
-:mod:`oodbench.tune.protocol`), ``space``, ``search``, ``criterion``, ``n_trials``, ``seed``,
-``id_val`` and ``ood`` (sources); every other key belongs to the protocol and is validated by
-its ``settings`` schema (``n_variants``, ``held_out_fraction``, ``retrain``, ``train`` for
-``held_out_classes``). ``oodbench.run.build.run_tuning`` runs it.
+:mod:`oodbench.tune.protocol`), ``space`` (a table, or ``"paper"``: the tuning paper's space
+for the detector), ``search`` (``"grid"``, ``"tpe"``, ``"gp"``), ``criterion``, ``n_trials``,
+``seed``, ``id_val`` and ``ood`` (sources); every other key belongs to the protocol and is
+validated by its ``settings`` schema (``n_variants``, ``held_out_fraction``, ``retrain``,
+``train`` for ``held_out_classes``; ``m_grid``, ``n_variants``, ``n_tuning_sets``, ``retrain``,
+``train`` for ``held_out_paper``). ``oodbench.run.build.run_tuning`` runs it.
 """
 
 from __future__ import annotations
@@ -23,10 +25,13 @@ from pydantic import (
 )
 
 from oodbench.data.spec import OodSourceSpec, SourceSpec
-from oodbench.errors import OodbenchError
+from oodbench.errors import OodbenchError, UnknownNameError
 from oodbench.schema import Schema
 from oodbench.tune.protocol import PROTOCOLS, TuningProtocol
 from oodbench.tune.space import parse_space
+
+#: spaces an entry may name instead of giving a table (:mod:`oodbench.tune.paper_space`)
+NAMED_SPACES = ("paper",)
 
 
 class TuneSpec(Schema):
@@ -44,14 +49,22 @@ class TuneSpec(Schema):
     ``n_variants``, ``held_out_fraction``, ``retrain`` (``"head"`` or ``"full"``), ``train``
     (the trainer's options, e.g. ``{ epochs = 30 }``)) sit beside these and are kept in
     ``settings``.
+
+    The tuning paper's own protocol (Mondal et al., arXiv 2602.05935, Algorithms 1-4;
+    :mod:`oodbench.tune.paper_protocol`) with its search space and Gaussian-process search:
+    ``tune = { protocol = "held_out_paper", space = "paper", search = "gp", n_trials = 20,
+    m_grid = [1, 2], n_variants = 2, n_tuning_sets = 5, retrain = "head", train = { epochs = 10 }
+    }`` (``space = "paper"`` searches with ``"gp"`` unless ``search`` says otherwise; ``n_trials``
+    is per M). ``seed`` seeds the split, the variants, the tuning sets and the sampler.
     """
 
-    protocol: StrictStr = Field(description="a tuning protocol: \"ood_val\" (with ood = ...) or "
-                                "\"held_out_classes\"")
-    space: dict[str, Any] = Field(
+    protocol: StrictStr = Field(description="a tuning protocol: \"ood_val\" (with ood = ...), "
+                                "\"held_out_classes\" or \"held_out_paper\"")
+    space: dict[str, Any] | StrictStr = Field(
         description="the hyper-parameters to search: name = [values] or { low = ..., high = ... }"
+                    ", or \"paper\" (the tuning paper's space for the detector)"
     )
-    search: Literal["grid", "tpe"] = "grid"
+    search: Literal["grid", "tpe", "gp"] = "grid"
     criterion: StrictStr | None = None
     n_trials: StrictInt = 50
     seed: StrictInt = 0
@@ -82,7 +95,17 @@ class TuneSpec(Schema):
             raise ValueError(f"unknown key {key!r}; {hint}valid keys: {', '.join(valid)}")
         if entry is not None:
             data["settings"] = entry.settings.model_validate(given, context=info.context)
+        if data.get("space") == "paper":
+            data.setdefault("search", "gp")  # the paper's search (its spaces are ranges)
         return data
+
+    @field_validator("space")
+    @classmethod
+    def _named_space(cls, space: dict[str, Any] | str) -> dict[str, Any] | str:
+        if isinstance(space, str) and space not in NAMED_SPACES:
+            raise ValueError(f"{UnknownNameError('named space', space, NAMED_SPACES)} (or give "
+                             "a table of hyper-parameters, e.g. { percentile = [85, 90, 95] })")
+        return space
 
     @field_validator("protocol")
     @classmethod
@@ -102,9 +125,13 @@ class TuneSpec(Schema):
                              "(the OOD validation images)")
         if not entry.uses_ood and self.ood is not None:
             raise ValueError(f"protocol = \"{self.protocol}\" uses no OOD data; drop ood")
+        if self.space == "paper" and self.search == "grid":
+            raise ValueError("space = \"paper\" holds ranges, which a grid cannot search; use "
+                             "search = \"gp\" (the paper's) or \"tpe\"")
         try:
             entry.parse_settings(self.protocol_settings)
-            parse_space(self.space, allow_ranges=self.search == "tpe")
+            if isinstance(self.space, dict):
+                parse_space(self.space, allow_ranges=self.search != "grid")
         except OodbenchError as err:
             raise ValueError(str(err)) from None
         return self
