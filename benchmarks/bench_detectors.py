@@ -177,8 +177,14 @@ def timed(run: Callable[[], tuple[Callable[[], Any], Callable[[], Any]]],
 
 
 # -- the two sides -----------------------------------------------------------------------
+#: options a detector needs on these arrays: MOS reads the 1,000 logits as a group-softmax
+#: head of 8 groups of 124 classes, each with its "others" output (992 classes + 8)
+OPTIONS: dict[str, dict[str, Any]] = {
+    "mos": {"groups": [list(range(124 * g, 124 * (g + 1))) for g in range(8)]}}
+
+
 def ours(name: str, train: Activations, test: Activations):
-    det = create(name)
+    det = create(name, **OPTIONS.get(name, {}))
     fit = train if det.fits_on_data else None  # one set for both fit roles: only time matters here
     return (lambda: det.fit(fit, id_val=fit)), (lambda: det.score(test))
 

@@ -63,6 +63,10 @@ KINDS = ("numpy", "torch")
 CPU_CHUNK_BYTES = 8 * 2**20
 #: bytes of one working chunk on a GPU
 GPU_CHUNK_BYTES = 512 * 2**20
+#: on the CPU, the count of chunks is a multiple of this (see ``Backend.rows``)
+CPU_SPREAD = 8
+#: the smallest chunk on the CPU (below it, the per-chunk overhead outweighs the spread)
+MIN_CHUNK_BYTES = 256 * 2**10
 
 
 @dataclass(frozen=True)
@@ -84,11 +88,25 @@ class Backend:
         return self.device.type == "cuda"
 
     def rows(self, n: int, width: int, itemsize: int = 4) -> Iterator[slice]:
-        """Consecutive row slices covering ``range(n)`` whose working copies take about
-        ``chunk_bytes`` (``width`` entries of ``itemsize`` bytes per row)."""
-        step = max(1, self.chunk_bytes // (max(1, width) * itemsize))
-        for start in range(0, n, step):
-            yield slice(start, min(start + step, n))
+        """Consecutive row slices of equal size covering ``range(n)``, whose working copies
+        take at most ``chunk_bytes`` (``width`` entries of ``itemsize`` bytes per row).
+
+        On the CPU the count of slices is a multiple of ``CPU_SPREAD`` (8), so that the
+        single-threaded workers of ``run_chunks`` finish together on up to 8 cores (three
+        chunks on two workers left one worker idle for a third of the time), but no slice is
+        smaller than ``MIN_CHUNK_BYTES`` unless ``n`` is. The slices depend only on ``n``, the
+        row size and ``chunk_bytes``, never on the thread count, so the results do not either.
+        """
+        row_bytes = max(1, width) * itemsize
+        fewest = -(-n // max(1, self.chunk_bytes // row_bytes))
+        pieces = fewest
+        if not self.on_gpu:
+            least_rows = max(1, min(MIN_CHUNK_BYTES, self.chunk_bytes) // row_bytes)
+            spread = -(-fewest // CPU_SPREAD) * CPU_SPREAD
+            pieces = max(fewest, min(spread, n // least_rows))
+        size = -(-n // max(1, pieces)) if n else 1
+        for start in range(0, n, size):
+            yield slice(start, min(start + size, n))
 
     def run_chunks(self, slices: Iterable[slice], fn: Callable[[slice], None]) -> None:
         """``fn(rows)`` for every slice: on the CPU with more than one torch thread, concurrently

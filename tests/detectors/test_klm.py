@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 import scipy.special
+import torch
 
 from oodbench.detectors import NotFittedError, create
 from oodbench.errors import InvalidInputError
@@ -60,3 +61,77 @@ def test_fits_on_id_val_by_default(id_train, id_test):
         create("klm").fit(id_train)
     on_train = create("klm", fit_data="train").fit(id_train, id_val=None)
     np.testing.assert_array_equal(on_train.score(id_test), create("klm").fit(None, id_val=id_train).score(id_test))
+
+
+def _all_float64(det, acts) -> np.ndarray:
+    """KLM's score with the cross term as one float64 product (no float32 screen)."""
+    from oodbench.detectors._math import log_softmax
+
+    log_p = log_softmax(acts.logits)
+    p = log_p.exp()
+    cross = (p @ det.log_templates_.T).max(dim=1).values
+    return (cross - (p * log_p).sum(dim=1)).numpy()
+
+
+def _candidates(det, acts) -> torch.Tensor:
+    """How many templates pass KLM's float32 screen on each row."""
+    from oodbench.detectors import klm
+    from oodbench.detectors._math import log_softmax
+
+    narrow, slack = klm._float32_screen(det.log_templates_)
+    approx = (log_softmax(acts.logits).exp().float() @ narrow.T).double()
+    return (approx + slack >= (approx - slack).amax(dim=1, keepdim=True)).sum(dim=1)
+
+
+@pytest.mark.filterwarnings("ignore:detector 'klm'")
+def test_float32_screen_gives_the_float64_maximum(make_acts):
+    """The screen keeps only the templates that can hold the maximum, then takes it in float64:
+    the scores equal the all-float64 product's, on confident and on flat softmaxes, and when
+    the templates are so alike that the rows fall back to the full product."""
+    from oodbench.detectors import klm
+
+    train = make_acts(3000, 60, 16, seed=7)
+    test = make_acts(400, 60, 16, seed=8)
+    test.logits[:100] *= 0.01  # flat softmaxes
+    test.logits[100:200] *= 0.3
+    det = create("klm").fit(id_val=train)
+    assert _candidates(det, test).max() < klm._MAX_CANDIDATES  # screened rows only
+    np.testing.assert_allclose(det.score(test), _all_float64(det, test), rtol=1e-13, atol=1e-13)
+    train.logits *= 1e-6  # near-uniform templates, all within the slack of each other
+    alike = create("klm").fit(id_val=train)
+    assert _candidates(alike, test).min() > klm._MAX_CANDIDATES  # the full float64 product
+    np.testing.assert_allclose(alike.score(test), _all_float64(alike, test), rtol=1e-13, atol=1e-13)
+    mixed = create("klm").fit(id_val=train)
+    distinct = len(mixed.log_templates_) - klm._MAX_CANDIDATES - 2  # the rest stay alike
+    assert distinct > 0
+    mixed.log_templates_[:distinct] = det.log_templates_[:distinct]  # both paths in one score
+    counts = _candidates(mixed, test)
+    assert counts.min() <= klm._MAX_CANDIDATES < counts.max()
+    np.testing.assert_allclose(mixed.score(test), _all_float64(mixed, test), rtol=1e-13, atol=1e-13)
+
+
+def test_float32_screen_keeps_templates_float32_cannot_hold(make_acts):
+    """A template entry that underflowed (log floored to the most negative float64) cannot be
+    screened in float32: that template is always a candidate, and the scores stay exact."""
+    from oodbench.detectors import klm
+
+    train = make_acts(800, 12, 16, seed=3)
+    det = create("klm").fit(id_val=train)
+    det.log_templates_[2, 5] = torch.finfo(torch.float64).min
+    narrow, slack = klm._float32_screen(det.log_templates_)
+    assert torch.isinf(slack[2]) and torch.isfinite(narrow).all()
+    test = make_acts(300, 12, 16, seed=4)
+    np.testing.assert_allclose(det.score(test), _all_float64(det, test), rtol=1e-13, atol=1e-13)
+
+
+def test_no_float32_screen_when_products_may_run_in_lower_precision(id_train, id_test):
+    from oodbench.detectors import klm
+
+    det = create("klm").fit(id_val=id_train)
+    before = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("medium")
+        assert klm._float32_screen(det.log_templates_) is None
+        np.testing.assert_allclose(det.score(id_test), _all_float64(det, id_test), rtol=1e-13)
+    finally:
+        torch.set_float32_matmul_precision(before)

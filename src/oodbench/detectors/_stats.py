@@ -46,12 +46,14 @@ def chunks(n: int, size: int | None = None) -> Iterator[slice]:
 
 
 def by_chunks(
-    n: int, fn: Callable[[slice], torch.Tensor | np.ndarray], width: int | None = None
+    n: int, fn: Callable[[slice], torch.Tensor | np.ndarray], width: int | None = None,
+    itemsize: int = 4,
 ) -> np.ndarray:
     """``fn(rows)`` evaluated chunk by chunk over ``range(n)`` and stacked into a float64 (N,) array.
 
-    Chunks hold ``CHUNK`` rows, or, given the row ``width``, the current backend's chunk of
-    ``width``-wide float32 rows; ``fn`` may return a tensor on any device. On the CPU the
+    Chunks hold ``CHUNK`` rows, or, given the row ``width``, the current backend's chunks of
+    ``width``-wide rows of ``itemsize`` bytes (``Backend.rows``: equal slices, spread over the
+    CPU's workers); ``fn`` may return a tensor on any device. On the CPU the
     chunks run on single-threaded workers (``Backend.run_chunks``), so ``fn`` must not depend
     on the order of the chunks.
     """
@@ -61,7 +63,7 @@ def by_chunks(
     def one(rows: slice) -> None:
         out[rows] = to_host(fn(rows))
 
-    backend.run_chunks(chunks(n) if width is None else backend.rows(n, width), one)
+    backend.run_chunks(chunks(n) if width is None else backend.rows(n, width, itemsize), one)
     return out
 
 

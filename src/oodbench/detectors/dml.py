@@ -37,13 +37,15 @@ from oodbench.extract.activations import Activations
 def max_cosine(acts: Activations) -> np.ndarray:
     """max_c cos(f, w_c) per row, float64, chunked."""
     features, weight = features_of(acts), head_of(acts)[0]
-    return by_chunks(len(acts), lambda rows: cosine_similarities(features[rows], weight).max(dim=1).values)
+    return by_chunks(len(acts), lambda rows: cosine_similarities(features[rows], weight).max(dim=1).values,
+                     features.shape[1] + len(weight), itemsize=8)
 
 
 def max_norm(acts: Activations) -> np.ndarray:
     """||f||_2 per row, float64, chunked."""
     features = features_of(acts)
-    return by_chunks(len(acts), lambda rows: as_tensor(features[rows]).norm(dim=1))
+    return by_chunks(len(acts), lambda rows: as_tensor(features[rows]).norm(dim=1), features.shape[1],
+                     itemsize=8)
 
 
 @register

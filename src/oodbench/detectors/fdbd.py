@@ -56,4 +56,4 @@ class FDBD(TrainMeanFit, Detector):
             boundary = ((top[:, None] - z) / pair_norms[pred]).sum(dim=1) / (z.shape[1] - 1)
             return boundary / (as_tensor(features[rows]) - centre).norm(dim=1)
 
-        return by_chunks(len(acts), chunk)
+        return by_chunks(len(acts), chunk, 2 * acts.num_classes + features.shape[1], itemsize=8)

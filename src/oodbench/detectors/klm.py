@@ -12,6 +12,19 @@ with the minimum over the classes predicted at least once on the fit set. The pa
 held-out ID validation data, and so does OpenOOD (``fit_data="id_val"``, the default); every row
 of the fit activations is used (labels are ignored). Computed in float64, chunked over rows.
 
+The cross term ``max_k sum_c p_c log d_kc`` is a (rows x C) by (C x K) product: in float64 it
+was the whole cost of scoring (5,000 x 1,000 x 1,000: 0.25 s on one core, against 0.12 s for
+the same product in float32). It is found exactly with a float32 screen
+(``_best_cross_terms``): the float32 product ``a_ik`` is within ``slack_k`` of the float64
+value (the rounding bound of a C-term dot product, ``2 (C + 3) 2^-24 max_c |log d_kc|``, since
+``sum_c p_c = 1``), so only the templates with ``a_ik + slack_k >= max_j (a_ij - slack_j)`` can
+hold the maximum. Those (usually one or two per row) are recomputed as float64 dot products and
+the largest is taken: the same float64 maximum as the full product, to float64 rounding. Rows
+with many candidates (flat softmaxes next to many similar templates) get the full float64
+product; a template with a log that float32 cannot hold is always a candidate; and the screen
+is off (all float64) when float32 products are allowed to run in lower precision
+(``torch.set_float32_matmul_precision`` other than ``"highest"``, TF32).
+
 A class the model never predicts on the fit data has no template: the data cannot determine it,
 so it is left out of the minimum and ``fit`` warns with the number of such classes (OpenOOD puts
 a one-hot template there, whose KL to any softmax with two non-zero entries is infinite: the
@@ -73,9 +86,66 @@ class KLMatching(Detector):
             )
 
     def _score(self, acts: Activations) -> np.ndarray:
-        return by_chunks(len(acts), lambda rows: self._chunk(acts.logits[rows]))
+        screen = _float32_screen(self.log_templates_)
+        return by_chunks(len(acts), lambda rows: self._chunk(acts.logits[rows], screen),
+                         acts.num_classes, itemsize=8)
 
-    def _chunk(self, logits: np.ndarray) -> torch.Tensor:
+    def _chunk(self, logits: np.ndarray, screen: tuple[torch.Tensor, torch.Tensor] | None
+               ) -> torch.Tensor:
         log_p = log_softmax(logits)
         p = log_p.exp()
-        return (p @ self.log_templates_.T).max(dim=1).values - (p * log_p).sum(dim=1)
+        return _best_cross_terms(p, self.log_templates_, screen) - (p * log_p).sum(dim=1)
+
+
+#: rows with more screened candidates than this get the full float64 product
+_MAX_CANDIDATES = 32
+
+
+def _float32_screen(log_templates: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(log templates in float32, per-template slack) for ``_best_cross_terms``, or ``None``
+    when float32 products may run in lower precision (then everything stays float64).
+
+    ``slack_k = 2 (C + 3) 2^-24 max_c |log d_kc|``: twice the bound on the error of a float32
+    C-term dot product of float32-rounded inputs whose ``p`` sums to 1. A template with a log
+    float32 cannot hold (an underflowed entry, floored to the most negative float64) gets a
+    zero float32 row and an infinite slack: it is always a candidate.
+    """
+    if not _exact_float32_products():
+        return None
+    classes = log_templates.shape[1]
+    largest = log_templates.abs().amax(dim=1)
+    representable = largest < 1e30
+    slack = 2.0 * (classes + 3) * 2.0**-24 * largest + 1e-30
+    slack[~representable] = torch.inf
+    narrow = torch.where(representable[:, None], log_templates, 0.0).to(torch.float32)
+    return narrow, slack
+
+
+def _exact_float32_products() -> bool:
+    """Whether float32 matrix products run in float32 (no TF32 or bfloat16 passes)."""
+    if torch.get_float32_matmul_precision() != "highest":
+        return False
+    return not (torch.cuda.is_available() and torch.backends.cuda.matmul.allow_tf32)
+
+
+def _best_cross_terms(p: torch.Tensor, log_templates: torch.Tensor,
+                      screen: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
+    """``max_k sum_c p_ic log d_kc`` per row in float64, through the float32 screen of the
+    module docstring (``screen`` from ``_float32_screen``; ``None``: the float64 product)."""
+    if screen is None:
+        return (p @ log_templates.T).max(dim=1).values
+    narrow, slack = screen
+    approx = (p.to(torch.float32) @ narrow.T).to(torch.float64)
+    floor = (approx - slack).amax(dim=1, keepdim=True)
+    candidates = approx + slack >= floor
+    best = torch.full((len(p),), -torch.inf, dtype=torch.float64, device=p.device)
+    many = candidates.sum(dim=1) > _MAX_CANDIDATES
+    if bool(many.any()):
+        best[many] = (p[many] @ log_templates.T).amax(dim=1)
+        candidates[many] = False
+    rows, ks = candidates.nonzero(as_tuple=True)
+    step = max(1, (8 * 2**20) // (8 * p.shape[1]))  # pairs per block: 8 MiB of float64 rows
+    for start in range(0, len(rows), step):
+        r, k = rows[start : start + step], ks[start : start + step]
+        best.scatter_reduce_(0, r, (p[r] * log_templates[k]).sum(dim=1), reduce="amax")
+    return best

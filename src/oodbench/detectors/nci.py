@@ -57,4 +57,4 @@ class NCI(TrainMeanFit, Detector):
             p_score = (centred * weight[pred[rows]]).sum(dim=1) / centred.norm(dim=1)
             return p_score + self.alpha * f.abs().sum(dim=1)
 
-        return by_chunks(len(acts), chunk)
+        return by_chunks(len(acts), chunk, features.shape[1], itemsize=8)

@@ -49,7 +49,9 @@ class RWEnergy(ClassPriorFit, Detector):
             raise InvalidInputError(f"rw_energy: temperature must be > 0; got {self.temperature}")
 
     def _score(self, acts: Activations) -> np.ndarray:
-        energy = by_chunks(len(acts), lambda rows: neg_energy(acts.logits[rows], self.temperature))
+        energy = by_chunks(len(acts), lambda rows: neg_energy(acts.logits[rows], self.temperature),
+                           acts.num_classes)
         self.negative_energies_ = int((energy < 0).sum())
-        weight = by_chunks(len(acts), lambda rows: prior_weight(acts.logits[rows], self.prior_))
+        weight = by_chunks(len(acts), lambda rows: prior_weight(acts.logits[rows], self.prior_),
+                           acts.num_classes)
         return energy * weight

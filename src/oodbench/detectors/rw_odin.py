@@ -44,5 +44,6 @@ class RWODIN(ODIN):
         self.prior_ = class_prior(train, f"detector {self.name!r}")
 
     def _score(self, acts: Activations) -> np.ndarray:
-        weight = by_chunks(len(acts), lambda rows: prior_weight(acts.logits[rows], self.prior_))
+        weight = by_chunks(len(acts), lambda rows: prior_weight(acts.logits[rows], self.prior_),
+                           acts.num_classes)
         return super()._score(acts) * weight
