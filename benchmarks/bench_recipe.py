@@ -48,7 +48,7 @@ def bare_loop(recipe: Recipe, data: TensorImages, device: torch.device, seed: in
               ) -> tuple[float, float]:
     """(wall-clock, CPU-time) images/s of the plainest loop on the recipe's network and
     optimiser settings."""
-    model = recipe.network(len(data.class_names), seed).to(device).train()
+    model = recipe.build(len(data.class_names), seed).to(device).train()
     if recipe.channels_last:
         model.to(memory_format=torch.channels_last)  # type: ignore[call-arg]
     amp_dtype = resolve_amp(recipe.amp, device)

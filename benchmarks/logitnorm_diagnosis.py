@@ -48,7 +48,7 @@ TRAIN_PER_CLASS, TEST_PER_CLASS, EPOCHS = 300, 200, 2
 
 def gradient_scale(train, recipe) -> dict[str, float]:  # type: ignore[no-untyped-def]
     """Norm of d loss / d logits, LN over CE, on 512 training images at initialisation."""
-    model = recipe.network(len(ID), seed=0).train()
+    model = recipe.build(len(ID), seed=0).train()
     x = normalise(train.images[:512], recipe.mean, recipe.std)
     y = train.labels[:512]
     norms = {}

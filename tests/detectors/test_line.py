@@ -60,3 +60,26 @@ def test_class_without_training_samples_and_bad_labels(id_test):
     train.labels[0] = 10
     with pytest.raises(ClassCountMismatchError, match="10 classes"):
         create("line").fit(train)
+
+
+@pytest.mark.parametrize("q", [10.0, 0.0, 37.5, 100.0])
+def test_weight_cuts_are_numpys_percentiles_to_the_last_bit(q, monkeypatch):
+    """The per-class thresholds of M_c equal np.percentile over all C x D products |S_c.| W,
+    bit for bit: through the sampled bracket (a head large enough that the sample is a subset),
+    through the exact fallback when no bracket holds, and on the torch path; with tied weights
+    and units of zero importance."""
+    from oodbench import compute
+    from oodbench.detectors import _shaping, line
+
+    rng = np.random.default_rng(3)
+    weight = rng.standard_normal((300, 1024))
+    weight[:, :40] = np.round(weight[:, :40], 1)  # many tied products
+    importance = np.abs(rng.standard_normal((300, 1024))) * (rng.random((300, 1024)) > 0.05)
+    expected = np.array([np.percentile(importance[c] * weight, q) for c in range(300)])
+    w, imp = torch.from_numpy(weight), torch.from_numpy(importance)
+    with compute.use("numpy"):
+        np.testing.assert_array_equal(line.weight_cuts(imp, w, q).numpy(), expected)
+        monkeypatch.setattr(_shaping, "_BRACKET_LIMIT", 0)  # every bracket fails: the fallback
+        np.testing.assert_array_equal(line.weight_cuts(imp, w, q).numpy(), expected)
+    with compute.use("torch", device="cpu"):
+        np.testing.assert_array_equal(line.weight_cuts(imp, w, q).numpy(), expected)

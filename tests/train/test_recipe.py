@@ -112,8 +112,42 @@ def test_gpu_preset_is_the_full_scale_resnet18():
     assert (gpu.epochs, gpu.batch_size, gpu.lr, gpu.weight_decay) == (200, 128, 0.1, 5e-4)
 
 
-def test_cpu_study_preset_is_cpu_small_trained_ten_epochs():
-    """The study's network, batch and optimiser are the ones bench_recipe.py measures."""
-    study = RECIPES["cpu-resnet8"]
-    assert study.widths == (16, 32, 64) and study.blocks == (1, 1, 1)
-    assert study == RECIPES["cpu-small"].scaled(epochs=10)
+def test_cpu_study_preset_is_resnet9_in_bfloat16():
+    """The study's network, batch and optimiser (bench_recipe.py --recipe cpu-resnet9 measures
+    them against a bare loop); the earlier study's preset is cpu-small trained ten epochs."""
+    study = RECIPES["cpu-resnet9"]
+    assert (study.network, study.widths, study.blocks, study.amp) == ("resnet9", (16,), (), "bf16")
+    assert (study.epochs, study.batch_size, study.lr, study.weight_decay) == (20, 128, 0.1, 5e-4)
+    assert RECIPES["cpu-resnet8"] == RECIPES["cpu-small"].scaled(epochs=10)
+
+
+def test_networks_and_their_checks():
+    assert "network" not in TINY.as_dict()  # the first family's runs keep their earlier keys
+    nine = Recipe(network="resnet9", widths=(4,), blocks=())
+    assert nine.as_dict()["network"] == "resnet9"
+    assert type(nine.build(3, 0)).__name__ == "CifarResNet9"
+    data = _colour_classes(n_per_class=4)
+    assert run_key(nine, data, "ce", {}, 0) != run_key(TINY, data, "ce", {}, 0)
+    with pytest.raises(InvalidInputError, match="one width"):
+        Recipe(network="resnet9")
+    with pytest.raises(UnknownNameError, match="resnet9"):
+        Recipe(network="resnet99", widths=(4,), blocks=())
+
+
+def test_bfloat16_training_and_float32_logits(one_thread):
+    """A ResNet-9 recipe in bfloat16 learns; its logits come from a float32 forward pass (not
+    rounded to bfloat16's 8 bits of mantissa)."""
+    nine = Recipe(network="resnet9", widths=(4,), blocks=(), amp="bf16", optim=OptimSettings(
+        epochs=4, batch_size=16, lr=0.05, warmup_fraction=0.2), eval_batch_size=32)
+    result = train_recipe(nine, _colour_classes(), loss="ce", seed=0, device="cpu")
+    test = _colour_classes(seed=1)
+    logits = predict_logits(result.model, test, nine, device="cpu")
+    assert logits.dtype == np.float32
+    assert (logits.argmax(1) == np.repeat([0, 1, 2], 24)).mean() > 0.9
+    from oodbench.train.tensor_images import normalise
+
+    with torch.no_grad():
+        plain = result.model(normalise(test.images)).numpy()
+    np.testing.assert_array_equal(logits, plain)
+    as_bf16 = torch.from_numpy(logits).to(torch.bfloat16).float().numpy()
+    assert (as_bf16 != logits).mean() > 0.9

@@ -19,7 +19,7 @@ bank) on the current compute backend (:mod:`oodbench.compute`):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 import torch
@@ -85,21 +85,23 @@ def _kth_smallest(values: np.ndarray, k: int) -> float:
 
 def _sample(values: np.ndarray) -> np.ndarray:
     """The entries of about ``_SAMPLE`` evenly spaced rows of ``values`` (every row when that
-    is all of them), sorted."""
+    is all of them), flat and in no particular order."""
     rows = values.reshape(len(values), -1) if values.ndim > 1 else values.reshape(-1, 1)
     take = np.unique(np.linspace(0, len(rows) - 1, max(1, _SAMPLE // rows.shape[1])).astype(np.int64))
     dtype = np.float64 if values.dtype == np.float64 else np.float32
     picked = rows if len(take) == len(rows) else rows[take]
-    return np.sort(np.asarray(picked, dtype=dtype).ravel())
+    return np.asarray(picked, dtype=dtype).ravel()
 
 
-def _bracketed(values: np.ndarray, ranks: tuple[int, int], lo: float, hi: float) -> list[float] | None:
-    """The order statistics ``ranks`` (0-based) of ``values`` when they lie in ``[lo, hi]``, from
-    one pass that counts the entries below ``lo``, at ``lo`` and at ``hi`` and keeps those in
-    between; ``None`` when a rank falls outside or too many entries fall in between."""
+def _bracketed(chunks: Callable[[], Iterable[np.ndarray]], ranks: tuple[int, int], lo: float,
+               hi: float) -> list[float] | None:
+    """The order statistics ``ranks`` (0-based) of the entries ``chunks()`` yields when they lie
+    in ``[lo, hi]``, from one pass that counts the entries below ``lo``, at ``lo`` and at ``hi``
+    and keeps those in between; ``None`` when a rank falls outside or too many entries fall in
+    between."""
     below = at_lo = at_hi = kept = 0
     inside: list[np.ndarray] = []
-    for chunk in _flat_chunks(values):
+    for chunk in chunks():
         below += int(np.count_nonzero(chunk < lo))
         at_lo += int(np.count_nonzero(chunk == lo))
         if hi > lo:
@@ -118,15 +120,18 @@ def _bracketed(values: np.ndarray, ranks: tuple[int, int], lo: float, hi: float)
     return found
 
 
-def percentile(values: np.ndarray, q: float) -> float:
-    """``np.percentile(values, q)`` (linear interpolation) over every entry, in bounded memory.
+def sampled_percentile(n: int, q: float, sample: np.ndarray,
+                       chunks: Callable[[], Iterable[np.ndarray]],
+                       exact: Callable[[tuple[int, int]], tuple[float, float]]) -> float:
+    """``np.percentile`` (linear interpolation, NumPy's lerp) of ``n`` entries, exactly.
 
-    The two order statistics around ``q`` come from one pass over ``values``, bracketed by the
-    quantiles of a sample of evenly spaced rows (a bracket of +-4, then +-32 standard errors of
-    the sample quantile); should both brackets miss (or hold too many entries), from the
-    chunked histogram selection. Exact: the answer is NumPy's to the last bit.
+    ``chunks()`` yields all ``n`` entries (in any pieces and order), ``sample`` is a subset of
+    them (any order; all of them when ``sample.size == n``) and ``exact(ranks)`` gives the two
+    order statistics by another route. The two order statistics around ``q`` come from one
+    pass over ``chunks()``, bracketed by the sample's quantiles (+-4, then +-32 standard errors
+    of the sample quantile); should both brackets miss (or hold too many entries), from
+    ``exact``. The answer is NumPy's to the last bit.
     """
-    n = int(np.prod(values.shape))
     if n == 0:
         raise InvalidInputError("cannot take a percentile of an empty array")
     if not 0.0 <= q <= 100.0:
@@ -135,28 +140,43 @@ def percentile(values: np.ndarray, q: float) -> float:
     below = int(np.floor(index))
     frac = index - below
     ranks = (below, min(below + 1, n - 1))
-    sample = _sample(values)
     m = sample.size
     if m == n:  # the sample is every entry
-        a, b = float(sample[ranks[0]]), float(sample[ranks[1]])
+        picked = np.partition(sample, list(ranks))
+        a, b = float(picked[ranks[0]]), float(picked[ranks[1]])
     else:
         centre = below / max(n - 1, 1) * (m - 1)
-        for margin in (4.0, 32.0):
-            spread = margin * np.sqrt(m)
-            low, high = int(centre - spread), int(np.ceil(centre + 1 + spread))
-            lo = float(sample[low]) if low > 0 else -np.inf  # the sample's ends bound nothing
-            hi = float(sample[high]) if high < m - 1 else np.inf
-            found = _bracketed(values, ranks, lo, hi)
+        bounds = [(int(centre - margin * np.sqrt(m)), int(np.ceil(centre + 1 + margin * np.sqrt(m))))
+                  for margin in (4.0, 32.0)]
+        inner = sorted({min(max(i, 0), m - 1) for pair in bounds for i in pair})
+        picked = np.partition(sample, inner)
+        for low, high in bounds:
+            lo = float(picked[low]) if low > 0 else -np.inf  # the sample's ends bound nothing
+            hi = float(picked[high]) if high < m - 1 else np.inf
+            found = _bracketed(chunks, ranks, lo, hi)
             if found is not None:
                 a, b = found
                 break
         else:
-            a = _kth_smallest(values, below)
-            b = a if ranks[1] == below else _next_above(values, a, below)
+            a, b = exact(ranks)
     if frac == 0.0:
         return a
     # numpy's lerp, evaluated from the nearer end exactly as np.percentile does
     return float(a + (b - a) * frac) if frac < 0.5 else float(b - (b - a) * (1.0 - frac))
+
+
+def percentile(values: np.ndarray, q: float) -> float:
+    """``np.percentile(values, q)`` (linear interpolation) over every entry, in bounded memory:
+    ``sampled_percentile`` over flat chunks of ``values`` with a sample of evenly spaced rows,
+    else the chunked histogram selection. Exact: the answer is NumPy's to the last bit.
+    """
+    def exact(ranks: tuple[int, int]) -> tuple[float, float]:
+        a = _kth_smallest(values, ranks[0])
+        return a, (a if ranks[1] == ranks[0] else _next_above(values, a, ranks[0]))
+
+    n = int(np.prod(values.shape))
+    sample = _sample(values) if n else np.empty(0)
+    return sampled_percentile(n, q, sample, lambda: _flat_chunks(values), exact)
 
 
 def _next_above(values: np.ndarray, a: float, rank: int) -> float:
