@@ -171,15 +171,26 @@ class LINe(Detector):
         weight_cut = backend.tensor(self.weight_cut_, torch.float64)
         activation_mask = self.activation_mask_.to(backend.device)
         predicted = np.empty(len(features), dtype=np.int64)
-        for sl in backend.rows(len(features), max(weight.shape), 8):
+
+        def predict(sl: slice) -> None:
             clipped = backend.tensor(features[sl], torch.float64).clamp(max=self.clip_)
             predicted[sl] = torch.addmm(bias64, clipped, weight64.T).argmax(dim=1).cpu().numpy()
+
+        backend.run_chunks(backend.rows(len(features), max(weight.shape), 8), predict)
         out = np.empty(len(features), dtype=np.float64)
-        for c in np.unique(predicted):
-            masked_weight = weight * (importance[c][None, :] * weight64 > weight_cut[c])
-            rows = np.flatnonzero(predicted == c)
-            for sl in backend.rows(len(rows), max(weight.shape)):
-                f = backend.tensor(features[rows[sl]], dtype).clamp(max=self.clip_)
-                f = f * activation_mask[c]
-                out[rows[sl]] = to_host(neg_energy(torch.addmm(bias, f, masked_weight.T)))
+        classes = np.unique(predicted)
+
+        def score(some: slice) -> None:  # a few predicted classes: their masks, their rows
+            for c in classes[some]:
+                masked_weight = weight * (importance[c][None, :] * weight64 > weight_cut[c])
+                rows = np.flatnonzero(predicted == c)
+                for sl in backend.rows(len(rows), max(weight.shape)):
+                    f = backend.tensor(features[rows[sl]], dtype).clamp(max=self.clip_)
+                    f = f * activation_mask[c]
+                    out[rows[sl]] = to_host(neg_energy(torch.addmm(bias, f, masked_weight.T)))
+
+        # the classes are independent (disjoint rows of ``out``): on the CPU they run on the
+        # single-threaded workers, each class's C x D mask in one worker
+        step = max(1, len(classes) // 64)
+        backend.run_chunks((slice(s, s + step) for s in range(0, len(classes), step)), score)
         return out
