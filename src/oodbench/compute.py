@@ -177,14 +177,20 @@ os.register_at_fork(after_in_child=_forget_workers_after_fork)
 
 
 def _one_intra_op_thread(started: threading.Barrier) -> None:
-    """Make this worker thread run torch ops (and MKL) on one thread, then wait for the others."""
+    """Make this worker thread run torch ops (and MKL) on one thread, and faiss' searches (its
+    OpenMP loops and its OpenBLAS, which uses the same OpenMP runtime) too, then wait for the
+    others. OpenMP's thread count is per thread: the caller's own faiss keeps its threads."""
     torch.get_num_threads()  # torch's per-thread initialisation first: it would undo the next line
     torch.set_num_threads(1)
+    import faiss
+
+    faiss.omp_set_num_threads(1)
     started.wait()
 
 
 def _single_thread_workers(size: int) -> ThreadPoolExecutor:
-    """The process's pool of ``size`` worker threads with one intra-op torch thread each.
+    """The process's pool of ``size`` worker threads with one intra-op torch (and faiss) thread
+    each.
 
     ``torch.set_num_threads`` in a worker also sets the count that threads started later begin
     with, so every worker is started and set up at once (a barrier) and the caller's own count

@@ -74,13 +74,20 @@ def _all_float64(det, acts) -> np.ndarray:
 
 
 def _candidates(det, acts) -> torch.Tensor:
-    """How many templates pass KLM's float32 screen on each row."""
+    """How many templates pass KLM's float32 screen on each row; checks on the way that they
+    include every template the exact test ``a_k + slack_k >= max_j (a_j - slack_j)`` keeps
+    (the float32 products' rounding bound, recomputed here from the module docstring)."""
     from oodbench.detectors import klm
     from oodbench.detectors._math import log_softmax
 
-    narrow, slack = klm._float32_screen(det.log_templates_)
-    approx = (log_softmax(acts.logits).exp().float() @ narrow.T).double()
-    return (approx + slack >= (approx - slack).amax(dim=1, keepdim=True)).sum(dim=1)
+    p = log_softmax(acts.logits).exp()
+    screened = klm._screened(p, klm._float32_screen(det.log_templates_))[0]
+    logs = det.log_templates_
+    slack = 2.0 * (logs.shape[1] + 3) * 2.0**-24 * logs.abs().amax(dim=1)
+    approx = (p.float() @ logs.float().T).double()
+    exact = approx + slack >= (approx - slack).amax(dim=1, keepdim=True)
+    assert not (exact & ~screened).any(), "the screen dropped a template that can hold the maximum"
+    return screened.sum(dim=1)
 
 
 @pytest.mark.filterwarnings("ignore:detector 'klm'")
@@ -118,8 +125,8 @@ def test_float32_screen_keeps_templates_float32_cannot_hold(make_acts):
     train = make_acts(800, 12, 16, seed=3)
     det = create("klm").fit(id_val=train)
     det.log_templates_[2, 5] = torch.finfo(torch.float64).min
-    narrow, slack = klm._float32_screen(det.log_templates_)
-    assert torch.isinf(slack[2]) and torch.isfinite(narrow).all()
+    screen = klm._float32_screen(det.log_templates_)
+    assert screen.always.tolist() == [2] and torch.isfinite(screen.narrow).all()
     test = make_acts(300, 12, 16, seed=4)
     np.testing.assert_allclose(det.score(test), _all_float64(det, test), rtol=1e-13, atol=1e-13)
 

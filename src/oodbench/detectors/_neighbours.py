@@ -35,13 +35,20 @@ def normalized_float32(features: np.ndarray) -> np.ndarray:
     out = np.empty(features.shape, dtype=np.float32)
 
     def one(rows: slice) -> None:
-        chunk = np.asarray(features[rows], dtype=np.float32)
-        norms = np.sqrt(np.einsum("ij,ij->i", chunk, chunk, dtype=np.float64))
-        np.divide(chunk, np.maximum(norms, 1e-12).astype(np.float32)[:, None], out=out[rows])
+        _unit_rows(features[rows], out=out[rows])
 
     backend = current()
     backend.run_chunks(backend.rows(len(features), features.shape[1], 8), one)
     return out
+
+
+def _unit_rows(rows: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """One chunk of ``normalized_float32``, in this thread (into ``out`` when given)."""
+    chunk = np.asarray(rows, dtype=np.float32)
+    norms = np.sqrt(np.einsum("ij,ij->i", chunk, chunk, dtype=np.float64))
+    if out is None:
+        out = np.empty(chunk.shape, dtype=np.float32)
+    return np.divide(chunk, np.maximum(norms, 1e-12).astype(np.float32)[:, None], out=out)
 
 
 def _gpu_index(bank: np.ndarray, metric: str, backend: Backend) -> tuple[faiss.Index, object]:
@@ -98,9 +105,15 @@ class NeighbourIndex:
         (N, k), best first; the queries are normalised and searched chunk by chunk."""
         out = np.empty((len(features), k), dtype=np.float32)
         backend = self.backend
-        if self.host_bank_ is not None or self.gpu_index_ is not None:
+        if self.gpu_index_ is not None:
             for rows in backend.rows(len(features), features.shape[1], 8):
                 out[rows] = self._faiss_search(normalized_float32(features[rows]), k)
+            return out
+        if self.host_bank_ is not None:  # chunks on the single-threaded workers (faiss too)
+            def one(rows: slice) -> None:
+                out[rows] = self._faiss_search(_unit_rows(features[rows]), k)
+
+            backend.run_chunks(backend.rows(len(features), features.shape[1], 8), one)
             return out
         # query rows per tile: the (rows x bank block) similarity tile stays within chunk_bytes
         query_rows = max(1, min(1024, backend.chunk_bytes // (4 * max(k, 1024))))
