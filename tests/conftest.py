@@ -23,6 +23,27 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory):
         os.environ["OODBENCH_CACHE"] = old
 
 
+#: tests that share one session fixture, or a resource, run on one pytest-xdist worker
+#: (``make test`` runs ``pytest -n 2 --dist loadgroup``): the fixture is built once, and two
+#: local Ray clusters never start side by side
+XDIST_GROUPS = {
+    "lite0_imagenet_val": "lite0",  # the 1,300-image extraction
+    "quick_tour_run": "quick-tour",  # the README's quick tour (with `oodbench demo`)
+}
+RAY_MODULES = ("test_ray_shards.py", "test_ray_executor.py")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Put the tests of ``XDIST_GROUPS`` and ``RAY_MODULES`` into their pytest-xdist groups."""
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        group = next((g for name, g in XDIST_GROUPS.items() if name in fixtures), None)
+        if group is None and item.path.name in RAY_MODULES:
+            group = "ray"
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
 def shared_path(*parts: str) -> Path:
     """A path under ../shared/data; skips the test with a reason when it is absent."""
     path = SHARED_DATA.joinpath(*parts)
@@ -73,3 +94,12 @@ def one_thread():
 
     with torch_threads(1):
         yield
+
+
+@pytest.fixture(scope="session")
+def quick_tour_run(_isolated_cache, tmp_path_factory: pytest.TempPathFactory):
+    """The README's quick tour, run once per session in a fresh folder (``tests/_quick_tour.py``);
+    its ``failure`` says which command failed."""
+    from tests._quick_tour import run_quick_tour
+
+    return run_quick_tour(tmp_path_factory.mktemp("quick-tour"))

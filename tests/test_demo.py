@@ -14,7 +14,7 @@ from sklearn.metrics import roc_auc_score
 from oodbench import detectors
 from oodbench.cli.main import main
 from oodbench.data.demo import KINDS, demo_data
-from oodbench.demo import COOD_NAME, DEMO_K, DEMO_LEVELS, FAR_NAME, run_demo
+from oodbench.demo import COOD_NAME, DEMO_K, DEMO_LEVELS, FAR_NAME
 from oodbench.demo_losses import DETECTORS as LOSS_DETECTORS
 from oodbench.demo_losses import LOSSES
 from oodbench.models.small_cnn import SmallCNN
@@ -29,7 +29,7 @@ def msp(model: SmallCNN, images: np.ndarray) -> np.ndarray:
 
 
 @pytest.mark.heavy
-def test_demo_runs_checks_out_and_is_deterministic(tmp_path, monkeypatch):
+def test_demo_runs_checks_out_and_is_deterministic(tmp_path, monkeypatch, quick_tour_run):
     monkeypatch.setenv("OODBENCH_CACHE", str(tmp_path / "cache-a"))
     out = tmp_path / "a"
     result = CliRunner().invoke(main, ["demo", "--out", str(out), "--no-progress"], terminal_width=200)
@@ -103,9 +103,11 @@ def test_demo_runs_checks_out_and_is_deterministic(tmp_path, monkeypatch):
     assert "| small_cnn | react | letters, photos, textures, noise | textures | auroc |" in section
     assert "not comparable: backbone and weights: published ResNet-50" in section
 
-    # a second run from scratch (fresh cache: a new forward pass) gives identical values
-    monkeypatch.setenv("OODBENCH_CACHE", str(tmp_path / "cache-b"))
-    again = run_demo(tmp_path / "b", progress=False).results
+    # a second run from scratch gives identical values: the quick tour's `oodbench demo`
+    # (another process, a fresh cache: a new training run and forward pass; tests/_quick_tour.py)
+    tour_demo = quick_tour_run.folder / "oodbench-demo"
+    assert (tour_demo / "report.html").is_file(), quick_tour_run.failure
+    again = ResultsTable(tour_demo).read()
     key = ["benchmark", "detector", "hyperparams", "group", "metric"]
     a = rows.sort_values(key).reset_index(drop=True)
     b = again.sort_values(key).reset_index(drop=True)
