@@ -24,8 +24,8 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory):
 
 
 #: tests that share one session fixture, or a resource, run on one pytest-xdist worker
-#: (``make test`` runs ``pytest -n 2 --dist loadgroup``): the fixture is built once, and two
-#: local Ray clusters never start side by side
+#: (``TEST_WORKERS=N make test`` runs ``pytest -n N --dist loadgroup``): the fixture is built
+#: once, and two local Ray clusters never start side by side
 XDIST_GROUPS = {
     "lite0_imagenet_val": "lite0",  # the 1,300-image extraction
     "quick_tour_run": "quick-tour",  # the README's quick tour (with `oodbench demo`)

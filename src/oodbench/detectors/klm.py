@@ -158,13 +158,11 @@ def _best_cross_terms(p: torch.Tensor, log_templates: torch.Tensor, screen: _Scr
     """
     if screen is None:
         return (p @ log_templates.T).max(dim=1).values
-    candidates, top = _screened(p, screen)
-    count = torch.from_numpy(np.count_nonzero(candidates.numpy(), axis=1)) if not p.is_cuda \
-        else candidates.sum(dim=1)
-    best = torch.empty(len(p), dtype=torch.float64, device=p.device)
+    candidates, count, top = _screened(p, screen)
     single = count == 1  # the row's float32 maximum is its only candidate
     if bool(single.all()):
         return torch.linalg.vecdot(p, log_templates[top])
+    best = torch.empty(len(p), dtype=torch.float64, device=p.device)
     if bool(single.any()):
         best[single] = torch.linalg.vecdot(p[single], log_templates[top[single]])
     many = count > _MAX_CANDIDATES
@@ -188,17 +186,17 @@ def _best_of_candidates(p: torch.Tensor, log_templates: torch.Tensor, candidates
     return best
 
 
-def _screened(p: torch.Tensor, screen: _Screen) -> tuple[torch.Tensor, torch.Tensor]:
-    """(rows, K) mask of the candidate templates, and each row's float32 argmax: the float32
-    products within ``screen.width`` of the row's float32 maximum (the band's lower edge
-    rounded down to float32), plus the templates that are always candidates.
+def _screened(p: torch.Tensor, screen: _Screen) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(rows, K) mask of the candidate templates, their count per row, and each row's float32
+    argmax: the float32 products within ``screen.width`` of the row's float32 maximum (the
+    band's lower edge rounded down to float32), plus the templates that are always candidates.
 
-    On the CPU the three passes run in NumPy (``max``, ``argmax`` and the comparison there
+    On the CPU the passes run in NumPy (``max``, ``argmax``, the comparison and the count there
     take a fifth of the time of torch's ``max`` with indices and comparison); the same values.
     """
     approx = p.to(torch.float32) @ screen.narrow.T
-    if approx.device.type == "cpu":
-        values = approx.numpy()
+    values = approx.numpy() if approx.device.type == "cpu" else None  # the NumPy passes
+    if values is not None:
         top_value, top = torch.from_numpy(values.max(axis=1)), torch.from_numpy(values.argmax(axis=1))
     else:
         top_value, top = approx.amax(dim=1), approx.argmax(dim=1)
@@ -206,10 +204,14 @@ def _screened(p: torch.Tensor, screen: _Screen) -> tuple[torch.Tensor, torch.Ten
     edge32 = edge.to(torch.float32)
     edge32 = torch.where(edge32.to(torch.float64) > edge,
                          torch.nextafter(edge32, torch.full_like(edge32, -torch.inf)), edge32)
-    if approx.device.type == "cpu":
+    if values is not None:
         candidates = torch.from_numpy(values >= edge32.numpy()[:, None])
     else:
         candidates = approx >= edge32[:, None]
     if screen.always.numel():
         candidates[:, screen.always] = True
-    return candidates, top
+    if values is not None:
+        count = torch.from_numpy(np.count_nonzero(candidates.numpy(), axis=1))
+    else:
+        count = candidates.sum(dim=1)
+    return candidates, count, top
