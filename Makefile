@@ -28,10 +28,10 @@ lint: $(DEV_STAMP)
 typecheck: $(DEV_STAMP)
 	$(BIN)/mypy
 
-# pytest-xdist workers: 0 runs the suite in one process (the default; on 2 cores, 2 workers
-# took 19.0 against 20.6 min); tests that share a session fixture or a Ray cluster share a
-# worker (tests/conftest.py)
-TEST_WORKERS ?= 0
+# pytest-xdist workers: one per core (`TEST_WORKERS=0` runs the suite in one process); each
+# worker computes with one thread (tests/conftest.py), and the tests that share a session
+# fixture or a Ray cluster share a worker
+TEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 1)
 
 test: lint typecheck
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup

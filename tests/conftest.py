@@ -33,6 +33,22 @@ XDIST_GROUPS = {
 RAY_MODULES = ("test_ray_shards.py", "test_ray_executor.py")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """A pytest-xdist worker computes with one thread (torch, OpenMP and the BLAS of NumPy and
+    faiss): ``make test`` runs one worker per core, and two workers of two threads each on two
+    cores spend their time waiting on each other's spinning threads. Tests that need several
+    threads set them themselves (``torch.set_num_threads(2)`` in tests/test_compute.py)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(name, "1")  # for the subprocesses a test starts, too
+    import threadpoolctl
+    import torch
+
+    torch.set_num_threads(1)
+    threadpoolctl.threadpool_limits(1)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Put the tests of ``XDIST_GROUPS`` and ``RAY_MODULES`` into their pytest-xdist groups."""
     for item in items:
