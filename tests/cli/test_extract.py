@@ -129,3 +129,43 @@ def test_real_imagenet_images_in_both_layouts_give_the_real_accuracy(
     assert result.exit_code == 0, result.output
     assert "10 classes of ImageFolder mapped onto the model's class indices" in result.output
     assert f"{np.mean(expected):.4f} ({len(expected)} labelled images)" in result.output
+
+
+def test_a_resumed_extraction_says_how_many_images_came_from_the_cache(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Issue 33 item 2: interrupted after two shards of one image pair each, the second run reads
+    those images from the cache and computes the rest; the output gives both counts."""
+    import json
+
+    from oodbench.cli.main import EXIT_INTERRUPTED
+    from oodbench.extract.forward import ForwardPass
+
+    args = ["extract", "timm:test_resnet", str(folder), "--random-init", "-b", "2",
+            "--shard-size", "2", "--no-progress"]
+    forward, calls = ForwardPass._forward, []
+
+    def ctrl_c_at_the_third_batch(self, batch, ids):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return forward(self, batch, ids)
+
+    runner = CliRunner()
+    with monkeypatch.context() as patch:
+        patch.setattr(ForwardPass, "_forward", ctrl_c_at_the_third_batch)
+        first = runner.invoke(main, args, env={"COLUMNS": "200"})
+    assert first.exit_code == EXIT_INTERRUPTED, first.output
+    (entry,) = list_cache()
+    manifest = json.loads((Path(entry["path"]) / "manifest.json").read_text())
+    n = manifest["source"]["n"]
+    kept = len(manifest["shards"]) * manifest["shard_size"]  # whole shards of 2: not the last one
+    assert 0 < kept < n
+    with pytest.warns(SkippedImagesWarning):
+        resumed = runner.invoke(main, args, env={"COLUMNS": "200"})
+    assert resumed.exit_code == 0, resumed.output
+    assert (f"written, resumed: {kept} images read from the cache, {n - kept} computed"
+            in resumed.output)
+    with pytest.warns(SkippedImagesWarning):
+        again = runner.invoke(main, args, env={"COLUMNS": "200"})
+    assert "hit (no forward pass)" in again.output and "computed" not in again.output
