@@ -169,3 +169,38 @@ def test_a_resumed_extraction_says_how_many_images_came_from_the_cache(
     with pytest.warns(SkippedImagesWarning):
         again = runner.invoke(main, args, env={"COLUMNS": "200"})
     assert "hit (no forward pass)" in again.output and "computed" not in again.output
+
+
+def test_a_flat_folder_of_images_is_extracted_as_run_reads_an_ood_group(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Issue 33 item 4: extract refused a flat folder of images that `oodbench run` takes as an
+    OOD group. It reads it as run does (unlabelled, OodFolder), so run's extraction is a hit."""
+    import torch
+
+    from oodbench.data.spec import OodSourceSpec
+    from oodbench.extract import extract
+    from oodbench.models import load
+    from oodbench.run.build import build_source
+
+    monkeypatch.setenv("OODBENCH_CACHE", str(tmp_path / "cache"))
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    rng = np.random.default_rng(2)
+    count = 4
+    for i in range(count):
+        Image.fromarray(rng.integers(0, 256, (18, 18, 3), dtype=np.uint8)).save(flat / f"{i}.png")
+    result = CliRunner().invoke(main, ["extract", "timm:test_resnet", str(flat), "--random-init",
+                                       "-b", "2", "--no-progress"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert f"{count} of {count} images" in result.output
+    assert f"written ({count} images computed)" in result.output
+    assert "top-1 accuracy" not in result.output  # no labels, no accuracy
+    (entry,) = list_cache()
+    assert entry["n"] == count and entry["key"] in result.output
+    assert (np.load(Path(entry["path"]) / "labels.npy") == -1).all()
+    torch.manual_seed(0)  # the CLI's random-init weights
+    model = load("timm:test_resnet", pretrained=False)
+    source = build_source(OodSourceSpec.model_validate({"folder": str(flat)}))
+    again = extract(model, source, batch_size=2, progress=False)
+    assert again.meta["cache_hit"] and again.meta["cache_key"] == entry["key"]

@@ -59,7 +59,8 @@ def extract_cmd(
     PATH holds one sub-folder per class (ImageFolder; folders named by the model's classes, such
     as ImageNet wnids, get those class indices as labels), or images (in PATH or PATH/images)
     listed with their labels in PATH/labels.txt, or ImageNet validation images with their
-    labels. A second run is a cache hit.
+    labels, or only images (unlabelled OOD images, as `oodbench run` reads an OOD group's
+    folder: the run reuses this extraction). A second run is a cache hit.
     """
     import torch
 
@@ -72,7 +73,7 @@ def extract_cmd(
     if not pretrained:
         torch.manual_seed(0)  # random weights, but the same ones each run (so the cache hits)
     model = load(model_spec, pretrained=pretrained, weights=weights)
-    source = open_folder(path)
+    source = open_folder(path, flat_ood=True)
     acts = extract(
         model, source, capture=names, batch_size=batch_size, device=device, amp=amp,
         num_workers=_workers(num_workers), feature_map_dtype=feature_map_dtype,
