@@ -123,7 +123,7 @@ def test_offline_leaderboard_full_precision_and_truncated() -> None:
 
 
 def test_show(tmp_path: Path) -> None:
-    png = tmp_path / "vit.png"
+    png = tmp_path / "out" / "vit.png"  # its folder is created (examples/out/ in a fresh clone)
     result = _invoke("paper", "show", "vit_large_patch32_384", "--kappa", "max_logit", "--png",
                      str(png))
     assert result.exit_code == 0, result.output

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import click
 import numpy as np
@@ -179,7 +180,7 @@ def leaderboard_cmd(kappa: str, levels: str, top: int, model: str | None, metric
 def show_cmd(model: str, kappa: str | None, png: Path | None, fmt: str, digits: int | None,
              truncate: bool, csv: Path | None) -> None:
     """Every published level and metric of one MODEL, with its severity curve."""
-    from oodbench.results import paper, plots
+    from oodbench.results import paper
 
     df = _load(csv)
     rows = paper.get(model, kappa, df=df)
@@ -196,9 +197,16 @@ def show_cmd(model: str, kappa: str | None, png: Path | None, fmt: str, digits: 
             click.echo(f"{k:<{width}}  {sparkline(auroc)}  AUROC {_cell(float(auroc[0]), digits)}"
                        f" (level 0) -> {_cell(float(auroc[-1]), digits)} (level {len(auroc) - 1})")
     if png is not None:
-        fig = paper.plot_model_curves(df, model)
-        png.write_bytes(plots.to_png(fig))
-        click.echo(f"wrote {png}", err=True)
+        _write_png(png, paper.plot_model_curves(df, model))
+
+
+def _write_png(png: Path, fig: Any, note: str = "") -> None:
+    """Write ``fig`` to ``png`` (its folder created, e.g. examples/out/ in a fresh clone)."""
+    from oodbench.results import plots
+
+    png.parent.mkdir(parents=True, exist_ok=True)
+    png.write_bytes(plots.to_png(fig))
+    click.echo(f"wrote {png}{note}", err=True)
 
 
 def _read_results(results: Path) -> pd.DataFrame:
@@ -258,7 +266,7 @@ def rank_cmd(results: Path, kappa: str | None, metric: str, allow_mismatch: bool
     of ``oodbench run`` (its C-OOD rows are used). Results whose benchmark differs from the
     paper's (levels, window, ID set) are refused unless --allow-mismatch.
     """
-    from oodbench.results import paper, plots
+    from oodbench.results import paper
 
     mine = _read_results(results)
     df = _load(csv)
@@ -286,9 +294,8 @@ def rank_cmd(results: Path, kappa: str | None, metric: str, allow_mismatch: bool
         if not panels:
             click.echo(f"{png} not written: no detector has a published kappa", err=True)
             return
-        fig = paper.plot_rank(df, mine, kappa=kappa, metric=metric)
-        png.write_bytes(plots.to_png(fig))
-        click.echo(f"wrote {png} (kappa {', '.join(panels)})", err=True)
+        _write_png(png, paper.plot_rank(df, mine, kappa=kappa, metric=metric),
+                   f" (kappa {', '.join(panels)})")
 
 
 @paper_cmd.command("findings")
