@@ -129,3 +129,78 @@ def test_real_imagenet_images_in_both_layouts_give_the_real_accuracy(
     assert result.exit_code == 0, result.output
     assert "10 classes of ImageFolder mapped onto the model's class indices" in result.output
     assert f"{np.mean(expected):.4f} ({len(expected)} labelled images)" in result.output
+
+
+def test_a_resumed_extraction_says_how_many_images_came_from_the_cache(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Issue 33 item 2: interrupted after two shards of one image pair each, the second run reads
+    those images from the cache and computes the rest; the output gives both counts."""
+    import json
+
+    from oodbench.cli.main import EXIT_INTERRUPTED
+    from oodbench.extract.forward import ForwardPass
+
+    args = ["extract", "timm:test_resnet", str(folder), "--random-init", "-b", "2",
+            "--shard-size", "2", "--no-progress"]
+    forward, calls = ForwardPass._forward, []
+
+    def ctrl_c_at_the_third_batch(self, batch, ids):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return forward(self, batch, ids)
+
+    runner = CliRunner()
+    with monkeypatch.context() as patch:
+        patch.setattr(ForwardPass, "_forward", ctrl_c_at_the_third_batch)
+        first = runner.invoke(main, args, env={"COLUMNS": "200"})
+    assert first.exit_code == EXIT_INTERRUPTED, first.output
+    (entry,) = list_cache()
+    manifest = json.loads((Path(entry["path"]) / "manifest.json").read_text())
+    n = manifest["source"]["n"]
+    kept = len(manifest["shards"]) * manifest["shard_size"]  # whole shards of 2: not the last one
+    assert 0 < kept < n
+    with pytest.warns(SkippedImagesWarning):
+        resumed = runner.invoke(main, args, env={"COLUMNS": "200"})
+    assert resumed.exit_code == 0, resumed.output
+    assert (f"written, resumed: {kept} images read from the cache, {n - kept} computed"
+            in resumed.output)
+    with pytest.warns(SkippedImagesWarning):
+        again = runner.invoke(main, args, env={"COLUMNS": "200"})
+    assert "hit (no forward pass)" in again.output and "computed" not in again.output
+
+
+def test_a_flat_folder_of_images_is_extracted_as_run_reads_an_ood_group(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Issue 33 item 4: extract refused a flat folder of images that `oodbench run` takes as an
+    OOD group. It reads it as run does (unlabelled, OodFolder), so run's extraction is a hit."""
+    import torch
+
+    from oodbench.data.spec import OodSourceSpec
+    from oodbench.extract import extract
+    from oodbench.models import load
+    from oodbench.run.build import build_source
+
+    monkeypatch.setenv("OODBENCH_CACHE", str(tmp_path / "cache"))
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    rng = np.random.default_rng(2)
+    count = 4
+    for i in range(count):
+        Image.fromarray(rng.integers(0, 256, (18, 18, 3), dtype=np.uint8)).save(flat / f"{i}.png")
+    result = CliRunner().invoke(main, ["extract", "timm:test_resnet", str(flat), "--random-init",
+                                       "-b", "2", "--no-progress"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert f"{count} of {count} images" in result.output
+    assert f"written ({count} images computed)" in result.output
+    assert "top-1 accuracy" not in result.output  # no labels, no accuracy
+    (entry,) = list_cache()
+    assert entry["n"] == count and entry["key"] in result.output
+    assert (np.load(Path(entry["path"]) / "labels.npy") == -1).all()
+    torch.manual_seed(0)  # the CLI's random-init weights
+    model = load("timm:test_resnet", pretrained=False)
+    source = build_source(OodSourceSpec.model_validate({"folder": str(flat)}))
+    again = extract(model, source, batch_size=2, progress=False)
+    assert again.meta["cache_hit"] and again.meta["cache_key"] == entry["key"]

@@ -123,7 +123,7 @@ def test_offline_leaderboard_full_precision_and_truncated() -> None:
 
 
 def test_show(tmp_path: Path) -> None:
-    png = tmp_path / "vit.png"
+    png = tmp_path / "out" / "vit.png"  # its folder is created (examples/out/ in a fresh clone)
     result = _invoke("paper", "show", "vit_large_patch32_384", "--kappa", "max_logit", "--png",
                      str(png))
     assert result.exit_code == 0, result.output
@@ -196,3 +196,37 @@ def test_findings(tmp_path: Path) -> None:
     assert "1 listed explicitly: resnetv2_50x1_bit_distilled" in result.output
     for kappa in ("max_logit", "entropy", "odin", "mc_dropout"):
         assert f"{kappa} better on " in result.output
+
+
+def test_rank_png_is_the_file_asked_for_with_labelled_rows_at_their_levels(tmp_path: Path) -> None:
+    """Issue 33 item 3: `--png rank.png` wrote rank-msp.png and rank-mc_dropout.png; the two
+    knn configurations were two identical 'knn' rows; two levels were compared with (and drawn
+    at) the paper's levels 0 and 1. Now: exactly rank.png, one panel per published kappa;
+    rows labelled by configuration; the hardest of two levels at the paper's level 10."""
+    import io
+    import json
+
+    from oodbench.results.table import from_wide
+
+    configs = [("msp", {}), ("mc_dropout", {"passes": 2}), ("knn", {"k": 1}), ("knn", {"k": 3})]
+    wide = pd.DataFrame([{"detector": name, "hyperparams": json.dumps(hp), "group": f"level_{i}",
+                          "level": i, "percentile": float(i), "n_levels": 2, "auroc": 0.9 - i / 4,
+                          "n_id": 18, "n_ood": 6, "n_classes": 1}
+                         for name, hp in configs for i in (0, 1)])
+    out = tmp_path / "run-output"
+    out.mkdir()
+    from_wide(wide, model="m", benchmark="cood", cell="c", seconds=1.0,
+              time="t").to_parquet(out / "results.parquet")
+    figures = tmp_path / "figures"
+    figures.mkdir()
+    result = CliRunner().invoke(main, ["paper", "rank", str(out), "--allow-mismatch", "--png",
+                                       str(figures / "rank.png"), "--format", "csv"])
+    assert result.exit_code == 0, result.output
+    assert [p.name for p in figures.iterdir()] == ["rank.png"]
+    assert (figures / "rank.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"wrote {figures / 'rank.png'} (kappa mc_dropout, softmax)" in result.stderr
+    assert "no curve for knn" in result.stderr
+    ranked = pd.read_csv(io.StringIO(result.stdout))
+    assert ranked.groupby("label").size().to_dict() == {
+        "knn (k=1)": 2, "knn (k=3)": 2, "mc_dropout": 2, "msp": 2}
+    assert ranked["paper_level"].tolist() == [0, 10] * 4

@@ -178,3 +178,27 @@ def test_an_ood_folder_is_every_image_below_it_unlabelled(tree: Path, tmp_path: 
     (tmp_path / "empty" / "sub").mkdir(parents=True)
     with pytest.raises(EmptyInputError, match="holds no images"):
         OodFolder(tmp_path / "empty")
+
+
+def test_open_folder_reads_a_flat_folder_as_ood_images_only_when_asked(
+    tree: Path, tmp_path: Path
+) -> None:
+    """Issue 33 item 4: ``flat_ood`` (oodbench extract) reads images without sub-folders as an
+    OOD group is read (OodFolder); without it (an experiment's ID source) the ImageFolder error
+    still says how to label them, and class folders stay an ImageFolder either way."""
+    from oodbench.data import open_folder
+
+    flat = tmp_path / "flat"
+    write_image(flat / "b.png", 1)
+    write_image(flat / "a.jpg", 2)
+    (flat / "notes.txt").write_text("not an image")
+    src = open_folder(flat, flat_ood=True)
+    assert isinstance(src, OodFolder) and src.fingerprint() == OodFolder(flat).fingerprint()
+    assert src.labels.tolist() == [-1, -1]
+    with pytest.raises(EmptyInputError, match="2 images lie directly in the root"):
+        open_folder(flat)
+    assert type(open_folder(tree, flat_ood=True)) is ImageFolder
+    (tmp_path / "none").mkdir()
+    (tmp_path / "none" / "notes.txt").write_text("not an image")
+    with pytest.raises(EmptyInputError, match="has no class sub-folders"):
+        open_folder(tmp_path / "none", flat_ood=True)

@@ -59,7 +59,7 @@ def test_a_k_that_is_large_for_the_bank_is_warned_about(make_acts):
     from oodbench.detectors._stats import LargeKWarning
 
     bank = make_acts(650, 10, 16)
-    with pytest.warns(LargeKWarning, match=r"k=50 is 7\.7% of its 650-row bank.*gives k=1;"):
+    with pytest.warns(LargeKWarning, match=r"k=50 is 7\.7% of its 650-row bank.*gives k=1 for"):
         create("knn", k=50).fit(bank)
     with pytest.warns(LargeKWarning, match="k=50 is"):
         create("nnguide", k=50).fit(bank)
@@ -67,3 +67,40 @@ def test_a_k_that_is_large_for_the_bank_is_warned_about(make_acts):
         warnings.simplefilter("error")
         create("knn", k=6).fit(bank)  # 0.9 % of the bank
         create("knn", k=50).fit(make_acts(5000, 10, 16))  # 1 %
+
+
+def test_the_large_k_warning_says_which_k_the_papers_share_gives_and_why():
+    """Issue 33 item 1: the text names the share, the papers' k for this bank and how it follows
+    from the bank size (0.1 % of it, rounded, at least 1), and the bank size where k would fit."""
+    from oodbench.detectors._stats import PAPER_K_SHARE, large_k_message, paper_k
+
+    assert PAPER_K_SHARE == 0.001  # the numbers below: 0.1 % of 24 and of 5,000 rows
+    small = large_k_message("knn", 3, 24)
+    assert small is not None
+    assert small.startswith("knn: k=3 is 12.5% of its 24-row bank, more than 10 times the papers' share.")
+    assert ("0.1% of 24 rows is 0.024, so the papers' share gives k=1 for this bank (the smallest k): "
+            "lower k to 1, or fit on more training images (k=3 is the papers' share of a 3,000-row bank)"
+            ) in small
+    large = large_k_message("knn", 60, 5000)
+    assert large is not None
+    assert "0.1% of 5,000 rows is 5, so the papers' share gives k=5 for this bank: lower k to 5" in large
+    assert "smallest" not in large
+    assert paper_k(24) == 1 and paper_k(5000) == 5 and paper_k(1_281_167) == 1281
+
+
+@pytest.mark.parametrize("rows", [24, 60, 99])
+def test_no_large_k_warning_when_k_is_the_papers_k_for_the_bank(make_acts, rows):
+    """Issue 33 item 1: k=1 of a 24-row bank is 4.2 % of it, but also the k the papers' share
+    gives there: the warning told to use k=1 while k was 1. KNN and NNGuide fit without it."""
+    import warnings
+
+    from oodbench.detectors._stats import LARGE_K_SHARE, large_k_message, paper_k
+
+    k = paper_k(rows)
+    assert k > LARGE_K_SHARE * rows  # over the share that warns, so only the papers' k spares it
+    assert large_k_message("knn", k, rows) is None
+    bank = make_acts(rows, 10, 16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        create("knn", k=k).fit(bank)
+        create("nnguide", k=k).fit(bank)

@@ -125,6 +125,7 @@ def test_ctrl_c_keeps_completed_shards(cache_root: Path):
     model = TinyNet()
     resumed = extract(model, source, batch_size=2, shard_size=4, progress=False)
     assert model.calls == 2
+    assert (resumed.meta["n_cached"], resumed.meta["n_computed"]) == (2 * 4, 12 - 2 * 4)  # 2 kept shards
     clean = extract(TinyNet(), source, batch_size=2, shard_size=4, cache=False, progress=False)
     np.testing.assert_array_equal(resumed.logits, clean.logits)
     np.testing.assert_array_equal(resumed.features, clean.features)

@@ -280,3 +280,65 @@ def test_plot_among_published(df: pd.DataFrame) -> None:
         paper.plot_among_published(df, pd.concat([rows, rows.assign(detector="msp")]))
     fig = paper.plot_model_curves(df, "vit_large_patch32_384")
     assert len(fig.axes[0].get_lines()) == 4
+
+
+# -- issue 33 item 3: each row at its severity level, labelled by its configuration ----------------
+def test_two_levels_are_ranked_and_drawn_at_the_papers_levels_0_and_10(df: pd.DataFrame) -> None:
+    """Level i of n lies at q = i / (n - 1) of the severity order, the paper's level 10 q: the
+    hardest of two levels is compared with the paper's level 10 (not 1) and drawn at x = 10."""
+    two = pd.DataFrame({"detector": "msp", "level": [0, 1], "n_levels": 2, "auroc": [0.9, 0.6]})
+    assert paper.paper_positions(two).tolist() == [0.0, 10.0]
+    recorded = two.drop(columns="n_levels").assign(percentile=[0.0, 1.0])  # CoodBenchmark's q
+    assert paper.paper_positions(recorded).tolist() == [0.0, 10.0]
+    assert paper.paper_positions(cood_rows(4)).tolist() == pytest.approx([0, 10 / 3, 20 / 3, 10])
+    assert paper.paper_positions(two.drop(columns="n_levels")).tolist() == [0.0, 1.0]  # paper's
+    ranked = paper.rank(df, two, allow_mismatch=True)
+    assert ranked["level"].tolist() == [0, 1] and ranked["paper_level"].tolist() == [0, 10]
+    hardest = df[(df["kappa"] == "softmax") & (df["level"] == 10)]["auroc"].to_numpy()
+    assert ranked["n_published"].iloc[1] == hardest.size
+    assert ranked["position"].iloc[1] == 1 + (hardest > 0.6).sum()
+    assert "paper_level" not in paper.rank(df, cood_rows()).columns  # the paper's own levels
+    for fig in (paper.plot_among_published(df, two), paper.plot_rank(df, two)):
+        (mine,) = [line for line in fig.axes[0].get_lines()
+                   if line.get_label().startswith("yours")]
+        assert list(mine.get_xdata()) == [0.0, 10.0] and list(mine.get_ydata()) == [0.9, 0.6]
+    ax = paper.plot_severity_curves(df, [VIT_L32[0]], "softmax", own={"mine": two})
+    assert list(ax.get_lines()[-1].get_xdata()) == [0.0, 10.0]
+
+
+def _configurations(*detectors: object, n_levels: int = 11) -> pd.DataFrame:
+    from oodbench.benchmarks.base import hyperparams_json
+
+    return pd.concat([pd.DataFrame({
+        "detector": det.name, "hyperparams": hyperparams_json(det), "level": range(n_levels),
+        "n_levels": n_levels, "auroc": np.linspace(0.95 - i / 100, 0.6, n_levels)})
+        for i, det in enumerate(detectors)], ignore_index=True)
+
+
+def test_rank_rows_and_curves_are_labelled_by_configuration(df: pd.DataFrame) -> None:
+    """Two knn rows of different k (or two ODIN presets) were two identical 'knn' rows: each
+    row's label names the hyper-parameters that tell the configurations apart."""
+    from oodbench.detectors import create
+    from oodbench.results.leaderboard import detector_labels
+
+    mine = _configurations(create("knn", k=1), create("knn", k=3), create("odin", preset="cood"),
+                           create("odin", preset="cood_code"), create("msp"))
+    ranked = paper.rank(df, mine)
+    assert ranked["label"].tolist() == detector_labels(mine).tolist()
+    labels = list(dict.fromkeys(ranked["label"]))
+    assert len(labels) == 5 and labels[-1] == "msp"
+    assert "k=1" in labels[0] and "k=3" in labels[1] and labels[0].startswith("knn (")
+    assert labels[2] != labels[3] and all(label.startswith("odin (") for label in labels[2:4])
+    assert (ranked.groupby("label").size() == 11).all()
+    given = paper.rank(df, mine.assign(label="mine"))  # a label column the rows carry wins
+    assert set(given["label"]) == {"mine"}
+    panels, missing = paper.rank_panels(mine)
+    assert list(panels) == ["odin", "softmax"] and list(missing) == ["knn"]
+    fig = paper.plot_rank(df, mine)
+    shown = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in shown] == ["kappa = odin", "kappa = softmax"]
+    curves = [line.get_label() for line in shown[0].get_lines()
+              if line.get_label().startswith("yours")]
+    assert curves == [f"yours ({labels[2]})", f"yours ({labels[3]})"]  # no intervals given
+    with pytest.raises(UnknownNameError, match="knn"):
+        paper.plot_rank(df, mine[mine["detector"] == "knn"])

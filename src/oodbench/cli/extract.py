@@ -59,7 +59,8 @@ def extract_cmd(
     PATH holds one sub-folder per class (ImageFolder; folders named by the model's classes, such
     as ImageNet wnids, get those class indices as labels), or images (in PATH or PATH/images)
     listed with their labels in PATH/labels.txt, or ImageNet validation images with their
-    labels. A second run is a cache hit.
+    labels, or only images (unlabelled OOD images, as `oodbench run` reads an OOD group's
+    folder: the run reuses this extraction). A second run is a cache hit.
     """
     import torch
 
@@ -72,7 +73,7 @@ def extract_cmd(
     if not pretrained:
         torch.manual_seed(0)  # random weights, but the same ones each run (so the cache hits)
     model = load(model_spec, pretrained=pretrained, weights=weights)
-    source = open_folder(path)
+    source = open_folder(path, flat_ood=True)
     acts = extract(
         model, source, capture=names, batch_size=batch_size, device=device, amp=amp,
         num_workers=_workers(num_workers), feature_map_dtype=feature_map_dtype,
@@ -83,7 +84,7 @@ def extract_cmd(
     table.add_column()
     table.add_column(overflow="fold")  # long keys and paths wrap, never end in "..."
     table.add_row("cache key", meta["cache_key"])
-    table.add_row("cache", "hit (no forward pass)" if meta["cache_hit"] else "written")
+    table.add_row("cache", _cache_state(meta))
     table.add_row("rows", f"{len(acts)} of {meta['n_source']} images")
     table.add_row("skipped", str(len(meta["skipped"])))
     for name in ("logits", "features", "feature_map"):
@@ -104,3 +105,13 @@ def extract_cmd(
         table.add_row("speed", f"{timings['images'] / timings['total_s']:.1f} images/s")
     table.add_row("path", str(meta["cache_path"]))
     console().print(table)  # not squeezed to 80 columns when piped: whole keys and paths
+
+
+def _cache_state(meta: dict) -> str:
+    """The cache row: a hit, a new entry, or a resumed one with how many images came from where."""
+    if meta["cache_hit"]:
+        return "hit (no forward pass)"
+    if not meta["n_cached"]:
+        return f"written ({meta['n_computed']} images computed)"
+    return (f"written, resumed: {meta['n_cached']} images read from the cache, "
+            f"{meta['n_computed']} computed")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import click
 import numpy as np
@@ -13,7 +14,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from oodbench.errors import EmptyInputError, InvalidInputError, MissingDataError, UnknownNameError
+from oodbench.errors import EmptyInputError, InvalidInputError, MissingDataError
 
 _CSV_HELP = (
     "a local copy of all_paper_results.csv (default: the copy bundled with oodbench, "
@@ -179,7 +180,7 @@ def leaderboard_cmd(kappa: str, levels: str, top: int, model: str | None, metric
 def show_cmd(model: str, kappa: str | None, png: Path | None, fmt: str, digits: int | None,
              truncate: bool, csv: Path | None) -> None:
     """Every published level and metric of one MODEL, with its severity curve."""
-    from oodbench.results import paper, plots
+    from oodbench.results import paper
 
     df = _load(csv)
     rows = paper.get(model, kappa, df=df)
@@ -196,13 +197,21 @@ def show_cmd(model: str, kappa: str | None, png: Path | None, fmt: str, digits: 
             click.echo(f"{k:<{width}}  {sparkline(auroc)}  AUROC {_cell(float(auroc[0]), digits)}"
                        f" (level 0) -> {_cell(float(auroc[-1]), digits)} (level {len(auroc) - 1})")
     if png is not None:
-        fig = paper.plot_model_curves(df, model)
-        png.write_bytes(plots.to_png(fig))
-        click.echo(f"wrote {png}", err=True)
+        _write_png(png, paper.plot_model_curves(df, model))
+
+
+def _write_png(png: Path, fig: Any, note: str = "") -> None:
+    """Write ``fig`` to ``png`` (its folder created, e.g. examples/out/ in a fresh clone)."""
+    from oodbench.results import plots
+
+    png.parent.mkdir(parents=True, exist_ok=True)
+    png.write_bytes(plots.to_png(fig))
+    click.echo(f"wrote {png}{note}", err=True)
 
 
 def _read_results(results: Path) -> pd.DataFrame:
     """The C-OOD rows of a results file / folder, or a clear error saying why there are none."""
+    from oodbench.results.leaderboard import detector_labels
     from oodbench.results.table import to_wide
 
     if results.is_dir():
@@ -230,7 +239,8 @@ def _read_results(results: Path) -> pd.DataFrame:
                 f"{names}. Only a `cood` benchmark can be ranked against the paper; add "
                 "[[benchmarks]] type = \"cood\" to the experiment"
             )
-        return cood.reset_index(drop=True)
+        cood = cood.reset_index(drop=True)  # labelled with the preset and tuning of the long rows
+        return cood.assign(label=detector_labels(cood, ok).to_numpy())
     return mine
 
 
@@ -242,8 +252,8 @@ def _read_results(results: Path) -> pd.DataFrame:
 @click.option("--allow-mismatch", is_flag=True,
               help="rank results whose benchmark differs from the paper's (flagged as such)")
 @click.option("--png", type=click.Path(path_type=Path), default=None,
-              help="draw each detector's curve over the published curves (one PNG per detector: "
-                   "NAME-<detector>.png when there are several)")
+              help="draw each detector's curve over the published curves into this PNG file "
+                   "(one panel per published kappa)")
 @_digits_options
 @click.option("--csv", "csv", type=click.Path(path_type=Path), default=None, help=_CSV_HELP)
 def rank_cmd(results: Path, kappa: str | None, metric: str, allow_mismatch: bool,
@@ -256,13 +266,16 @@ def rank_cmd(results: Path, kappa: str | None, metric: str, allow_mismatch: bool
     of ``oodbench run`` (its C-OOD rows are used). Results whose benchmark differs from the
     paper's (levels, window, ID set) are refused unless --allow-mismatch.
     """
-    from oodbench.results import paper, plots
+    from oodbench.results import paper
 
     mine = _read_results(results)
     df = _load(csv)
     ranked = paper.rank(df, mine, kappa=kappa, metric=metric, allow_mismatch=allow_mismatch)
     checks = ranked.attrs["protocol"]
-    emit(ranked.drop(columns="comparable"), fmt,
+    shown = ranked.drop(columns="comparable")
+    if fmt == "table":  # the label starts with the detector's name
+        shown = shown.drop(columns="detector")
+    emit(shown, fmt,
          title=f"{results.name} among the published C-OOD models ({metric})", digits=digits,
          truncate=truncate)
     if fmt == "table":
@@ -275,17 +288,14 @@ def rank_cmd(results: Path, kappa: str | None, metric: str, allow_mismatch: bool
         for c in checks:
             click.echo(f"  {c.status:>8}  {c.item}: paper {c.published}, yours {c.yours}")
     if png is not None:
-        detectors = list(dict.fromkeys(mine["detector"].astype(str)))
-        for det in detectors:
-            target = png if len(detectors) == 1 else png.with_name(f"{png.stem}-{det}{png.suffix}")
-            try:
-                fig = paper.plot_among_published(df, mine, detector=det, kappa=kappa,
-                                                  metric=metric)
-            except UnknownNameError as err:  # a detector without a published kappa
-                click.echo(f"no figure for {det}: {err}", err=True)
-                continue
-            target.write_bytes(plots.to_png(fig))
-            click.echo(f"wrote {target}", err=True)
+        panels, missing = paper.rank_panels(mine, kappa)
+        for det, why in missing.items():  # a detector without a published kappa
+            click.echo(f"no curve for {det}: {why}", err=True)
+        if not panels:
+            click.echo(f"{png} not written: no detector has a published kappa", err=True)
+            return
+        _write_png(png, paper.plot_rank(df, mine, kappa=kappa, metric=metric),
+                   f" (kappa {', '.join(panels)})")
 
 
 @paper_cmd.command("findings")

@@ -144,7 +144,9 @@ class OodFolder(FileSource):
         return self._files_fingerprint("OodFolder", mode)
 
 
-def open_folder(root: str | os.PathLike[str], *, name: str | None = None) -> FileSource:
+def open_folder(
+    root: str | os.PathLike[str], *, name: str | None = None, flat_ood: bool = False
+) -> FileSource:
     """A folder of images as a :class:`Source`, whatever its common layout.
 
     1. ImageNet validation images (``ILSVRC2012_val_<8 digits>.JPEG`` in ``root``,
@@ -154,6 +156,10 @@ def open_folder(root: str | os.PathLike[str], *, name: str | None = None) -> Fil
        ``root/labels.txt`` (``<file> <label>`` lines): :class:`ImageList`.
     3. Class sub-folders ``root/<class>/<image>``: :class:`ImageFolder` (its folder names are
        mapped onto a model's classes by ``extract``, see :mod:`oodbench.data.labels`).
+    4. With ``flat_ood``, images directly in ``root`` and no sub-folder: :class:`OodFolder`
+       (unlabelled OOD images, as an experiment reads the folder of an OOD group, so the
+       extraction is the one ``oodbench run`` reuses). Without it, such a folder raises the
+       :class:`ImageFolder` error that says how to give the images labels.
 
     So a folder of flat images with a labels file is never read as a single class "images".
     """
@@ -171,4 +177,13 @@ def open_folder(root: str | os.PathLike[str], *, name: str | None = None) -> Fil
     if label_file is not None:
         images = folder / "images" if (folder / "images").is_dir() else folder
         return ImageList(label_file, images, name=name or folder.name)
+    if flat_ood and _flat_images(folder):
+        return OodFolder(folder, name=name)
     return ImageFolder(folder, name=name)
+
+
+def _flat_images(folder: Path) -> bool:
+    """Whether ``folder`` holds images directly and no sub-folder."""
+    entries = list(os.scandir(folder))
+    return not any(e.is_dir() for e in entries) and any(
+        e.is_file() and e.name.lower().endswith(IMG_EXTENSIONS) for e in entries)

@@ -96,10 +96,39 @@ class LargeKWarning(UserWarning):
     too, and the detector loses much of its power."""
 
 
+def paper_k(bank_size: int) -> int:
+    """The k of the papers' share (``PAPER_K_SHARE``) for a bank of ``bank_size`` rows, rounded,
+    and at least 1 (a bank under ~1,500 rows has a papers' k below 1.5: the smallest k, 1)."""
+    return max(1, round(PAPER_K_SHARE * bank_size))
+
+
+def large_k_message(who: str, k: int, bank_size: int) -> str | None:
+    """The :class:`LargeKWarning` text for ``k`` neighbours in a ``bank_size``-row bank, or
+    ``None`` when ``k`` is fine: at most ``LARGE_K_SHARE`` of the bank, or already the papers'
+    k for this bank (:func:`paper_k`: a k that cannot be lowered towards the papers' share)."""
+    papers = paper_k(bank_size)
+    if k <= LARGE_K_SHARE * bank_size or k <= papers:
+        return None
+    exact = PAPER_K_SHARE * bank_size
+    why = (f"{PAPER_K_SHARE:.1%} of {bank_size:,} rows is {exact:.3g}, so the papers' share gives "
+           f"k={papers} for this bank")
+    if papers == 1 and exact < 1:
+        why += " (the smallest k)"
+    return (
+        f"{who}: k={k} is {k / bank_size:.1%} of its {bank_size:,}-row bank, more than "
+        f"{LARGE_K_SHARE / PAPER_K_SHARE:.0f} times the papers' share. The KNN paper (Sun et al., "
+        f"ICML 2022) uses k of about {PAPER_K_SHARE:.1%} of the bank (k=50 of CIFAR-10's 50,000 "
+        "training images, k=1000 of ImageNet's 1.28M); with a large share the k-th neighbour is "
+        f"far for ID samples too and AUROC falls towards 0.5. {why}: lower k to {papers}, or fit "
+        f"on more training images (k={k} is the papers' share of a "
+        f"{round(k / PAPER_K_SHARE):,}-row bank)"
+    )
+
+
 def bank_rows(n: int, k: int, fit_fraction: float, seed: int, who: str) -> np.ndarray:
     """The fit rows of a nearest-neighbour bank (KNN, NNGuide): ``subsample(n, fit_fraction,
     seed)``, checked to hold at least ``k`` rows; a :class:`LargeKWarning` when ``k`` is more
-    than ``LARGE_K_SHARE`` of them.
+    than ``LARGE_K_SHARE`` of them and above the papers' k for the bank (:func:`large_k_message`).
 
     k is not scaled with the bank on the user's behalf: a result must say which k made it, and
     the papers report k. The warning gives the k of the papers' share for this bank instead.
@@ -110,17 +139,9 @@ def bank_rows(n: int, k: int, fit_fraction: float, seed: int, who: str) -> np.nd
             f"{who}: k={k} but the bank holds only {len(rows)} "
             f"training features (fit_fraction={fit_fraction}); lower k or fit on more data"
         )
-    if k > LARGE_K_SHARE * len(rows):
-        suggested = max(1, round(PAPER_K_SHARE * len(rows)))
-        warnings.warn(
-            f"{who}: k={k} is {k / len(rows):.1%} of its {len(rows):,}-row bank. The KNN paper "
-            f"(Sun et al., ICML 2022) uses k of about {PAPER_K_SHARE:.1%} of the bank (k=50 of "
-            "CIFAR-10's 50,000 training images, k=1000 of ImageNet's 1.28M); with a large share "
-            "the k-th neighbour is far for ID samples too and AUROC falls towards 0.5. For this "
-            f"bank the papers' share gives k={suggested}; or fit on more training images",
-            LargeKWarning,
-            stacklevel=4,
-        )
+    message = large_k_message(who, k, len(rows))
+    if message is not None:
+        warnings.warn(message, LargeKWarning, stacklevel=4)
     return rows
 
 

@@ -119,7 +119,9 @@ def extract(
         ``label_mapping`` (source class -> model class, when the source's class names were
         mapped onto the model's: see :mod:`oodbench.data.labels`),
         model spec, weights digest, source name and fingerprint, transform, capture, precision,
-        cache key and path, ``cache_hit``, ``skipped`` (``{"index", "id", "reason"}`` per
+        cache key and path, ``cache_hit``, ``n_cached`` and ``n_computed`` (source images
+        whose rows were read from the cache, e.g. the shards an interrupted run kept, and those
+        this call ran through the model: together ``n_source``), ``skipped`` (``{"index", "id", "reason"}`` per
         unreadable image) and ``timings``. ``predictions`` is derived (argmax of the logits).
 
     Raises:
@@ -154,13 +156,13 @@ def extract(
     run = ForwardPass(model, source, capture, batch_size, dev, amp_dtype, num_workers,
                 FEATURE_MAP_DTYPES[feature_map_dtype], progress)
     if cache:
-        arrays, manifest, store, hit = _extract_cached(run, ident, key, shard_size, labels, repair,
-                                                       driver)
+        arrays, manifest, store, hit, n_cached = _extract_cached(run, ident, key, shard_size,
+                                                                 labels, repair, driver)
         key, cache_path = store.key, str(store.path)
     else:
         size = shard_size or UNMEASURED_BATCHES * batch_size
         arrays, manifest = _extract_in_memory(run, ident, key, size, labels)
-        hit, cache_path = False, None
+        hit, cache_path, n_cached = False, None, 0
     skipped = [s for k in sorted(manifest["shards"], key=int) for s in manifest["shards"][k]["skipped"]]
     timings = dict(run.timings) if not hit else {"extraction": manifest.get("timings", {})}
     timings.update(total_s=time.perf_counter() - start, cache_hit=hit)
@@ -173,6 +175,8 @@ def extract(
         "source": source.name,
         "source_fingerprint": ident["source_fingerprint"],
         "n_source": n,
+        "n_cached": n_cached,
+        "n_computed": n - n_cached,
         "transform": ident["transform"],
         "capture": list(capture),
         "precision": ident["precision"],
@@ -212,19 +216,22 @@ def _extract_cached(
     labels: np.ndarray,
     repair: bool,
     driver: RayShardDriver | None,
-) -> tuple[dict[str, np.ndarray], dict[str, Any], ActivationStore, bool]:
-    """``(arrays, manifest, store, cache_hit)``: a reusable complete entry, else a (resumed) pass
-    in this process, or on Ray with ``driver``."""
+) -> tuple[dict[str, np.ndarray], dict[str, Any], ActivationStore, bool, int]:
+    """``(arrays, manifest, store, cache_hit, n_cached)``: a reusable complete entry, else a
+    (resumed) pass in this process, or on Ray with ``driver``; ``n_cached`` source images came
+    from the cache (all of them on a hit, those of the kept shards on a resume)."""
+    n = len(run.source)
     wanted = (*run.capture, "source_indices", *SOURCE_ARRAYS)
     found = _reuse(ident, wanted, repair)
     if found is not None:
-        return (*found, True)
+        return (*found, True, n)
     store = ActivationStore.for_key(key)
     with store.lock() as waited:
         if waited and (found := _reuse(ident, wanted, repair)) is not None:
-            return (*found, True)  # another process finished it while we waited
+            return (*found, True, n)  # another process finished it while we waited
         measure = measure_shard_size if driver is None else driver.measure_shard_size
         manifest, head = _resume_or_start(run, store, ident, key, shard_size, measure)
+        n_cached = _kept_images(n, manifest)
         if driver is None:
             _write_shards(run, store, manifest, head)
         else:
@@ -235,7 +242,13 @@ def _extract_cached(
         tic = time.perf_counter()
         store.finalize(manifest, lambda rows: _source_arrays(run.source, labels, rows))
         run.timings["write_s"] += time.perf_counter() - tic
-    return store.load_arrays(manifest, wanted), manifest, store, False
+    return store.load_arrays(manifest, wanted), manifest, store, False, n_cached
+
+
+def _kept_images(n: int, manifest: dict[str, Any]) -> int:
+    """Source images in the shards ``manifest`` already holds (readable or not)."""
+    return sum(hi - lo for index, lo, hi in shard_bounds(n, manifest["shard_size"])
+               if str(index) in manifest["shards"])
 
 
 def _reuse(

@@ -43,9 +43,11 @@ from oodbench.results.paper import plots, protocol, queries
 from oodbench.results.paper.plots import (
     plot_among_published,
     plot_model_curves,
+    plot_rank,
     plot_severity_curves,
+    rank_panels,
 )
-from oodbench.results.paper.protocol import levels_of, protocol_checks
+from oodbench.results.paper.protocol import levels_of, paper_positions, protocol_checks
 from oodbench.results.paper.queries import (
     get,
     kappa_name,
@@ -55,13 +57,15 @@ from oodbench.results.paper.queries import (
     quantized,
     rank,
     reproduces,
+    row_labels,
     select,
 )
 
 __all__ = [
     "BUNDLED_NAME", "COLUMNS", "PAPER_KAPPAS", "PAPER_RESULTS_SHA256",
     "PAPER_RESULTS_URL", "PaperKappa", "bundled_bytes", "download", "get",
-    "kappa_for", "kappa_name", "leaderboard", "levels_of", "load", "models",
-    "plot_among_published", "plot_model_curves", "plot_severity_curves", "plots", "protocol",
-    "protocol_checks", "published", "quantize", "quantized", "queries", "rank", "reproduces", "select",
+    "kappa_for", "kappa_name", "leaderboard", "levels_of", "load", "models", "paper_positions",
+    "plot_among_published", "plot_model_curves", "plot_rank", "plot_severity_curves", "plots",
+    "protocol", "protocol_checks", "published", "quantize", "quantized", "queries", "rank",
+    "rank_panels", "reproduces", "row_labels", "select",
 ]

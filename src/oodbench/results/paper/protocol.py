@@ -49,3 +49,30 @@ def levels_of(results: pd.DataFrame) -> pd.Series:
     )
 
 
+
+
+#: the paper's severity levels: 0 (easiest) .. PAPER_TOP_LEVEL (hardest), at q = level / 10
+PAPER_TOP_LEVEL = 10
+
+
+def paper_positions(results: pd.DataFrame) -> pd.Series:
+    """Where each row's severity level lies on the paper's 0..10 axis, as a float.
+
+    Level i of an ``n_levels``-level benchmark is the window at the quantile
+    ``q_i = i / (n_levels - 1)`` of the windows' severity order (:mod:`oodbench.benchmarks.severity`),
+    and the paper's level j is at ``q = j / 10``; so a row lies at ``10 * q``: its
+    ``percentile`` column (``q``, recorded by ``CoodBenchmark``), else ``10 * level /
+    (n_levels - 1)``, else its ``level`` as the paper numbers them. Two levels are 0 and 10,
+    the easiest and the hardest, not the paper's levels 0 and 1.
+    """
+    levels = levels_of(results)
+    positions = levels.astype(float)
+    if "n_levels" in results.columns:
+        n = pd.to_numeric(results["n_levels"], errors="coerce")
+        several = n.notna() & (n > 1)
+        positions[several] = PAPER_TOP_LEVEL * levels[several] / (n[several] - 1)
+        positions[n == 1] = 0.0
+    if "percentile" in results.columns:
+        q = pd.to_numeric(results["percentile"], errors="coerce")
+        positions[q.notna()] = PAPER_TOP_LEVEL * q[q.notna()]
+    return positions

@@ -20,7 +20,7 @@ from oodbench.errors import (
 )
 from oodbench.published.compare import configuration_check
 from oodbench.published.cood import PaperKappa, kappa_for, load
-from oodbench.results.paper.protocol import levels_of, protocol_checks
+from oodbench.results.paper.protocol import levels_of, paper_positions, protocol_checks
 
 
 def kappa_name(df: pd.DataFrame, kappa: str) -> str:
@@ -143,6 +143,20 @@ def reproduces(kappa: PaperKappa, hyperparams: Mapping[str, Any]) -> bool:
     return configuration_check(kappa.published_row(), yours).status == "same"
 
 
+def row_labels(model_results: pd.DataFrame) -> pd.Series:
+    """Each row's detector configuration as shown in a rank table and its figure: the ``label``
+    column when the rows carry one, else the label of :func:`oodbench.results.leaderboard.
+    detector_labels` when they carry ``hyperparams`` (``"knn (k=1) [fit on train]"``: the
+    values that tell a detector's configurations apart), else the detector's name."""
+    from oodbench.results.leaderboard import detector_labels
+
+    if "label" in model_results.columns:
+        return model_results["label"].astype(str)
+    if "hyperparams" in model_results.columns:
+        return detector_labels(model_results)
+    return model_results["detector"].astype(str)
+
+
 def rank(
     df: pd.DataFrame,
     model_results: pd.DataFrame,
@@ -161,7 +175,12 @@ def rank(
         percentile_rank = 100 * (#published below + 0.5 * #published equal) / #published
         position        = 1 + #published strictly better
 
-    Rows whose detector has no published counterpart are returned with NaN ranks. When the
+    Rows whose detector has no published counterpart are returned with NaN ranks. ``label``
+    names each row's detector configuration (:func:`row_labels`: two ``knn`` rows of different
+    ``k`` read ``knn (k=1)`` and ``knn (k=3)``). A row is compared with the published level
+    nearest to its place on the paper's 0..10 severity axis (:func:`paper_positions`: the
+    hardest of two levels with the paper's level 10, not its level 1); ``paper_level`` says
+    which, a column present when it differs from some row's own ``level``. When the
     results carry ``hyperparams`` (JSON), ``like_for_like`` says whether the row's detector
     configuration is the one behind the published numbers (:func:`reproduces`, the
     configuration check of ``oodbench.published.compare``; e.g. ODIN with
@@ -184,7 +203,8 @@ def rank(
             raise InvalidInputError(
                 f"results need a {col!r} column (CoodBenchmark rows); got {list(model_results.columns)}"
             )
-    levels = levels_of(model_results)
+    positions = paper_positions(model_results)
+    labels = row_labels(model_results)
     checks = protocol_checks(model_results)
     differing = [c for c in checks if c.status == "differs"]
     if differing and not allow_mismatch:
@@ -198,16 +218,19 @@ def rank(
         )
     published = {name: g for name, g in df.groupby(["kappa", "level"])}
     rows = []
-    for (_, row), level in zip(model_results.iterrows(), levels):
+    for (_, row), level, position, label in zip(model_results.iterrows(),
+                                               levels_of(model_results), positions, labels):
+        paper_level = int(round(position))
         try:
             paper_kappa: PaperKappa | None = kappa_for(kappa or str(row["detector"]))
         except UnknownNameError:
             paper_kappa = None
         k = None if paper_kappa is None else paper_kappa.kappa
-        ref = published.get((k, int(level)))
+        ref = published.get((k, paper_level))
         value = float(row[metric])
         out: dict[str, Any] = {"model": row["model"]} if "model" in model_results.columns else {}
-        out.update({"detector": row["detector"], "kappa": k, "level": int(level), metric: value})
+        out.update({"detector": row["detector"], "label": label, "kappa": k, "level": int(level),
+                    "paper_level": paper_level, metric: value})
         if "hyperparams" in model_results.columns and paper_kappa is not None:
             same_detector = paper_kappa.detector == row["detector"]
             out["like_for_like"] = same_detector and reproduces(paper_kappa,
@@ -229,6 +252,8 @@ def rank(
             )
         rows.append(out)
     ranked = pd.DataFrame(rows)
+    if (ranked["paper_level"] == ranked["level"]).all():
+        ranked = ranked.drop(columns="paper_level")
     ranked["comparable"] = not any(c.status != "same" for c in checks)
     ranked.attrs["protocol"] = checks
     return ranked
