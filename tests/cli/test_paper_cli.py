@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pandas as pd
@@ -20,12 +21,15 @@ def test_leaderboard(cood_paper_csv: Path) -> None:
     assert result.exit_code == 0, result.output
     raw = pd.read_csv(cood_paper_csv)
     sub = raw[raw["confidence function"] == "max_logit"]
+    board = pd.read_csv(io.StringIO(result.stdout), sep="\t")  # piped: tab-separated
     for level in (0, 5, 10):
-        assert f"C-OOD level {level}, kappa = max_logit" in result.output
         at = sub[sub["severity level"] == level].nlargest(10, "ood-auroc")
-        for model in at["model name"]:
-            assert model in result.output  # names are never cut
+        assert board.loc[board["level"] == level, "model"].tolist() == at["model name"].tolist()
     assert "vit_large_patch16_384_original" in result.output
+    table = _invoke("paper", "leaderboard", "--kappa", "max_logit", "--levels", "0,5,10",
+                    "--top", "10", "--csv", str(cood_paper_csv), "--format", "table")
+    for level in (0, 5, 10):  # a table per level
+        assert f"C-OOD level {level}, kappa = max_logit" in table.output
 
 
 def test_rank(cood_paper_csv: Path, tmp_path: Path) -> None:
@@ -125,7 +129,7 @@ def test_offline_leaderboard_full_precision_and_truncated() -> None:
 def test_show(tmp_path: Path) -> None:
     png = tmp_path / "out" / "vit.png"  # its folder is created (examples/out/ in a fresh clone)
     result = _invoke("paper", "show", "vit_large_patch32_384", "--kappa", "max_logit", "--png",
-                     str(png))
+                     str(png), "--format", "table")
     assert result.exit_code == 0, result.output
     assert "vit_large_patch32_384, kappa = max_logit" in result.output
     for value in ("0.9958857884", "0.7748394832", "10.9102420806885", "13.1206398010254"):
@@ -142,12 +146,14 @@ def test_show(tmp_path: Path) -> None:
 def test_values_shown_without_binary_noise() -> None:
     """Issue 23 item 9: 0.8419200000000001 and 0.30000000000000004 (arithmetic noise on the
     published values) print as 0.84192 and 0.3, in every format."""
-    board = _invoke("paper", "leaderboard", "--kappa", "max_logit", "--levels", "0,5,10")
+    board = _invoke("paper", "leaderboard", "--kappa", "max_logit", "--levels", "0,5,10",
+                    "--format", "table")
     assert board.exit_code == 0, board.output
     assert "0.84192 " in board.output and "0.8419200000000001" not in board.output
-    show = _invoke("paper", "show", "vit_large_patch32_384", "--kappa", "max_logit")
+    show = _invoke("paper", "show", "vit_large_patch32_384", "--kappa", "max_logit", "--format",
+                   "table")
     assert "│        0.3 │" in show.output and "0.30000000000000004" not in show.output
-    for fmt in ("csv", "json", "markdown"):
+    for fmt in ("tsv", "csv", "json", "markdown"):
         out = _invoke("paper", "show", "vit_large_patch32_384", "--kappa", "max_logit",
                       "--format", fmt).output
         assert "0.30000000000000004" not in out and "0.3" in out, fmt

@@ -5,8 +5,9 @@ from __future__ import annotations
 import sys
 
 import click
-from rich.console import Console
-from rich.table import Table
+import pandas as pd
+
+from oodbench.cli.tables import aside, console, resolve, show, table_options
 
 
 def human_bytes(n: float) -> str:
@@ -27,31 +28,29 @@ _LS_COLUMNS = ("key", "model", "source", "rows", "skipped", "capture", "precisio
 
 
 @cache_cmd.command("ls")
-def ls_cmd() -> None:
+@table_options
+def ls_cmd(fmt: str | None, wide: bool) -> None:
     """One row per cached extraction.
 
     On a terminal: a table with keys cut to 12 characters (any unique prefix works with `rm`
-    and `verify`). Piped or redirected: tab-separated lines with whole keys, for scripts.
+    and `verify`; --wide shows them whole). Piped or redirected: tab-separated lines with whole
+    keys, for scripts (the count and size on stderr).
     """
     from oodbench.config import cache_dir
     from oodbench.extract import list_cache
 
     entries = list_cache()
-    out = Console()
-    rows = [_ls_row(e, short=out.is_terminal) for e in entries]
-    if out.is_terminal:
-        table = Table(title=f"activation cache: {cache_dir() / 'activations'}")
-        for col in _LS_COLUMNS:
-            table.add_column(col, justify="right" if col in ("rows", "skipped", "size") else "left")
-        for row in rows:
-            table.add_row(*row)
-        out.print(table)
-    else:
-        click.echo("\t".join(_LS_COLUMNS))
-        for row in rows:
-            click.echo("\t".join(row))
+    short = _short_keys(fmt, wide)
+    rows = pd.DataFrame([_ls_row(e, short=short) for e in entries], columns=list(_LS_COLUMNS))
+    show(rows, fmt, title=f"activation cache: {cache_dir() / 'activations'}",
+         key=("key", "rows", "size"), drop_first=("capture", "precision", "skipped"), wide=wide)
     total = sum(e["size_bytes"] for e in entries)
-    click.echo(f"{len(entries)} entries, {human_bytes(total)}", err=not out.is_terminal)
+    aside(f"{len(entries)} entries, {human_bytes(total)}", fmt)
+
+
+def _short_keys(fmt: str | None, wide: bool) -> bool:
+    """Keys cut to 12 characters: only in a terminal's table, without --wide."""
+    return resolve(fmt) == "table" and console().is_terminal and not wide
 
 
 def _ls_row(e: dict, *, short: bool) -> list[str]:
@@ -82,18 +81,19 @@ def rm_cmd(key: str) -> None:
 
 @cache_cmd.command("verify")
 @click.argument("key", required=False)
-def verify_cmd(key: str | None) -> None:
+@table_options
+def verify_cmd(key: str | None, fmt: str | None, wide: bool) -> None:
     """Re-hash the files of entry KEY (or of every entry); exit status 1 if any is damaged."""
     from oodbench.extract import verify
 
     report = verify(key)
-    table = Table(title="cache verification")
-    for col in ("key", "state", "result"):
-        table.add_column(col)
-    for r in report:
-        result = "[green]ok[/green]" if r["ok"] else "[red]" + "; ".join(r["problems"]) + "[/red]"
-        table.add_row(r["key"][:12], "complete" if r["complete"] else "partial", result)
-    Console().print(table)
+    short = _short_keys(fmt, wide)
+    rows = pd.DataFrame([(r["key"][:12] if short else r["key"],
+                          "complete" if r["complete"] else "partial",
+                          "ok" if r["ok"] else "; ".join(r["problems"])) for r in report],
+                        columns=["key", "state", "result"])
+    styles = {(i, "result"): "green" if r["ok"] else "red" for i, r in enumerate(report)}
+    show(rows, fmt, title="cache verification", key=("key",), styles=styles, wide=wide)
     bad = [r for r in report if not r["ok"]]
     if bad:
         click.echo(

@@ -6,6 +6,8 @@ import sys
 
 import click
 
+from oodbench.cli.tables import show, table_options
+
 
 @click.group("data")
 def data_cmd() -> None:
@@ -13,16 +15,14 @@ def data_cmd() -> None:
 
 
 @data_cmd.command("list")
-def list_datasets() -> None:
+@table_options
+def list_datasets(fmt: str | None, wide: bool) -> None:
     """List the catalogue's datasets."""
-    from rich.console import Console
-    from rich.table import Table
+    import pandas as pd
 
     from oodbench.data import catalog
 
-    table = Table(title="datasets (oodbench data info NAME for details)")
-    for col in ("name", "images", "classes", "layout", "title"):
-        table.add_column(col, no_wrap=col == "name")
+    rows = []
     for name in catalog.available():
         info = catalog.get(name)
         if info.num_images is not None:
@@ -32,8 +32,10 @@ def list_datasets() -> None:
         else:
             images = "?"
         classes = f"{info.num_classes:,}" if info.num_classes is not None else "-"
-        table.add_row(name, images, classes, info.layout, info.title)
-    Console().print(table)
+        rows.append((name, images, classes, info.layout, info.title))
+    show(pd.DataFrame(rows, columns=["name", "images", "classes", "layout", "title"]), fmt,
+         title="datasets (oodbench data info NAME for details)", key=("name",),
+         drop_first=("title",), wide=wide)
 
 
 @data_cmd.command("info")

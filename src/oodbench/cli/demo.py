@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from oodbench.cli.report import console, leaderboard_tables
+from oodbench.cli.report import print_leaderboards
+from oodbench.cli.tables import console
 
 
 @click.command("demo")
@@ -32,14 +33,12 @@ def demo_cmd(out: Path, seed: int, top: int, no_progress: bool) -> None:
     start = time.perf_counter()
     con.print(f"oodbench demo (seed {seed}): training a small CNN on digits 0-5 ...")
     result = run_demo(out, seed=seed, progress=not no_progress)
-    for table in leaderboard_tables(result.results, top=top):
-        con.print(table)
+    print_leaderboards(result.results, top=top, fmt="table")
     counts = result.results.drop_duplicates("cell")["status"].value_counts()
     con.print(f"cells: {int(counts.get('ok', 0))} ok, {int(counts.get('failed', 0))} failed, "
               f"{int(counts.get('skipped', 0))} skipped, in {time.perf_counter() - start:.0f} s")
     con.print("[bold]Training losses[/]: the same CNN trained with each loss (model = loss)")
-    for table in leaderboard_tables(result.loss_results, top=None):
-        con.print(table)
+    print_leaderboards(result.loss_results, top=None, fmt="table")
     if result.skipped_detectors:
         con.print(f"not run: {', '.join(result.skipped_detectors)} (need a CLIP model's text "
                   "encoder or a group-softmax head; the demo's CNN has neither)")

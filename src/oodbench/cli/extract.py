@@ -7,7 +7,7 @@ import numpy as np
 from rich.table import Table
 
 from oodbench.cli.cache import human_bytes
-from oodbench.cli.report import console
+from oodbench.cli.tables import console
 
 
 def _workers(value: str) -> int | str:

@@ -2,57 +2,60 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import click
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+import pandas as pd
+
+from oodbench.cli.tables import aside, show, table_options
 
 
 @click.command("list")
 @click.argument("what", type=click.Choice(["detectors", "models", "benchmarks", "losses"]))
-def list_cmd(what: str) -> None:
+@table_options
+def list_cmd(what: str, fmt: str | None, wide: bool) -> None:
     """List the registered detectors, model specs, named benchmarks or training losses."""
-    console = Console()
     if what == "detectors":
         from oodbench import detectors
 
-        console.print(_registry_table(
-            "detectors (score: higher = more in-distribution)", ("needs", "fits on", "presets"),
-            [(row, (", ".join(row["requires"]), row["defaults"].get("fit_data", ""),
-                    ", ".join(row["presets"]))) for row in detectors.available()]))
+        show(_registry_frame(detectors.available(), {
+            "needs": lambda row: ", ".join(row["requires"]),
+            "fits on": lambda row: row["defaults"].get("fit_data", ""),
+            "presets": lambda row: ", ".join(row["presets"]),
+        }), fmt, title="detectors (score: higher = more in-distribution)", key=("name",),
+            drop_first=("paper", "defaults"), wide=wide)
     elif what == "losses":
         from oodbench import losses
 
-        console.print(_registry_table(
-            "training losses (oodbench train, oodbench.train)", ("needs outliers",),
-            [(row, ("yes" if row["needs_outliers"] else "",)) for row in losses.available()]))
+        show(_registry_frame(losses.available(), {
+            "needs outliers": lambda row: "yes" if row["needs_outliers"] else "",
+        }), fmt, title="training losses (oodbench train, oodbench.train)", key=("name",),
+            drop_first=("paper", "defaults"), wide=wide)
     elif what == "models":
-        from oodbench import models
+        from oodbench.models import FAMILIES
 
-        click.echo(models.describe_specs())  # plain text: "oodbench[clip]" is not rich markup
+        specs = pd.DataFrame([(f.syntax, f.description) for f in FAMILIES.values()],
+                             columns=["spec", "description"])
+        show(specs, fmt, title="model specs for oodbench.models.load(spec) and --model",
+             key=("spec",), wide=wide)
+        aside("any nn.Module: oodbench.models.wrap(module, feature_layer=..., head_layer=...)",
+              fmt)
     else:
         from oodbench import benchmarks
 
-        table = Table(title="benchmarks")
-        table.add_column("name")
-        table.add_column("description")
-        for name, description in benchmarks.available().items():
-            table.add_row(escape(name), escape(description))
-        console.print(table)
+        named = pd.DataFrame(list(benchmarks.available().items()),
+                             columns=["name", "description"])
+        show(named, fmt, title="benchmarks", key=("name",), wide=wide)
 
 
-def _registry_table(
-    title: str, columns: tuple[str, ...], rows: list[tuple[dict[str, Any], tuple[str, ...]]]
-) -> Table:
-    """name | ``columns`` | defaults | paper, one row per registry entry (``fit_data``, shown in
-    its own column, is left out of the defaults)."""
-    table = Table(title=title)
-    for col in ("name", *columns, "defaults", "paper"):
-        table.add_column(col)
-    for row, values in rows:
-        defaults = ", ".join(f"{k}={v}" for k, v in row["defaults"].items() if k != "fit_data")
-        cells = (row["name"], *values, defaults, row["paper"])
-        table.add_row(*(escape(str(c)) for c in cells))  # "[...]" in a value is not markup
-    return table
+def _registry_frame(rows: list[dict[str, Any]],
+                    columns: dict[str, Callable[[dict[str, Any]], object]]) -> pd.DataFrame:
+    """name | ``columns`` (each computed from a registry row) | defaults | paper, one row per
+    registry entry (``fit_data``, shown in its own column, is left out of the defaults)."""
+    return pd.DataFrame([{
+        "name": row["name"],
+        **{name: str(get(row)) for name, get in columns.items()},
+        "defaults": ", ".join(f"{k}={v}" for k, v in row["defaults"].items() if k != "fit_data"),
+        "paper": str(row["paper"]),
+    } for row in rows], columns=["name", *columns, "defaults", "paper"])

@@ -3,24 +3,21 @@
 
 from __future__ import annotations
 
-import json
-import math
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
 import click
 import numpy as np
 import pandas as pd
-from rich.console import Console
-from rich.table import Table
 
+from oodbench.cli.tables import aside, cell_text, resolve, show, table_options
 from oodbench.errors import EmptyInputError, InvalidInputError, MissingDataError
 
 _CSV_HELP = (
     "a local copy of all_paper_results.csv (default: the copy bundled with oodbench, "
     "checksummed against the official file)"
 )
-FORMATS = ("table", "csv", "json", "markdown")
 _SPARKS = "▁▂▃▄▅▆▇█"
 
 
@@ -30,77 +27,15 @@ def _load(csv: Path | None) -> pd.DataFrame:
     return paper.load(csv)
 
 
-def _console() -> Console:
-    console = Console()
-    if not console.is_terminal:  # piped or captured: never squeeze the table to 80 columns
-        console = Console(width=200)
-    return console
-
-
-#: significant digits shown without --digits: every digit the published table holds, none of
-#: the binary noise of arithmetic on it (0.8419200000000001 -> 0.84192, 0.09999999999999998 -> 0.1)
-SIGNIFICANT = 15
-
-
-def _cell(value: object, digits: int | None) -> str:
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "–"
-        return f"{value:.{SIGNIFICANT}g}" if digits is None else f"{value:.{digits}f}"
-    return str(value)
-
-
-def _plain(value: object) -> object:
-    """A JSON value: NaN -> None, numpy scalars -> Python, floats to ``SIGNIFICANT`` digits."""
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float):
-        return None if math.isnan(value) else float(f"{value:.{SIGNIFICANT}g}")
-    return value
-
-
-def _print_table(df: pd.DataFrame, title: str, digits: int | None) -> None:
-    table = Table(title=title)
-    for col in df.columns:
-        if df[col].dtype.kind in "fiu":
-            table.add_column(str(col), justify="right")
-        else:  # names are never cut
-            width = int(df[col].astype(str).str.len().max()) if len(df) else 1
-            table.add_column(str(col), no_wrap=True, min_width=width)
-    for row in df.itertuples(index=False):
-        table.add_row(*[_cell(v, digits) for v in row])
-    _console().print(table)
-
-
-def _markdown(df: pd.DataFrame, digits: int | None) -> str:
-    numeric = [df[c].dtype.kind in "fiu" for c in df.columns]
-    lines = ["| " + " | ".join(str(c) for c in df.columns) + " |",
-             "|" + "|".join("---:" if n else "---" for n in numeric) + "|"]
-    for row in df.itertuples(index=False):
-        lines.append("| " + " | ".join(_cell(v, digits).replace("|", "\\|") for v in row) + " |")
-    return "\n".join(lines)
-
-
-def _records(df: pd.DataFrame) -> list[dict[str, object]]:
-    return [{k: _plain(v) for k, v in row.items()} for row in df.to_dict(orient="records")]
-
-
-def emit(df: pd.DataFrame, fmt: str, *, title: str, digits: int | None, truncate: bool) -> None:
-    """Print ``df`` as a rich table, CSV, JSON (records) or Markdown, every digit of the
-    published table (``SIGNIFICANT`` significant digits) unless ``digits`` is given (rounded, or
-    cut with ``truncate``)."""
+def emit(df: pd.DataFrame, fmt: str | None, *, title: str, digits: int | None, truncate: bool,
+         key: Collection[str] = (), drop_first: Sequence[str] = (), wide: bool = False) -> None:
+    """Print ``df`` with :func:`oodbench.cli.tables.show`, every digit of the published table
+    (``SIGNIFICANT`` significant digits) unless ``digits`` is given (rounded, or cut with
+    ``truncate``)."""
     from oodbench.results.paper import quantized
 
-    df = quantized(df, digits, truncate=truncate)
-    if fmt == "table":
-        _print_table(df, title, digits)
-    elif fmt == "csv":
-        fixed = f"%.{SIGNIFICANT}g" if digits is None else f"%.{digits}f"
-        click.echo(df.to_csv(index=False, float_format=fixed), nl=False)
-    elif fmt == "json":
-        click.echo(json.dumps(_records(df), indent=1))
-    else:
-        click.echo(f"**{title}**\n\n{_markdown(df, digits)}\n")
+    show(quantized(df, digits, truncate=truncate), fmt, title=title, key=key,
+         drop_first=drop_first, wide=wide, digits=digits)
 
 
 def sparkline(values: np.ndarray) -> str:
@@ -124,8 +59,7 @@ def _digits_options(fn):  # type: ignore[no-untyped-def]
                       help="cut to --digits instead of rounding (the paper's leaderboard truncates)")(fn)
     fn = click.option("--digits", type=click.IntRange(0, 17), default=None,
                       help="decimals to show (default: the file's full precision)")(fn)
-    return click.option("--format", "fmt", type=click.Choice(FORMATS), default="table",
-                        show_default=True)(fn)
+    return table_options(fn)
 
 
 @click.group("paper")
@@ -154,20 +88,22 @@ def paper_cmd() -> None:
 @click.option("--metric", default="auroc", show_default=True)
 @_digits_options
 @click.option("--csv", "csv", type=click.Path(path_type=Path), default=None, help=_CSV_HELP)
-def leaderboard_cmd(kappa: str, levels: str, top: int, model: str | None, metric: str, fmt: str,
-                    digits: int | None, truncate: bool, csv: Path | None) -> None:
+def leaderboard_cmd(kappa: str, levels: str, top: int, model: str | None, metric: str,
+                    fmt: str | None, wide: bool, digits: int | None, truncate: bool,
+                    csv: Path | None) -> None:
     """The best published models per severity level for one confidence function."""
     from oodbench.results import paper
 
     df = _load(csv)
     board = paper.leaderboard(df, kappa, _parse_levels(levels), top, metric=metric, model=model)
-    if fmt != "table":
+    key = ("level", "rank", "model", metric)
+    if resolve(fmt) != "table":
         emit(board, fmt, title=f"C-OOD leaderboard, kappa = {kappa}", digits=digits,
-             truncate=truncate)
+             truncate=truncate, key=key, wide=wide)
         return
     for level, rows in board.groupby("level", sort=True):
         emit(rows.drop(columns="level"), fmt, title=f"C-OOD level {level}, kappa = {kappa}",
-             digits=digits, truncate=truncate)
+             digits=digits, truncate=truncate, key=key, wide=wide)
 
 
 @paper_cmd.command("show")
@@ -177,25 +113,27 @@ def leaderboard_cmd(kappa: str, levels: str, top: int, model: str | None, metric
               help="also draw the severity curves into this PNG file")
 @_digits_options
 @click.option("--csv", "csv", type=click.Path(path_type=Path), default=None, help=_CSV_HELP)
-def show_cmd(model: str, kappa: str | None, png: Path | None, fmt: str, digits: int | None,
-             truncate: bool, csv: Path | None) -> None:
+def show_cmd(model: str, kappa: str | None, png: Path | None, fmt: str | None, wide: bool,
+             digits: int | None, truncate: bool, csv: Path | None) -> None:
     """Every published level and metric of one MODEL, with its severity curve."""
     from oodbench.results import paper
 
     df = _load(csv)
     rows = paper.get(model, kappa, df=df)
     shown = rows.drop(columns=["detector", "paper_kappa"])
-    if fmt != "table":
-        emit(shown, fmt, title=model, digits=digits, truncate=truncate)
+    key = ("model", "kappa", "level", "auroc")
+    if resolve(fmt) != "table":
+        emit(shown, fmt, title=model, digits=digits, truncate=truncate, key=key, wide=wide)
     else:
         for k, sub in shown.groupby("kappa", sort=False):
-            emit(sub.drop(columns="kappa"), fmt, title=f"{model}, kappa = {k}", digits=digits,
-                 truncate=truncate)
-        width = max(len(str(k)) for k in shown["kappa"])
-        for k, sub in shown.groupby("kappa", sort=False):
-            auroc = sub.sort_values("level")["auroc"].to_numpy()
-            click.echo(f"{k:<{width}}  {sparkline(auroc)}  AUROC {_cell(float(auroc[0]), digits)}"
-                       f" (level 0) -> {_cell(float(auroc[-1]), digits)} (level {len(auroc) - 1})")
+            emit(sub.drop(columns=["model", "kappa"]), fmt, title=f"{model}, kappa = {k}",
+                 digits=digits, truncate=truncate, key=key, wide=wide)
+    width = max(len(str(k)) for k in shown["kappa"])
+    for k, sub in shown.groupby("kappa", sort=False):  # (on stderr when piped)
+        auroc = sub.sort_values("level")["auroc"].to_numpy()
+        aside(f"{k:<{width}}  {sparkline(auroc)}  AUROC {cell_text(float(auroc[0]), digits)}"
+              f" (level 0) -> {cell_text(float(auroc[-1]), digits)} (level {len(auroc) - 1})",
+              fmt)
     if png is not None:
         _write_png(png, paper.plot_model_curves(df, model))
 
@@ -257,7 +195,7 @@ def _read_results(results: Path) -> pd.DataFrame:
 @_digits_options
 @click.option("--csv", "csv", type=click.Path(path_type=Path), default=None, help=_CSV_HELP)
 def rank_cmd(results: Path, kappa: str | None, metric: str, allow_mismatch: bool,
-             png: Path | None, fmt: str, digits: int | None, truncate: bool,
+             png: Path | None, fmt: str | None, wide: bool, digits: int | None, truncate: bool,
              csv: Path | None) -> None:
     """Place your C-OOD results among the published models.
 
@@ -277,16 +215,16 @@ def rank_cmd(results: Path, kappa: str | None, metric: str, allow_mismatch: bool
         shown = shown.drop(columns="detector")
     emit(shown, fmt,
          title=f"{results.name} among the published C-OOD models ({metric})", digits=digits,
-         truncate=truncate)
-    if fmt == "table":
-        notes = [c for c in checks if c.status != "same"]
-        verdict = ("comparable with the paper's benchmark" if not notes else
-                   "NOT comparable with the paper's benchmark" if any(c.status == "differs"
-                                                                       for c in notes)
-                   else "comparable as far as the results record")
-        click.echo(f"protocol: {verdict}")
-        for c in checks:
-            click.echo(f"  {c.status:>8}  {c.item}: paper {c.published}, yours {c.yours}")
+         truncate=truncate, key=("label", "detector", "kappa", "level", metric, "percentile_rank"),
+         wide=wide)
+    notes = [c for c in checks if c.status != "same"]
+    verdict = ("comparable with the paper's benchmark" if not notes else
+               "NOT comparable with the paper's benchmark" if any(c.status == "differs"
+                                                                   for c in notes)
+               else "comparable as far as the results record")
+    aside(f"protocol: {verdict}", fmt)  # (on stderr when piped)
+    for c in checks:
+        aside(f"  {c.status:>8}  {c.item}: paper {c.published}, yours {c.yours}", fmt)
     if png is not None:
         panels, missing = paper.rank_panels(mine, kappa)
         for det, why in missing.items():  # a detector without a published kappa

@@ -8,13 +8,16 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from oodbench.cli.paper import FORMATS, emit
+from oodbench.cli.tables import aside, block, console, resolve, show, table_options
 from oodbench.errors import MissingDataError
 
-#: the columns ``show`` prints in the terminal and in Markdown (csv and json print every column)
+#: the columns ``show`` prints as a table, tsv and Markdown (csv and json print every column)
 SHOWN = ("method", "backbone", "training", "ood_set", "metric", "unit", "value", "tuning",
          "paper_table")
-#: the columns ``compare`` prints in the terminal and in Markdown
+#: the columns of ``show`` a terminal table never cuts; and its long texts, left out first
+SHOWN_KEY = ("method", "ood_set", "metric", "value")
+SHOWN_LONG = ("training", "paper_table", "backbone", "tuning")
+#: the columns ``compare`` prints as tsv and Markdown
 COMPARED = ("model", "detector", "benchmark", "group", "metric", "yours", "published", "unit",
             "published_method", "table", "comparison")
 
@@ -32,16 +35,16 @@ def published_cmd() -> None:
 
 
 @published_cmd.command("list")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
-def list_cmd(fmt: str) -> None:
-    """Every published table: name, rows, title, paper and where it was read."""
+@table_options
+def list_cmd(fmt: str | None, wide: bool) -> None:
+    """Every published table: name, rows, paper, title and where it was read."""
     from oodbench import published
 
     rows = pd.DataFrame([{"table": name, "rows": len(published.load(name)), "paper": info.paper,
                           "title": info.title, "source": info.source}
                          for name, info in published.tables().items()])
-    emit(rows if fmt in ("csv", "json") else rows.drop(columns="source"), fmt, title="published tables (oodbench published show TABLE)",
-         digits=None, truncate=False)
+    show(rows, fmt, title="published tables (oodbench published show TABLE)",
+         key=("table", "rows"), drop_first=("source", "title"), wide=wide)
 
 
 @published_cmd.command("show")
@@ -49,25 +52,29 @@ def list_cmd(fmt: str) -> None:
 @click.option("--method", default=None, help="only this method (as the table prints it)")
 @click.option("--printed", "as_printed", is_flag=True,
               help="the source's own table, cell for cell (its columns and order)")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
-              help="csv and json hold every column (settings, paper, where each value was read)")
-def show_cmd(table: str, method: str | None, as_printed: bool, fmt: str) -> None:
-    """The rows of TABLE, values exactly as published."""
+@table_options
+def show_cmd(table: str, method: str | None, as_printed: bool, fmt: str | None,
+             wide: bool) -> None:
+    """The rows of TABLE, values exactly as published (csv and json: every column, with the
+    settings, the paper and where each value was read)."""
     from oodbench import published
 
     info = published.table_info(table)
-    if as_printed:
+    key: tuple[str, ...] = SHOWN_KEY
+    long: tuple[str, ...] = SHOWN_LONG
+    if as_printed and info.printed:
         rows = published.printed(table)
-        if method is not None:
-            rows = published.select(rows, method)
+        key = (*info.printed.get("key", ("method",)), *info.printed["values"])
+        long = ()
     else:
-        rows = published.select(published.load(table), method).drop(columns="table")
-        if fmt in ("table", "markdown"):
+        rows = published.load(table).drop(columns="table")
+        if resolve(fmt) in ("table", "tsv", "markdown") and not as_printed:
             rows = rows[list(SHOWN)]
-    emit(rows.reset_index(drop=True), fmt, title=f"{info.title} ({info.paper})", digits=None,
-         truncate=False)
-    if fmt == "table":
-        click.echo(f"source: {info.source}")
+    if method is not None:
+        rows = published.select(rows, method)
+    show(rows.reset_index(drop=True), fmt, title=f"{info.title} ({info.paper})", key=key,
+         drop_first=long, wide=wide)
+    aside(f"source: {info.source}", fmt)
 
 
 @published_cmd.command("compare")
@@ -76,11 +83,12 @@ def show_cmd(table: str, method: str | None, as_printed: bool, fmt: str) -> None
               help="compare with this table only (repeatable; default: every table)")
 @click.option("--allow-mismatch", is_flag=True,
               help="show the published value of near-matches too (flagged 'not comparable')")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@table_options
 def compare_cmd(results_dir: Path, names: tuple[str, ...], allow_mismatch: bool,
-                fmt: str) -> None:
+                fmt: str | None, wide: bool) -> None:
     """Each row of RESULTS_DIR (an `oodbench run` folder) beside the published value it
-    matches, or what differs from the closest one."""
+    matches, or what differs from the closest one (on a terminal: a block per row, wrapped to
+    its width unless --wide)."""
     from oodbench import published
     from oodbench.results.table import FILE_NAME, ResultsTable
 
@@ -91,18 +99,21 @@ def compare_cmd(results_dir: Path, names: tuple[str, ...], allow_mismatch: bool,
     rows = ResultsTable(results_dir).read()
     compared = published.compare(rows, tables_=list(names) or None,
                                  allow_mismatch=allow_mismatch)
-    if fmt != "table":
+    if resolve(fmt) != "table":
         shown = compared if fmt in ("csv", "json") else compared[list(COMPARED)]
-        emit(shown, fmt, title=f"{results_dir.name} beside the published results", digits=None,
-             truncate=False)
+        show(shown, fmt, title=f"{results_dir.name} beside the published results")
     else:  # one block per row: the comparison texts are too long for table cells
+        out = console()
+        width = out.width if out.is_terminal and not wide else None
         for r in compared.itertuples():
             published_text = (f"published {r.published} {r.unit}" if r.published
                               else "published value withheld")
-            click.echo(f"{r.model} · {r.detector} · {r.benchmark} · {r.group} · {r.metric}: "
-                       f"yours {r.yours} {r.unit}, {published_text} ({r.published_method}, "
-                       f"{r.table})\n    {r.comparison}")
-        n_match = int((compared["status"] == "match").sum())
-        click.echo(f"{n_match} of {len(compared)} rows match a published row; near-matches say "
-                   "what differs" + ("" if allow_mismatch else
-                                     " (their published value needs --allow-mismatch)"))
+            block(f"{r.model} · {r.detector} · {r.benchmark} · {r.group} · {r.metric}: "
+                  f"yours {r.yours} {r.unit}, {published_text} ({r.published_method}, "
+                  f"{r.table})", width)
+            block(f"    {r.comparison}", width)
+    n_match = int((compared["status"] == "match").sum())
+    aside(f"{n_match} of {len(compared)} rows match a published row; near-matches say what "
+          "differs" + ("" if allow_mismatch else " (their published value needs --allow-mismatch)"),
+          fmt)
+

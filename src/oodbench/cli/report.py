@@ -6,51 +6,54 @@ from pathlib import Path
 
 import click
 import pandas as pd
-from rich.console import Console
-from rich.table import Table
 
+from oodbench.cli.tables import aside, resolve, show, table_options
 from oodbench.errors import InvalidInputError
 
 #: leaderboard columns shown in the terminal
 TERMINAL_METRICS = ("auroc", "fpr95_id", "fpr95_ood", "id_accuracy")
+#: the leaderboard columns a terminal table never cuts
+LEADERBOARD_KEY = ("benchmark", "#", "model", "detector", "AUROC")
 
 
-def console() -> Console:
-    """A console that never squeezes tables to 80 columns when output is piped."""
-    out = Console()
-    return out if out.is_terminal else Console(width=160)
-
-
-def leaderboard_tables(rows: pd.DataFrame, *, top: int | None = 10) -> list[Table]:
-    """One rich table per benchmark: the leaderboard, best first, best values in bold green."""
-    from rich.markup import escape
-
+def leaderboard_frames(rows: pd.DataFrame, *, top: int | None = 10
+                       ) -> list[tuple[str, str, pd.DataFrame, dict[tuple[int, str], str]]]:
+    """Per benchmark: its name, a title, the leaderboard (best first; ``TERMINAL_METRICS``
+    under their labels) and the styles of its best values (bold green)."""
     from oodbench.results import leaderboard as lb
 
-    tables = []
+    boards = []
     for name in lb.benchmarks(rows):
         board = lb.leaderboard(rows, name)
         shown = board if top is None else board.head(top)
         more = f" (top {top} of {len(board)})" if top is not None and len(board) > top else ""
-        table = Table(title=f"{name}{more}", title_justify="left")
-        table.add_column("#", justify="right")
-        table.add_column("model")
-        table.add_column("detector")
         metrics = [m for m in TERMINAL_METRICS if m in board.columns]
-        for metric in metrics:
-            table.add_column(lb.METRIC_LABELS[metric], justify="right")
-        best = {m: (board[m].max() if lb.HIGHER_IS_BETTER[m] else board[m].min()) for m in metrics
-                if board[m].nunique() > 1}
-        for _, row in shown.iterrows():
-            cells = []
-            for m in metrics:
-                text = "–" if pd.isna(row[m]) else f"{row[m]:.4f}"
-                cells.append(f"[bold green]{text}[/]" if m in best and row[m] == best[m] else text)
-            # escaped: "[openood, fit on train]" is text, not rich markup
-            table.add_row(str(row["rank"]), escape(str(row["model"])), escape(str(row["label"])),
-                          *cells)
-        tables.append(table)
-    return tables
+        frame = pd.DataFrame({"#": shown["rank"].astype(int), "model": shown["model"].astype(str),
+                              "detector": shown["label"].astype(str),
+                              **{lb.METRIC_LABELS[m]: shown[m].astype(float) for m in metrics}})
+        styles = {}
+        for m in metrics:
+            if board[m].nunique() > 1:
+                best = board[m].max() if lb.HIGHER_IS_BETTER[m] else board[m].min()
+                styles.update({(i, lb.METRIC_LABELS[m]): "bold green"
+                               for i, value in enumerate(shown[m]) if value == best})
+        boards.append((name, f"{name}{more}", frame.reset_index(drop=True), styles))
+    return boards
+
+
+def print_leaderboards(rows: pd.DataFrame, *, top: int | None = 10, fmt: str | None = None,
+                       wide: bool = False) -> None:
+    """The leaderboards of ``rows``: a table per benchmark, or (any other format) one table
+    with a ``benchmark`` column first; values to 4 decimals."""
+    boards = leaderboard_frames(rows, top=top)
+    if resolve(fmt) == "table":
+        for _, title, frame, styles in boards:
+            show(frame, fmt, title=title, key=LEADERBOARD_KEY, digits=4, styles=styles,
+                 wide=wide)
+    elif boards:
+        whole = pd.concat([frame.assign(benchmark=name) for name, _, frame, _ in boards])
+        whole = whole[["benchmark", *(c for c in whole.columns if c != "benchmark")]]
+        show(whole, fmt, title="leaderboards", digits=4)
 
 
 def _parse_pair(text: str) -> tuple[str, str]:
@@ -71,8 +74,9 @@ def _parse_pair(text: str) -> tuple[str, str]:
                    "each model's best detector and the MSP baseline).")
 @click.option("--title", default=None, help="Report title (default: the experiment's name).")
 @click.option("--top", default=10, show_default=True, help="Leaderboard rows printed per benchmark.")
+@table_options
 def report_cmd(results_dir: Path, out: Path | None, pairs: tuple[str, ...], title: str | None,
-               top: int) -> None:
+               top: int, fmt: str | None, wide: bool) -> None:
     """Write a self-contained HTML report and a Markdown summary of RESULTS_DIR.
 
     RESULTS_DIR is the output folder of `oodbench run` (it holds results.parquet).
@@ -82,7 +86,5 @@ def report_cmd(results_dir: Path, out: Path | None, pairs: tuple[str, ...], titl
 
     files = write_report(results_dir, out=out, title=title,
                          histograms=[_parse_pair(p) for p in pairs] or None)
-    con = console()
-    for table in leaderboard_tables(ResultsTable(results_dir).read(), top=top):
-        con.print(table)
-    con.print(f"report: [bold]{files.html}[/]  (summary: {files.markdown})")
+    print_leaderboards(ResultsTable(results_dir).read(), top=top, fmt=fmt, wide=wide)
+    aside(f"report: {files.html}  (summary: {files.markdown})", fmt)

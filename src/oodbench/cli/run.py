@@ -8,7 +8,8 @@ from pathlib import Path
 
 import click
 
-from oodbench.cli.report import console, leaderboard_tables
+from oodbench.cli.report import print_leaderboards
+from oodbench.cli.tables import console
 
 
 @click.command("run")
@@ -67,8 +68,7 @@ def run_cmd(experiment: Path, use_ray: bool, dry_run: bool, with_report: bool, t
     overrides = {"repair": repair, **({"shard_size": shard_size} if shard_size else {})}
     rows = run_experiment(prepared, executor="ray" if use_ray else "local",
                           progress=not no_progress, extract_options=overrides)
-    for tab in leaderboard_tables(rows, top=top):
-        con.print(tab)
+    print_leaderboards(rows, top=top, fmt="table")
     ran = {c.key for c in pending.cells}
     latest = rows.drop_duplicates("cell")
     counts = latest[latest["cell"].isin(ran)]["status"].value_counts()

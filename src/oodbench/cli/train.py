@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from oodbench.cli.report import console
+from oodbench.cli.tables import console
 
 
 @click.command("train")
