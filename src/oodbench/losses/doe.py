@@ -1,8 +1,9 @@
 """DOE (Diversified Outlier Exposure): Outlier Exposure at an implicitly transformed model.
 
-Wang, Ye, Liu, Liu, Han & Liu, "Out-of-distribution Detection with Implicit Outlier
-Transformation", ICLR 2023 (arXiv 2303.05033; checked against QizhouWang/DOE ``doe_final.py``
-and ``utils/utils_awp.py``).
+Wang, Ye, Liu, Dai, Kalander, Liu, Hao & Han, "Out-of-distribution Detection with Implicit
+Outlier Transformation", ICLR 2023 (arXiv 2303.05033; authors as in the official README's
+citation and the ICLR paper; checked against QizhouWang/DOE ``doe_final.py`` and
+``utils/utils_awp.py``).
 
 Training starts from a trained classifier, with an outlier source. For the first
 ``warmup = 5`` epochs each step minimises ``CE(z_in, y) + L_OE(z_out)`` (``L_OE`` the
