@@ -47,6 +47,19 @@ class ProtocolMismatchError(InvalidInputError):
     from the paper's) and would be compared as if they were not."""
 
 
+class NoOpSettingError(InvalidInputError):
+    """A training setting would silently do nothing: the method ignores it (``warmup_epochs``
+    with a loss that warms up by steps), or it keeps part of the method off for the whole run
+    (NPOS's ``start_epoch`` >= ``epochs``); ``setting`` names it."""
+
+    def __init__(self, message: str, setting: str = ""):
+        super().__init__(message)
+        self.setting = setting
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]  # keeps ``setting`` across processes
+        return type(self), (str(self), self.setting)
+
+
 class ClassCountMismatchError(InvalidInputError):
     """Labels refer to more classes than the model predicts, or a head does not match."""
 

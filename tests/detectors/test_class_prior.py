@@ -123,17 +123,52 @@ def test_rw_energy_counts_negative_energies(data):
     assert det.negative_energies_ == len(test)
 
 
-def test_rw_odin_matches_official():
-    model, source, acts = live_setup(12)
-    train = Activations(logits=acts.logits, labels=np.array([0] * 9 + [1] * 2 + [2]),
-                        ids=acts.ids)
+def _official_rw_odin(model, x: torch.Tensor, eps: float, temper: float, pi: np.ndarray) -> np.ndarray:
+    """funcs.py ``iterate_data_odin_custom`` (tmlr-group/class_prior @ dc1eb9c, lines 90-124),
+    re-stated for one batch: the prior factor from the unperturbed softmax, the mean
+    cross-entropy of z / T against argmax z, the step ``x - eps * ((grad >= 0) - 0.5) * 2``
+    (lines 109-114: a raw sign step, not divided by the normalisation std), ``sim * max``
+    of the softmax at T of the perturbed input."""
+    x = x.clone().requires_grad_(True)
+    outputs = model(x)
+    sim = _sim(_softmax(outputs.detach().double().numpy()), pi)
+    labels = outputs.detach().argmax(dim=1)
+    torch.nn.functional.cross_entropy(outputs / temper, labels).backward()
+    gradient = (torch.ge(x.grad, 0).float() - 0.5) * 2
+    with torch.no_grad():
+        perturbed = model(x.detach() - eps * gradient).double().numpy() / temper
+    return sim * _softmax(perturbed).max(axis=1)
+
+
+def test_rw_odin_takes_the_official_raw_sign_step():
+    """On a model whose transform normalises (std 0.25), the official step is eps * sign on the
+    normalised input; ODIN's step eps * sign / std would be 4 times larger."""
+    from torchvision import transforms
+
+    model, source, _ = live_setup(12)
+    model.transform = transforms.Compose([model.transform, transforms.Normalize([0.5], [0.25])])
+    model.eval()
+    x = torch.stack([model.transform(source.load(i)) for i in range(len(source))])
+    with torch.no_grad():
+        logits = model(x).numpy()
+    acts = Activations(logits=logits, labels=np.asarray(source.labels), ids=np.array(source.ids),
+                       source=source, source_indices=np.arange(len(source)))
+    train = Activations(logits=logits, labels=np.array([0] * 9 + [1] * 2 + [2]), ids=acts.ids)
     pi = np.array([9, 2, 1]) / 12
-    for eps in (0.0, 0.02):
-        det = create("rw_odin", temperature=1000.0, epsilon=eps, device="cpu").fit(train, model)
-        odin = create("odin", temperature=1000.0, epsilon=eps, device="cpu").fit(None, model=model)
-        sim = _sim(_softmax(acts.logits.astype(np.float64)), pi)
-        np.testing.assert_allclose(det.score(acts), odin.score(acts) * sim, rtol=1e-6)
-    assert create("rw_odin").epsilon == 0.0  # the official script's default
+    # T = 1000 (the official default) flattens the softmax so much that any step moves the
+    # score by ~1e-6; T = 2 makes the step's size visible
+    for temperature, eps in ((1000.0, 0.0), (1000.0, 0.05), (2.0, 0.05)):
+        det = create("rw_odin", temperature=temperature, epsilon=eps, device="cpu").fit(train, model)
+        official = _official_rw_odin(model, x, eps, temperature, pi)
+        # the same float32 network operations, the softmax in float64: rounding only
+        # (measured <= 1e-15 relative)
+        np.testing.assert_allclose(det.score(acts), official, rtol=1e-6, atol=0)
+    # the step of ODIN's code (divided by the std, here 4 times larger) gives other scores
+    pixel = create("rw_odin", temperature=2.0, epsilon=0.05, input_std=None,
+                   device="cpu").fit(train, model)
+    assert pixel.input_std_ == (0.25,)
+    assert np.abs(pixel.score(acts) - official).max() > 10 * 1e-6 * np.abs(official).max()
+    assert create("rw_odin").epsilon == 0.0  # the official script's default (test_ood.py:307)
 
 
 def test_fit_without_labels_is_a_clear_error(data):

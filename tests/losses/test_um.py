@@ -57,3 +57,20 @@ def test_unestimated_constraint_is_an_error_not_plain_ce():
     z, y = _batch()
     with pytest.raises(InvalidInputError, match="has not been estimated"):
         create("um")(z, y)
+
+
+#: the official mask fractions (tmlr-group/Unleashing-Mask @ 1640ce6; ``prune_rate`` is the
+#: fraction *kept*, utils/conv_type.py:18 zeroes the lowest ``int((1 - k) n)`` scores): the
+#: loss-constraint estimate's random masks, configs/estimate_loss/estimate_loss_cifar10.yaml:32
+#: ``prune_rate: 0.965``; UMAP's learned masks, configs/smallscale/densenet_cifar10_UMAP.yaml:35
+#: ``prune_rate: 0.8``; beta, args.py:101 ``--beta`` default 1.0
+OFFICIAL_ESTIMATE_KEEP, OFFICIAL_UMAP_KEEP, OFFICIAL_BETA = 0.965, 0.8, 1.0
+
+
+def test_defaults_are_the_official_ones():
+    for name in ("um", "umap"):
+        loss = create(name)
+        assert loss.estimate_keep == OFFICIAL_ESTIMATE_KEEP, name
+        assert loss.beta == OFFICIAL_BETA, name
+        assert loss.constraint == "estimate", name
+    assert create("umap").keep == OFFICIAL_UMAP_KEEP

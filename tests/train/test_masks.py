@@ -3,6 +3,8 @@ straight-through gradient, baking, and the one-line errors."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from torch import nn
@@ -74,3 +76,17 @@ def test_errors():
     for keep in (0.0, 1.2, -1):
         with pytest.raises(InvalidInputError, match=r"must lie in \(0, 1\]"):
             masks.attach([nn.Linear(3, 2)], keep, 0, "loss 'umap'")
+
+
+@pytest.mark.parametrize("shape", [(16, 8, 3, 3), (10, 20), (4, 3, 5)])
+def test_scores_start_as_the_official_kaiming_uniform(shape):
+    """The official SubnetConv / SubnetLinear initialise their scores with
+    ``nn.init.kaiming_uniform_(self.scores, a=math.sqrt(5))`` (tmlr-group/Unleashing-Mask
+    @ 1640ce6, utils/conv_type.py:36, utils/linear_type.py:20; mode fan_in, the default): with
+    the same generator the scores are that draw. The bound ``gain * sqrt(3 / fan_in)``,
+    ``gain = sqrt(2 / (1 + 5))``, is ``1 / sqrt(fan_in)`` up to the last bit of a float64, so the
+    uniform draws agree to float32 rounding (rtol 1e-6)."""
+    official = torch.empty(shape)
+    nn.init.kaiming_uniform_(official, a=math.sqrt(5), generator=torch.Generator().manual_seed(3))
+    ours = masks.WeightMask(torch.Size(shape), 0.8, torch.Generator().manual_seed(3)).scores
+    torch.testing.assert_close(ours.detach(), official, rtol=1e-6, atol=0)

@@ -2,6 +2,7 @@
 proj and phi train, the frozen blocks are computed once, phi learns once outliers exist."""
 
 import numpy as np
+import pytest
 import torch
 
 from oodbench.train import checkpoint as ckpt
@@ -39,13 +40,29 @@ def test_only_the_later_blocks_train_and_the_frozen_ones_are_cached_once(tmp_pat
     assert cache.stat().st_mtime_ns == stamp
 
 
-def test_phi_learns_only_once_outliers_exist(tmp_path):
+def test_phi_learns_only_once_outliers_exist(tmp_path, monkeypatch):
+    """start_epoch = 1 of 2: the run stops at the first synthesis; it came in the second epoch
+    (one epoch finished), and phi was untouched until then with the queues full. Resumed, the
+    second epoch trains phi."""
+    import json
+
+    import oodbench.train.npos as npos_train
+
     dim = model("npos").head_weight.shape[1]
     phi0 = uncertainty_mlp(dim, 32, 0).state_dict()
-    first = run("npos", str(tmp_path / "one"), epochs=1, weight_decay=0.0)  # start_epoch = 1
-    state = ckpt.read_method_state(first.out)
+    synthesize = npos_train.synthesize
+
+    def stop(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(npos_train, "synthesize", stop)
+    with pytest.raises(KeyboardInterrupt):
+        run("npos", str(tmp_path / "run"), epochs=2, weight_decay=0.0)  # start_epoch = 1
+    assert json.loads((tmp_path / "run" / "train.json").read_text())["epochs_done"] == 1
+    state = ckpt.read_method_state(tmp_path / "run")
     assert all(torch.equal(state[f"phi.{k}"], v) for k, v in phi0.items())
     assert bool((state["queue.counts"] == 4).all())
-    second = run("npos", str(tmp_path / "two"), epochs=2, weight_decay=0.0)
-    state = ckpt.read_method_state(second.out)
+    monkeypatch.setattr(npos_train, "synthesize", synthesize)
+    resumed = run("npos", str(tmp_path / "run"), epochs=2, weight_decay=0.0)
+    state = ckpt.read_method_state(resumed.out)
     assert not all(torch.equal(state[f"phi.{k}"], v) for k, v in phi0.items())

@@ -1,8 +1,9 @@
 """The in-distribution class prior of Jiang et al. (RP / RW scores), shared by its four detectors.
 
-Jiang, Liu, Wang, Zhou, Wang, Han & Liu, "Detecting Out-of-distribution Data through
-In-distribution Class Prior", ICML 2023 (official code tmlr-group/class_prior; checked against
-the copy XueJiang16/class_prior, ``funcs.py`` and ``test_ood.py``).
+Jiang, Liu, Fang, Chen, Liu, Zheng & Han, "Detecting Out-of-distribution Data through
+In-distribution Class Prior", ICML 2023, PMLR 202:15067-15088 (authors as in the proceedings
+and the official README; checked against the official code, tmlr-group/class_prior @ dc1eb9c,
+``funcs.py`` and ``test_ood.py``).
 
 The prior is the training set's class frequencies, ``pi_c = n_c / N`` over the labelled rows of
 the fit activations (``test_ood.py`` counts the labels of the ID training list). Two ways of

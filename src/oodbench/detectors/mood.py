@@ -1,7 +1,8 @@
 """MOOD: distance to one Gaussian of the L2-normalised features of a masked-image-modelling model.
 
-Li, Xia, Zhou & Jia, "Rethinking Out-of-distribution (OOD) Detection: Masked Image Modeling is
-All You Need", CVPR 2023 (arXiv 2302.02615; checked against dvlab-research/MOOD
+Li, Chen, He, Yu, Liu & Jia, "Rethinking Out-of-distribution (OOD) Detection: Masked Image
+Modeling is All You Need", CVPR 2023 (arXiv 2302.02615; authors as in the paper and the
+official README's citation; checked against dvlab-research/MOOD
 ``MOODv1/eval_with_features.py`` and ``MOODv1/ood_utils.py``).
 
 Features: the model's penultimate features, for MOOD's BEiT the mean of the patch tokens (the

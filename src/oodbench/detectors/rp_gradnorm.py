@@ -1,7 +1,7 @@
 """RP-GradNorm: GradNorm with the uniform target replaced by the training class prior.
 
 Jiang et al., "Detecting Out-of-distribution Data through In-distribution Class Prior",
-ICML 2023 (checked against XueJiang16/class_prior ``funcs.py``, ``iterate_data_gradnorm_custom``).
+ICML 2023 (checked against tmlr-group/class_prior ``funcs.py``, ``iterate_data_gradnorm_custom``).
 
 For the last layer z = W f + b (W is C x D) and p = softmax(z), the gradient of
 KL(pi || p) = sum_c pi_c log(pi_c / p_c) is

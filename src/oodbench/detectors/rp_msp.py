@@ -1,7 +1,7 @@
 """RP-MSP: the maximum softmax probability measured against the class prior.
 
 Jiang et al., "Detecting Out-of-distribution Data through In-distribution Class Prior",
-ICML 2023 (checked against XueJiang16/class_prior ``funcs.py``, ``iterate_data_msp_custom``):
+ICML 2023 (checked against tmlr-group/class_prior ``funcs.py``, ``iterate_data_msp_custom``):
 
     kappa(x) = max_c (softmax(z(x))_c - pi_c)
 
@@ -22,7 +22,7 @@ from oodbench.detectors._stats import by_chunks
 from oodbench.detectors.base import Detector, register
 from oodbench.extract.activations import Activations
 
-PAPER = "Jiang et al., ICML 2023 (class prior), openreview charggEv8v"
+PAPER = "Jiang et al., ICML 2023 (class prior), PMLR 202:15067-15088"
 
 
 @register

@@ -1,7 +1,7 @@
 """RW-Energy: the negative free energy re-weighted by the distance of the softmax from the prior.
 
 Jiang et al., "Detecting Out-of-distribution Data through In-distribution Class Prior",
-ICML 2023 (checked against XueJiang16/class_prior ``funcs.py``, ``iterate_data_energy_custom``):
+ICML 2023 (checked against tmlr-group/class_prior ``funcs.py``, ``iterate_data_energy_custom``):
 
     kappa(x) = T log sum_c exp(z_c / T) * (1 - cos(softmax(z), pi))
 

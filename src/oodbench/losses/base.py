@@ -9,12 +9,19 @@ A loss is a small ``nn.Module`` whose constructor keywords are its hyper-paramet
 ``head_outputs(num_classes)`` is the width the classifier head must have for this loss (MOS
 adds one "others" output per group). Every loss checks, before any maths, that the labels lie
 in ``[0, num_classes)`` and that an outlier batch is given exactly when it needs one.
+
+A training method also declares what of a training run it would leave unused
+(``unused_settings``) and which of its options switch part of it on at an epoch
+(``switch_epochs``); :mod:`oodbench.train.method_settings` refuses a run in which either would
+make a setting a silent no-op.
 """
 
 from __future__ import annotations
 
 import inspect
 from abc import abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 import torch
@@ -22,6 +29,17 @@ from torch import nn
 
 from oodbench.errors import ClassCountMismatchError, InvalidInputError
 from oodbench.registry import Registry, summary
+
+
+@dataclass(frozen=True)
+class SwitchEpoch:
+    """A loss option naming the epoch (0-based) from which part of the method switches on:
+    ``what`` switches on then; ``before`` is what the run is until then; ``official`` the
+    official recipe's values (for the error message of a run that would never switch it on)."""
+
+    what: str
+    before: str
+    official: str
 
 
 class Loss(nn.Module):
@@ -38,6 +56,13 @@ class Loss(nn.Module):
             (the loop over the model's head logits, :mod:`oodbench.train.finetune`, with its
             ``hooks``), or ``"cma"`` / ``"npos"``: CLIP fine-tuning with a loop of its own
             (text tower, cached frozen blocks; :mod:`oodbench.train.cma` / ``npos``).
+        unused_settings: training settings (``oodbench.train.train``'s keywords and the fields
+            of ``OptimSettings``) this method does not use, each with what it does instead; a
+            value other than the setting's default is refused before training. ``outliers``
+            and ``outlier_batch_size`` are unused by every loss without ``needs_outliers``
+            (:func:`oodbench.train.method_settings.unused_settings`).
+        switch_epochs: the options naming the epoch from which part of the method switches on
+            (:class:`SwitchEpoch`); a value >= the run's epochs is refused before training.
     """
 
     name: ClassVar[str] = ""
@@ -45,6 +70,8 @@ class Loss(nn.Module):
     needs_outliers: ClassVar[bool] = False
     hooks: ClassVar[str] = ""
     trainer: ClassVar[str] = "classifier"
+    unused_settings: ClassVar[Mapping[str, str]] = {}
+    switch_epochs: ClassVar[Mapping[str, SwitchEpoch]] = {}
 
     @property
     def hyperparams(self) -> dict[str, Any]:

@@ -47,6 +47,12 @@ class CMA(Loss):
     name = "cma"
     paper = "Kim et al., CVPR 2025, arXiv 2503.18817 (CMA); FLYP at lam=0"
     trainer = "cma"
+    unused_settings = {
+        **dict.fromkeys(("warmup_epochs", "warmup_fraction"),
+                        "its warm-up is the loss option warmup_steps (in optimisation steps, "
+                        "the official 500): set that instead"),
+        "trainable": "CMA trains every parameter of both CLIP towers",
+    }
 
     def __init__(self, lam: float = 0.001, train_prompt: str = "a photo of a {}",
                  warmup_steps: int = 500):

@@ -1,8 +1,9 @@
 """DOE (Diversified Outlier Exposure): Outlier Exposure at an implicitly transformed model.
 
-Wang, Ye, Liu, Liu, Han & Liu, "Out-of-distribution Detection with Implicit Outlier
-Transformation", ICLR 2023 (arXiv 2303.05033; checked against QizhouWang/DOE ``doe_final.py``
-and ``utils/utils_awp.py``).
+Wang, Ye, Liu, Dai, Kalander, Liu, Hao & Han, "Out-of-distribution Detection with Implicit
+Outlier Transformation", ICLR 2023 (arXiv 2303.05033; authors as in the official README's
+citation and the ICLR paper; checked against QizhouWang/DOE ``doe_final.py`` and
+``utils/utils_awp.py``).
 
 Training starts from a trained classifier, with an outlier source. For the first
 ``warmup = 5`` epochs each step minimises ``CE(z_in, y) + L_OE(z_out)`` (``L_OE`` the
@@ -40,7 +41,7 @@ from collections.abc import Sequence
 import torch.nn.functional as F
 
 from oodbench.errors import InvalidInputError
-from oodbench.losses.base import Loss, register
+from oodbench.losses.base import Loss, SwitchEpoch, register
 from oodbench.losses.oe import uniform_cross_entropy
 
 #: gamma, the perturbation's scale, drawn per step from these (the official code)
@@ -55,6 +56,9 @@ class DOE(Loss):
     paper = "Wang et al., ICLR 2023, arXiv 2303.05033"
     needs_outliers = True
     hooks = "doe"
+    switch_epochs = {"warmup": SwitchEpoch(
+        what="DOE's perturbed step", before="plain Outlier Exposure, CE + OE",
+        official="warmup 5 of 10 epochs, QizhouWang/DOE doe_final.py lines 25 and 46")}
 
     def __init__(self, warmup: int = 5, gammas: Sequence[float] = GAMMAS, average: float = 0.6,
                  clip_norm: float = 1.0):

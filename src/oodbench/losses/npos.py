@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from oodbench.errors import InvalidInputError
-from oodbench.losses.base import Loss, register
+from oodbench.losses.base import Loss, SwitchEpoch, register
 from oodbench.losses.logitnorm import LogitNorm
 
 
@@ -41,6 +41,15 @@ class NPOS(Loss):
     name = "npos"
     paper = "Tao et al., ICLR 2023, arXiv 2303.02966"
     trainer = "npos"
+    unused_settings = {
+        "trainable": "NPOS trains the vision blocks after frozen_blocks, ln_post, proj and phi "
+                     "(choose them with loss_options frozen_blocks)",
+    }
+    switch_epochs = {"start_epoch": SwitchEpoch(
+        what="the outlier loss (phi's BCE on the synthesised outliers)",
+        before="LogitNorm alone",
+        official="start_epoch 40 of 100 epochs on ImageNet-1k, 10 of 20 on ImageNet-100, "
+                 "deeplearning-wisc/npos CLIP_based/OOD/train_npos_imagenet_*.sh")}
 
     def __init__(
         self, tau: float = 8.0, weight: float = 0.1, queue_size: int = 1000, boundary: int = 300,

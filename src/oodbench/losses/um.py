@@ -1,7 +1,8 @@
 """Unleashing Mask (UM): cross-entropy flooded at the loss of a randomly masked copy.
 
-Zhu, Chen, Xie, Liu, Ye, Han & Liu, "Unleashing Mask: Explore the Intrinsic Out-of-Distribution
-Detection Capability", ICML 2023 (arXiv 2306.03715; checked against ZFancy/Unleashing-Mask
+Zhu, Li, Yao, Liu, Xu & Han, "Unleashing Mask: Explore the Intrinsic Out-of-Distribution
+Detection Capability", ICML 2023 (arXiv 2306.03715; authors as in the official README's
+citation; checked against tmlr-group/Unleashing-Mask
 ``utils/custom_loss.py``, ``estimate_loss.py``, ``trainers/default.py``,
 ``configs/estimate_loss/estimate_loss_cifar10.yaml``).
 

@@ -1,7 +1,7 @@
 """UMAP (Unleashing Mask Adopt Pruning): the UM loss, learning a weight mask instead of weights.
 
 Zhu et al., "Unleashing Mask: Explore the Intrinsic Out-of-Distribution Detection Capability",
-ICML 2023 (arXiv 2306.03715; checked against ZFancy/Unleashing-Mask
+ICML 2023 (arXiv 2306.03715; checked against tmlr-group/Unleashing-Mask
 ``configs/smallscale/densenet_cifar10_UMAP.yaml``, ``utils/conv_type.py``,
 ``utils/net_utils.py`` ``freeze_model_weights``).
 

@@ -45,7 +45,7 @@ from typing import Any, Literal
 from pydantic import Field, StrictInt, StrictStr, field_validator, model_validator
 
 from oodbench.data.spec import SourceSpec
-from oodbench.errors import ConfigError, OodbenchError
+from oodbench.errors import ConfigError, NoOpSettingError, OodbenchError
 from oodbench.models.spec import ModelSpec
 from oodbench.schema import At, ConfigPath, Schema, parse, read_toml
 from oodbench.train.optim import FIELDS as OPTIM_FIELDS
@@ -131,12 +131,24 @@ class TrainConfig(Schema):
     data: TrainData
 
     @model_validator(mode="after")
-    def _outliers_when_needed(self) -> TrainConfig:
+    def _sections_agree(self) -> TrainConfig:
+        """The outlier source a loss needs, no setting the loss would leave a silent no-op
+        (:mod:`oodbench.train.method_settings`), a model that is not itself trained."""
         from oodbench import losses
+        from oodbench.train import method_settings
 
-        if losses.loss_class(self.train.loss).needs_outliers and self.data.outliers is None:
-            raise At("[data].outliers", f"loss {self.train.loss!r} needs an outlier source: add "
+        s = self.train
+        if losses.loss_class(s.loss).needs_outliers and self.data.outliers is None:
+            raise At("[data].outliers", f"loss {s.loss!r} needs an outlier source: add "
                      "outliers = { folder = \"...\" } (images of no ID class)")
+        settings = method_settings.run_settings(
+            s.optim(), trainable=s.trainable, outliers=self.data.outliers,
+            outlier_batch_size=s.outlier_batch_size)
+        try:
+            method_settings.check(losses.create(s.loss, **s.loss_options), settings)
+        except NoOpSettingError as err:
+            where = "[data].outliers" if err.setting == "outliers" else f"[train].{err.setting}"
+            raise At(where, str(err)) from None
         if self.model.train is not None:
             raise At("[model].train", "a training config's model cannot itself be a training "
                      "config; give spec or factory (and weights to start from)")

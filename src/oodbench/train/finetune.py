@@ -16,6 +16,10 @@
   ``optimizer.safetensors`` and ``train.json`` (config, history) under ``out``
   (:mod:`oodbench.train.checkpoint`); a run with the same config and ``out`` resumes from the
   last finished epoch and ends with the same weights as an uninterrupted run.
+* **No silent no-ops**: a setting the loss would leave unused (``warmup_epochs`` with ``cma``,
+  an outlier source with ``ce``), or a loss option that would keep part of the method off for
+  the whole run (NPOS ``start_epoch`` or DOE ``warmup`` >= ``epochs``), is a
+  ``NoOpSettingError`` before anything is read or written (:mod:`oodbench.train.method_settings`).
 * **AMP** on CUDA (``amp="auto"``: bfloat16, or float16 with a gradient scaler).
 * **Multi-GPU / multi-node** through ``torchrun`` and PyTorch DDP: launched by ``torchrun``
   (``WORLD_SIZE`` > 1), ``train`` joins the process group (NCCL on CUDA, gloo on CPU), each
@@ -47,7 +51,7 @@ from oodbench.extract.runtime import autocast, place_model, resolve_amp, resolve
 from oodbench.losses.base import Loss
 from oodbench.models.classifier import Classifier
 from oodbench.train import checkpoint as ckpt
-from oodbench.train import ddp, doe, unleashing_mask
+from oodbench.train import ddp, doe, method_settings, unleashing_mask
 from oodbench.train.cma import train_cma
 from oodbench.train.hooks import Batch, LoopHooks, Run
 from oodbench.train.labels import select_classes
@@ -106,11 +110,9 @@ def train(
     settings = optim_settings(optim, FINETUNE, deprecated, "train")
     epochs, batch_size = settings.epochs, settings.batch_size
     criterion = losses.create(loss, **dict(loss_options or {}))
+    method_settings.check(criterion, method_settings.run_settings(
+        settings, trainable=trainable, outliers=outliers, outlier_batch_size=outlier_batch_size))
     if criterion.trainer in METHOD_TRAINERS:
-        if trainable != "all" or outliers is not None:
-            raise InvalidInputError(
-                f"loss {loss!r} decides what trains and makes its own negatives: leave "
-                "trainable at 'all' and give no outliers")
         return METHOD_TRAINERS[criterion.trainer](
             model, source, criterion, settings, out=out, seed=seed, resume=resume,
             device=device, amp=amp, num_workers=num_workers, transform=transform,

@@ -4,7 +4,7 @@ linear weight, trained by the straight-through estimator (edge-popup).
 Zhu et al., "Unleashing Mask: Explore the Intrinsic Out-of-Distribution Detection Capability",
 ICML 2023 (arXiv 2306.03715), after Ramanujan et al.'s edge-popup ("What's Hidden in a
 Randomly Weighted Neural Network?", CVPR 2020, arXiv 1911.13299). Checked against
-ZFancy/Unleashing-Mask ``utils/conv_type.py`` and ``utils/linear_type.py`` (``SubnetConv``,
+tmlr-group/Unleashing-Mask ``utils/conv_type.py`` and ``utils/linear_type.py`` (``SubnetConv``,
 ``GetSubnet``):
 
     m = 1 on the ceil(k * n) entries of |s| that are largest, 0 on the others  (per layer)

@@ -131,6 +131,8 @@ def train_npos(
                         model.spec)
     n_classes = clip_model.num_classes
     _, rows, _ = select_classes(source.labels, None, n_classes, f"source {source.name!r}")
+    _check_queues_fill(criterion, np.asarray(source.labels)[rows], n_classes, settings.epochs,
+                       source.name)
     size, rank, _ = ddp.world()
     place = Placement.create(device, seed, rows, settings.batch_size)
     amp_dtype = resolve_amp(amp, place.device)
@@ -235,6 +237,22 @@ def train_npos(
         model.eval()
     clip_model._digest = None  # the image tower changed
     return TrainResult(model, out_dir, out_dir / ckpt.WEIGHTS, config, history)
+
+
+def _check_queues_fill(criterion: NPOS, labels: np.ndarray, n_classes: int, epochs: int,
+                       name: str) -> None:
+    """A one-line error when some class queue cannot fill within the run (its class has fewer
+    than ``queue_size / epochs`` training images): outliers are synthesised only once every
+    queue is full, so the outlier loss would never switch on."""
+    counts = np.bincount(labels.astype(np.int64), minlength=n_classes)
+    smallest = int(np.argmin(counts))
+    if int(counts[smallest]) * epochs < criterion.queue_size:
+        raise InvalidInputError(
+            f"loss 'npos': class {smallest} of source {name!r} has {int(counts[smallest])} "
+            f"training images, so over epochs={epochs} its queue receives "
+            f"{int(counts[smallest]) * epochs} < queue_size={criterion.queue_size} embeddings and "
+            "never fills: the outlier loss would never switch on; set queue_size <= "
+            f"{int(counts[smallest]) * epochs} or train for more epochs")
 
 
 def _first_image(source: Source, rows: np.ndarray) -> Any:
