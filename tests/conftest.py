@@ -49,6 +49,7 @@ def pytest_configure(config: pytest.Config) -> None:
     threadpoolctl.threadpool_limits(1)
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook turns the marks into groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Put the tests of ``XDIST_GROUPS`` and ``RAY_MODULES`` into their pytest-xdist groups."""
     for item in items:
