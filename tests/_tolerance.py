@@ -42,6 +42,14 @@ def dot_error(x: np.ndarray, y: np.ndarray, u: float) -> np.ndarray:
     return gamma(x.shape[-1] + 1, u) * (x @ y.T)
 
 
+def scatter_error(centred: np.ndarray) -> np.ndarray:
+    """The bound on |two float64 computations of ``centred.T @ centred``| per entry: sums of
+    ``n`` products, each factor carrying the rounding of its centring (two more terms),
+    ``gamma(n + 2) |centred|^T |centred|`` for each computation."""
+    size = np.abs(np.asarray(centred, np.float64))
+    return 2 * gamma(size.shape[0] + 2, U64) * (size.T @ size)
+
+
 def assert_within(actual: np.ndarray, desired: np.ndarray, bound: np.ndarray | float,
                   what: str = "") -> None:
     """``|actual - desired| <= bound`` element-wise (``bound`` broadcast: per entry or one

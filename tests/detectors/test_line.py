@@ -79,6 +79,8 @@ def test_weight_cuts_are_numpys_percentiles_to_the_last_bit(q, monkeypatch):
     importance = np.abs(rng.standard_normal((300, 1024))) * (rng.random((300, 1024)) > 0.05)
     expected = np.array([np.percentile(importance[c] * weight, q) for c in range(300)])
     w, imp = torch.from_numpy(weight), torch.from_numpy(importance)
+    # portable bit for bit: no sums, only products, selections and NumPy's interpolation
+    # formula, each an elementwise IEEE operation with one correctly rounded result
     with compute.use("numpy"):
         np.testing.assert_array_equal(line.weight_cuts(imp, w, q).numpy(), expected)
         monkeypatch.setattr(_shaping, "_BRACKET_LIMIT", 0)  # every bracket fails: the fallback

@@ -5,7 +5,7 @@ from sklearn.covariance import EmpiricalCovariance
 
 from oodbench.detectors import NotFittedError, create
 from oodbench.errors import EmptyInputError, MissingActivationError
-from tests._tolerance import U64, assert_within, gamma
+from tests._tolerance import assert_within, scatter_error
 from tests.detectors._reference import assert_rel, float64_default, pod, tensor
 
 
@@ -29,8 +29,7 @@ def test_fit_statistics_match_sklearn(id_train):
     ec = EmpiricalCovariance(assume_centered=True).fit(centred)  # divides by N
     # entries down to 7e-6 from sums of 400 products of size ~0.1: the rounding bound of the
     # scatter sums (and of the centring), not a relative tolerance
-    bound = 2 * gamma(len(f) + 2, U64) * (np.abs(centred).T @ np.abs(centred)) / len(f)
-    assert_within(det.covariance_.numpy(), ec.covariance_, bound)
+    assert_within(det.covariance_.numpy(), ec.covariance_, scatter_error(centred) / len(f))
     w = det.whitener_.numpy()
     # an inverse of a covariance of condition number ~3 (eigh against sklearn's pinvh): errors
     # of ~1e-14 relative, far inside 1e-8

@@ -97,6 +97,7 @@ def test_fold_is_the_three_segments_on_z(id_train, id_test):
     t1, t2 = fold.lower_, fold.knee_
     general = three_segments(z, t1, t2, 0.0, 0.0, t1, t2, -1.5)
     expected = torch.where(z > t2, general.clamp(min=0.0), general)
+    # two float64 arrangements of one piecewise-linear function of values ~1: a few ulps
     torch.testing.assert_close(fold.shape(z), expected, rtol=1e-12, atol=1e-12)
 
 
