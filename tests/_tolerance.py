@@ -50,6 +50,20 @@ def scatter_error(centred: np.ndarray) -> np.ndarray:
     return 2 * gamma(size.shape[0] + 2, U64) * (size.T @ size)
 
 
+def auroc_slack(id_scores: np.ndarray, ood_scores: np.ndarray, id_bound: np.ndarray | float,
+                ood_bound: np.ndarray | float) -> float:
+    """How far an AUROC may move when every score is only known to within its bound (two
+    computations that round differently): by the share of (ID, OOD) pairs whose intervals
+    overlap, each of which may swap its order or tie (1 / (m n) each), plus float64 rounding.
+    0 pairs is the usual case, and then the two AUROCs are equal to ~1e-12."""
+    x = np.asarray(id_scores, np.float64)[:, None]
+    y = np.asarray(ood_scores, np.float64)[None, :]
+    bx = np.broadcast_to(np.asarray(id_bound, np.float64), x.shape[:1])[:, None]
+    by = np.broadcast_to(np.asarray(ood_bound, np.float64), y.shape[1:])[None, :]
+    close = np.count_nonzero(np.abs(x - y) <= bx + by)
+    return close / (x.size * y.size) + 1e-12
+
+
 def assert_within(actual: np.ndarray, desired: np.ndarray, bound: np.ndarray | float,
                   what: str = "") -> None:
     """``|actual - desired| <= bound`` element-wise (``bound`` broadcast: per entry or one
