@@ -19,6 +19,7 @@ from oodbench.demo_losses import DETECTORS as LOSS_DETECTORS
 from oodbench.demo_losses import LOSSES
 from oodbench.models.small_cnn import SmallCNN
 from oodbench.results.table import ResultsTable
+from tests._tolerance import auroc_slack
 
 
 def msp(model: SmallCNN, images: np.ndarray) -> np.ndarray:
@@ -74,7 +75,10 @@ def test_demo_runs_checks_out_and_is_deterministic(tmp_path, monkeypatch, quick_
         ood_msp = msp(model, data.ood[group].images)
         expected = roc_auc_score(np.r_[np.ones(id_msp.size), np.zeros(ood_msp.size)], np.r_[id_msp, ood_msp])
         got = ok[(ok["benchmark"] == FAR_NAME) & (ok["group"] == group)]["value"].item()
-        assert got == pytest.approx(expected, abs=1e-6), group
+        # the stored scores are these to 1e-6 relative (float32 passes in other batches, float32
+        # exps; checked below): only pairs that close may swap
+        tol = auroc_slack(id_msp, ood_msp, 1e-6 * id_msp, 1e-6 * ood_msp)
+        assert got == pytest.approx(expected, abs=tol), group
     id_acc = rows[(rows["metric"] == "id_accuracy")]["value"].unique()
     assert id_acc.size == 1
     assert id_acc[0] == pytest.approx((model(torch.from_numpy(
@@ -88,10 +92,11 @@ def test_demo_runs_checks_out_and_is_deterministic(tmp_path, monkeypatch, quick_
     assert severity["value"].is_monotonic_increasing
     cell = cood["cell"].iloc[0]
     id_scores, levels = ResultsTable(out).load_scores(cell)
-    np.testing.assert_allclose(id_scores, id_msp, rtol=1e-6)
+    np.testing.assert_allclose(id_scores, id_msp, rtol=1e-6)  # ~1e-7 (above)
     for name, scores in levels.items():
         auroc = cood[(cood["group"] == name) & (cood["metric"] == "auroc")]["value"].item()
         labels = np.r_[np.ones(id_scores.size), np.zeros(scores.size)]
+        # the stored scores ranked by both: counts divided once, sklearn's trapezoids ~1e-15
         assert auroc == pytest.approx(roc_auc_score(labels, np.r_[id_scores, scores]), abs=1e-9)
         assert 40 <= scores.size <= 50  # the 25 % test part of one digit class (~180 images)
     assert (out / "report.html").stat().st_size > 50_000 and (out / "report.md").exists()

@@ -19,6 +19,8 @@ from oodbench.errors import (
     InvalidInputError,
 )
 from oodbench.extract.activations import Activations
+from tests._tolerance import assert_within, auroc_slack
+from tests.detectors._reference import energy_error, msp_error
 
 C = 5
 
@@ -64,6 +66,18 @@ def energy(a: Activations) -> np.ndarray:
     return logsumexp(np.asarray(a.logits, dtype=np.float64), axis=1)
 
 
+#: the rounding bound of each restated score against the detectors' float32 exps
+BOUNDS = {"msp": msp_error, "energy": energy_error}
+
+
+def slack(detector: str, id_acts: Activations, ood_acts: Activations) -> float:
+    """How far the benchmark's AUROC may be from scikit-learn's on the float64 restatement:
+    the share of (ID, OOD) pairs within the scores' rounding bounds (``auroc_slack``; none on
+    these sets, so 1e-12)."""
+    score, bound = {"msp": msp, "energy": energy}[detector], BOUNDS[detector]
+    return auroc_slack(score(id_acts), score(ood_acts), bound(id_acts.logits), bound(ood_acts.logits))
+
+
 def sk_auroc(id_scores: np.ndarray, ood_scores: np.ndarray) -> float:
     y = np.r_[np.ones(id_scores.size), np.zeros(ood_scores.size)]
     return float(roc_auc_score(y, np.r_[id_scores, ood_scores]))
@@ -101,13 +115,19 @@ def test_per_set_auroc_and_id_metrics_match_sklearn(
     id_scores = score(sets["id"])
     rows = table[(table.detector == detector) & ~table.is_average].set_index("group")
     for group in KINDS:
-        assert rows.loc[group, "auroc"] == pytest.approx(sk_auroc(id_scores, score(sets[group])), abs=1e-9)
+        # the benchmark's float32 exps may only swap pairs within their rounding bounds
+        assert rows.loc[group, "auroc"] == pytest.approx(
+            sk_auroc(id_scores, score(sets[group])), abs=slack(detector, sets["id"], sets[group]))
         assert rows.loc[group, "n_ood"] == len(sets[group]) and rows.loc[group, "n_id"] == 300
-        assert rows.loc[group, "ood_mean_kappa"] == pytest.approx(score(sets[group]).mean(), rel=1e-6)
+        # a mean of scores each within its bound
+        assert rows.loc[group, "ood_mean_kappa"] == pytest.approx(
+            score(sets[group]).mean(), rel=1e-12, abs=BOUNDS[detector](sets[group].logits).max())
     id_acts = sets["id"]
     correct = np.asarray(id_acts.logits).argmax(1) == np.asarray(id_acts.labels)
     assert rows["id_accuracy"].unique() == pytest.approx([correct.mean()])
-    assert rows["id_auroc"].iloc[0] == pytest.approx(roc_auc_score(correct, id_scores), abs=1e-9)
+    bound = BOUNDS[detector](id_acts.logits)
+    id_slack = auroc_slack(id_scores[correct], id_scores[~correct], bound[correct], bound[~correct])
+    assert rows["id_auroc"].iloc[0] == pytest.approx(roc_auc_score(correct, id_scores), abs=id_slack)
 
 
 @pytest.mark.parametrize("detector, score", [("msp", msp), ("energy", energy)])
@@ -116,13 +136,14 @@ def test_near_far_all_are_unweighted_means_of_the_sets(
 ) -> None:
     id_scores = score(sets["id"])
     auroc = {g: sk_auroc(id_scores, score(sets[g])) for g in KINDS}
+    tol = {g: slack(detector, sets["id"], sets[g]) for g in KINDS}  # as above, per set
     rows = table[table.detector == detector].set_index("group")
     near = (auroc["near_a"] + auroc["near_b"]) / 2  # 120 and 60 images: each set counts once
     far = (auroc["flat"] + auroc["far_b"]) / 2
     everything = sum(auroc.values()) / 4
-    assert rows.loc["near", "auroc"] == pytest.approx(near, abs=1e-9)
-    assert rows.loc["far", "auroc"] == pytest.approx(far, abs=1e-9)
-    assert rows.loc["all", "auroc"] == pytest.approx(everything, abs=1e-9)
+    assert rows.loc["near", "auroc"] == pytest.approx(near, abs=(tol["near_a"] + tol["near_b"]) / 2)
+    assert rows.loc["far", "auroc"] == pytest.approx(far, abs=(tol["flat"] + tol["far_b"]) / 2)
+    assert rows.loc["all", "auroc"] == pytest.approx(everything, abs=sum(tol.values()) / 4)
     weighted = (120 * auroc["near_a"] + 60 * auroc["near_b"]) / 180
     assert abs(near - weighted) > 1e-3  # the test can tell unweighted from weighted means
     for metric in ("fpr95_id", "fpr95_ood", "aupr_in", "aupr_out", "ap_in"):
@@ -187,6 +208,7 @@ def test_detectors_that_need_training_statistics(sets: dict[str, Activations]) -
         bench.run(None, [create("knn", k=5)])
     knn = create("knn", k=5)
     out = bench.run(None, [knn], fit_activations=train)
+    # the same detector's scores in this process: the same ranks, ~1e-16 of float64 rounding
     assert out["auroc"].iloc[0] == pytest.approx(sk_auroc(knn.score(id_f), knn.score(ood_f)), abs=1e-9)
     assert out["auroc"].iloc[0] > 0.9
 
@@ -244,7 +266,13 @@ def test_real_images_through_extract(imagenet_val_1300: Path, cifar10_test: Path
 
     row = out[out.group == "cifar10"].iloc[0]
     assert row.n_id == 26 and row.n_ood == 25
-    assert row.auroc == pytest.approx(sk_auroc(direct(id_source), direct(ood_source)), abs=1e-6)
+    # random weights give near-uniform softmaxes (MSP ~ 1/1000): some ID and OOD scores are
+    # 1.3e-7 apart, as close as the benchmark's float32 rounding (another batching of the
+    # network, float32 exps; measured up to 1.3e-7 relative). Pairs within 1e-6 relative may
+    # swap: 2 of 650 here, so the AUROCs agree to 0.003, not to 1e-6
+    id_direct, ood_direct = direct(id_source), direct(ood_source)
+    tol = auroc_slack(id_direct, ood_direct, 1e-6 * id_direct, 1e-6 * ood_direct)
+    assert row.auroc == pytest.approx(sk_auroc(id_direct, ood_direct), abs=tol)
     assert out["group"].tolist() == ["cifar10", "far"]
 
 
@@ -254,11 +282,12 @@ def test_run_keeps_the_scores_behind_its_rows(sets: dict[str, Activations]) -> N
     scores = bench.measure(None, [create("msp"), create("energy")]).scores
     assert set(scores) == {("msp", "{}"), ("energy", '{"temperature": 1.0}')}
     id_scores, groups = scores[("msp", "{}")]
-    # float32 exps, float64 result (oodbench.compute): ~1e-7 relative to all-float64 maths
-    np.testing.assert_allclose(id_scores, msp(sets["id"]), rtol=1e-6)
+    # float32 exps, float64 result (oodbench.compute): within the rounding bound of the
+    # all-float64 maths
+    assert_within(id_scores, msp(sets["id"]), msp_error(sets["id"].logits))
     assert set(groups) == set(KINDS)
     for group in KINDS:
-        np.testing.assert_allclose(groups[group], msp(sets[group]), rtol=1e-6)
+        assert_within(groups[group], msp(sets[group]), msp_error(sets[group].logits))
 
 
 def test_rows_carry_delong_intervals_and_optional_bootstrap(

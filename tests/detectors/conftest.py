@@ -60,7 +60,11 @@ def make_activations(
     # align the head with the (centred) prototypes so predictions carry information
     centred = prototypes - prototypes.mean(axis=0, keepdims=True)
     weight = (0.5 * weight + 3.0 * centred / np.sqrt(dim)).astype(np.float32)
-    logits = (features.astype(np.float64) @ weight.T.astype(np.float64) + bias).astype(np.float32)
+    # float32 features times float32 weights are exact in float64; NumPy's pairwise sum adds
+    # them in one fixed order (BLAS's order differs between CPUs' kernels), so the float32
+    # logits, and the digest of golden_scores.npz's inputs, are the same bits on every CPU
+    products = features.astype(np.float64)[:, None, :] * weight.astype(np.float64)[None, :, :]
+    logits = (products.sum(axis=2) + bias).astype(np.float32)
 
     fmap = None
     if feature_map is not None:

@@ -32,6 +32,7 @@ def test_matches_autograd_on_the_linear_layer(id_test, ood_test, temperature):
             kl.backward()
             expected.append(fc.weight.grad.abs().sum().item())
         ours = create("gradnorm", temperature=temperature).score(acts)
+        # float64 both; the scores are sums of absolute values (~1e-14 relative apart)
         np.testing.assert_allclose(ours, expected, rtol=1e-5)
 
 
@@ -39,7 +40,7 @@ def test_matches_pytorch_ood(id_test):
     fc = _linear(id_test)
     ref = PoodGradNorm(fc, param_filter=lambda name: name == "weight")
     theirs = ref.predict(torch.as_tensor(id_test.features, dtype=torch.float64))
-    np.testing.assert_allclose(create("gradnorm").score(id_test), -theirs.numpy(), rtol=1e-5)
+    np.testing.assert_allclose(create("gradnorm").score(id_test), -theirs.numpy(), rtol=1e-5)  # float64 both
 
 
 def test_errors():

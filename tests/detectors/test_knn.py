@@ -19,6 +19,8 @@ def test_matches_pytorch_ood_and_brute_force(id_train, id_test, ood_test, k):
     ref = pod().KNN(None, k=k).fit_features(tensor(id_train.features), tensor(id_train.labels, None))
     for acts in (id_test, ood_test):
         ours = det.score(acts)
+        # float32 unit vectors (faiss): squared distances within ~1e-6 absolute, so distances
+        # of >= 0.28 (the nearest here) within ~2e-6 relative
         assert_rel(ours, -ref.predict_features(tensor(acts.features)), rtol=1e-5)
         f64 = (id_train.features.astype(np.float64), acts.features.astype(np.float64))
         np.testing.assert_allclose(ours, _brute_force(*f64, k), rtol=1e-5)
@@ -33,6 +35,7 @@ def test_invariant_to_feature_scaling(id_train, id_test):
         return out
 
     base = create("knn", k=7).fit(id_train).score(id_test)
+    # the rescaled features round to float32 (6e-8 relative): distances as above
     np.testing.assert_allclose(create("knn", k=7).fit(rescaled(id_train)).score(rescaled(id_test)), base, rtol=1e-5)
 
 
@@ -41,7 +44,7 @@ def test_fit_fraction_subsamples_the_bank(id_train, id_test):
     assert det.index_.size == 100
     rows = np.sort(np.random.default_rng(4).choice(len(id_train), size=100, replace=False))
     expected = _brute_force(id_train.features[rows].astype(np.float64), id_test.features.astype(np.float64), 3)
-    np.testing.assert_allclose(det.score(id_test), expected, rtol=1e-5)
+    np.testing.assert_allclose(det.score(id_test), expected, rtol=1e-5)  # as above
 
 
 def test_errors(make_acts, id_test):

@@ -5,6 +5,7 @@ from sklearn.covariance import EmpiricalCovariance
 
 from oodbench.detectors import NotFittedError, create
 from oodbench.errors import EmptyInputError, MissingActivationError
+from tests._tolerance import assert_within, scatter_error
 from tests.detectors._reference import assert_rel, float64_default, pod, tensor
 
 
@@ -22,16 +23,24 @@ def test_fit_statistics_match_sklearn(id_train):
     det = create("mahalanobis").fit(id_train)
     f, y = id_train.features.astype(np.float64), id_train.labels
     means = np.stack([f[y == c].mean(axis=0) for c in range(10)])
+    # float64 means of ~40 rows of O(1) features: within ~40 ulps, far inside 1e-12
     np.testing.assert_allclose(det.means_.numpy(), means, rtol=1e-12, atol=1e-12)
-    ec = EmpiricalCovariance(assume_centered=True).fit(f - means[y])  # divides by N
-    np.testing.assert_allclose(det.covariance_.numpy(), ec.covariance_, rtol=1e-10, atol=1e-14)
+    centred = f - means[y]
+    ec = EmpiricalCovariance(assume_centered=True).fit(centred)  # divides by N
+    # entries down to 7e-6 from sums of 400 products of size ~0.1: the rounding bound of the
+    # scatter sums (and of the centring), not a relative tolerance
+    assert_within(det.covariance_.numpy(), ec.covariance_, scatter_error(centred) / len(f))
     w = det.whitener_.numpy()
+    # an inverse of a covariance of condition number ~3 (eigh against sklearn's pinvh): errors
+    # of ~1e-14 relative, far inside 1e-8
     np.testing.assert_allclose(w @ w.T, ec.precision_, rtol=1e-8, atol=1e-10 * np.abs(ec.precision_).max())
 
 
 def test_closed_form(id_train, id_test, ood_test):
     det = create("mahalanobis").fit(id_train)
     for acts in (id_test, ood_test):
+        # squared distances of ~32 (never near 0) through a covariance of condition number ~3:
+        # float64 rounding of ~1e-14 relative, far inside 1e-9
         np.testing.assert_allclose(det.score(acts), _closed_form(id_train, acts), rtol=1e-9)
 
 
@@ -42,7 +51,7 @@ def test_matches_pytorch_ood_up_to_2n(id_train, id_test, ood_test):
         ref = pod().Mahalanobis(None).fit_features(tensor(id_train.features), tensor(id_train.labels, None))
         for acts in (id_test, ood_test):
             pt = ref.predict_features(tensor(acts.features))
-            assert_rel(det.score(acts), -2 * len(id_train) * pt, rtol=1e-5)
+            assert_rel(det.score(acts), -2 * len(id_train) * pt, rtol=1e-5)  # float64 both
 
 
 def test_invariant_to_invertible_affine_maps(id_train, id_test):
@@ -56,6 +65,8 @@ def test_invariant_to_invertible_affine_maps(id_train, id_test):
         return out
 
     det, det_mapped = create("mahalanobis").fit(id_train), create("mahalanobis").fit(mapped(id_train))
+    # exact in real arithmetic; float64 rounding through A (condition number ~100) and the
+    # covariance: ~1e-12 relative, far inside 1e-7
     np.testing.assert_allclose(det_mapped.score(mapped(id_test)), det.score(id_test), rtol=1e-7)
 
 
@@ -72,6 +83,8 @@ def test_singular_covariance_uses_the_pseudo_inverse(make_acts, id_test):
     precision = scipy.linalg.pinvh(centred.T @ centred / len(f))
     x = id_test.features.astype(np.float64)
     d = np.stack([np.einsum("nd,de,ne->n", x - m, precision, x - m) for m in means], axis=1)
+    # pinvh against our eigenvalue cut-off on a rank-10 covariance: the kept eigenvalues agree
+    # to ~1e-13 relative, the distances (never near 0) too
     np.testing.assert_allclose(scores, -d.min(axis=1), rtol=1e-6)
 
 
@@ -79,7 +92,7 @@ def test_classes_absent_from_the_fit_set_are_skipped(id_train, id_test):
     keep = id_train.labels < 6
     det = create("mahalanobis").fit(id_train.subset(keep))
     np.testing.assert_array_equal(det.classes_, np.arange(6))
-    np.testing.assert_allclose(det.score(id_test), _closed_form(id_train.subset(keep), id_test), rtol=1e-9)
+    np.testing.assert_allclose(det.score(id_test), _closed_form(id_train.subset(keep), id_test), rtol=1e-9)  # as above
 
 
 def test_errors(make_acts, id_test):

@@ -21,6 +21,7 @@ def test_matches_pytorch_ood_mean_softmax():
     torch.manual_seed(batch_seed(3, 0))  # the seed of our first (and only) batch
     p = MCD.run_mean(model, transformed(model, source), 30).double()
     expected = (p * p.log()).sum(dim=1).numpy()
+    # the same dropout masks; float32 passes of the network in another batching: ~1e-7
     np.testing.assert_allclose(ours, expected, rtol=1e-5)
     assert not model.training and not model.dropout.training  # modes restored
 
@@ -34,7 +35,7 @@ def test_deterministic_under_seed_and_random_across_seeds():
         return det.fit(None, model=model).score(acts)
 
     first, again, other = run(0), run(0), run(1)
-    np.testing.assert_array_equal(first, again)
+    np.testing.assert_array_equal(first, again)  # the same masks and ops in this process
     assert np.abs(first - other).max() > 1e-6
     assert torch.equal(torch.get_rng_state(), state)  # the caller's RNG is untouched
     # negative entropy: between -log(C) and 0
@@ -65,7 +66,7 @@ def test_timm_functional_dropout_matches_pytorch_ood():
     ours = create("mc_dropout", passes=4, seed=5, device="cpu").fit(None, model=model).score(acts)
     torch.manual_seed(batch_seed(5, 0))
     p = MCD.run_mean(model, transformed(model, source), 4).double()
-    np.testing.assert_allclose(ours, (p * p.log()).sum(dim=1).numpy(), rtol=1e-5)
+    np.testing.assert_allclose(ours, (p * p.log()).sum(dim=1).numpy(), rtol=1e-5)  # as above
     assert not model.training and not model.model.training  # modes restored
     # with dropout on, the passes differ: the mean softmax is not one pass's softmax
     with torch.no_grad():
@@ -97,5 +98,6 @@ def test_vit_drop_rate_is_old_timms_drop_rate_and_the_c_ood_code_entropy():
     torch.manual_seed(batch_seed(det.seed, 0))
     with torch.no_grad():
         passes = torch.stack([torch.softmax(reference(images).double(), dim=1) for _ in range(5)])
+    # the same masks; float32 passes of two builds of one ViT: ~1e-7 relative
     np.testing.assert_allclose(ours, ref.cood_code_mcd_entropy(passes), rtol=1e-6)
     assert (passes[0] - passes[1]).abs().max() > 0  # dropout was on

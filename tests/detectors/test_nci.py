@@ -23,6 +23,8 @@ def test_matches_pytorch_ood_and_closed_form(id_train, id_test, ood_test, alpha)
         ours = det.score(acts)
         # pScore crosses zero: relative 1e-5 plus an absolute floor of 1e-6 * max|ref| (float32 there)
         assert_rel(ours, -ref.predict_features(tensor(acts.features, torch.float32)), rtol=1e-5, floor=1e-6)
+        # float64 both: pScore, a 32-term dot product of size ~1 over a norm, rounds to ~1e-14
+        # absolute (it crosses zero: atol), the L1 term to ~1e-14 relative
         np.testing.assert_allclose(ours, _closed_form(id_train, acts, alpha), rtol=1e-10, atol=1e-12)
 
 
@@ -35,6 +37,7 @@ def test_hand_computed(make_acts):
     acts.features = np.array([[5.0, 5.0]], dtype=np.float32)  # predicted class 0 (logits 10, 5)
     acts.logits = acts.features @ acts.head_weight.T
     # centred (3, 4): pScore = (2 * 3) / 5; L1 norm 10
+    # small integers and one division by 5: a few ulps of float64 on any CPU
     np.testing.assert_allclose(create("nci", alpha=0.5).fit(train).score(acts), [6 / 5 + 5.0], rtol=1e-12)
 
 

@@ -26,6 +26,7 @@ def test_mining_keeps_the_lowest_quantile_affinity():
     idx = mine_negative_labels(torch.from_numpy(pos), torch.from_numpy(cand), fraction=0.2, percentile=0.95)
     affinity = np.quantile(cand @ pos.T, 0.95, axis=1)  # numpy's default = linear, as torch
     expected = np.argsort(affinity, kind="stable")[:10]
+    # an order of float64 affinities: adjacent ones are >= 3.5e-4 apart, rounding ~1e-16
     np.testing.assert_array_equal(idx, expected)
 
 
@@ -86,18 +87,23 @@ def test_neglabel_end_to_end_on_tiny_clip(tmp_path):
         a_emb = F.normalize(model.clip.encode_text(model.tokenizer([f"This is a {w} photo" for w in adjs])).float(), dim=-1).numpy()
     keep_n = np.argsort(np.quantile(n_emb @ pos.T, 0.95, axis=1), kind="stable")[: int(len(nouns) * 0.5)]
     keep_a = np.argsort(np.quantile(a_emb @ pos.T, 0.95, axis=1), kind="stable")[: int(len(adjs) * 0.5)]
+    # an order of float32 affinities of the same model's embeddings: adjacent ones are >= 5e-5
+    # apart, float32 rounding (another batching of the text encoder) ~1e-7
     assert det.negative_words_ == [nouns[i] for i in keep_n] + [adjs[i] for i in keep_a]
     neg = np.concatenate([n_emb[keep_n], a_emb[keep_a]])
+    # float32 unit embeddings of the same model (another batching): ~1e-7 apart
     np.testing.assert_allclose(det.negatives_.numpy(), neg, rtol=1e-5, atol=1e-6)
 
     scores = det.score(acts)
     expected = _reference_score(feats.astype(np.float64), det.positives_.numpy(), det.negatives_.numpy(),
                                 det.group_order_.numpy(), 4, 0.01)
+    # float64 both: cosines within ~1e-15, divided by tau = 0.01 the exponents within 1e-13,
+    # the softmax masses (in (0, 1), not near 0 here) within ~1e-12 relative
     np.testing.assert_allclose(scores, expected, rtol=1e-9)
     assert np.all((scores > 0) & (scores < 1))
     # seeded: a second fit gives the same groups and scores
     det2 = create("neglabel", vocabulary=det.vocabulary, n_groups=4, neg_fraction=0.5).fit(None, model)
-    np.testing.assert_array_equal(det2.score(acts), scores)
+    np.testing.assert_array_equal(det2.score(acts), scores)  # the same code in this process
 
 
 def test_neglabel_ungrouped_is_plain_softmax_mass(tmp_path):
@@ -110,7 +116,7 @@ def test_neglabel_ungrouped_is_plain_softmax_mass(tmp_path):
     f = _normalise(feats)
     pos, neg = det.positives_.numpy(), det.negatives_.numpy()
     ep, en = np.exp(f @ pos.T / 0.01), np.exp(f @ neg.T / 0.01)
-    np.testing.assert_allclose(det.score(acts), ep.sum(1) / (ep.sum(1) + en.sum(1)), rtol=1e-9)
+    np.testing.assert_allclose(det.score(acts), ep.sum(1) / (ep.sum(1) + en.sum(1)), rtol=1e-9)  # as above
 
 
 def test_neglabel_needs_a_clip_model():

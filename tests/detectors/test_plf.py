@@ -6,11 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from scipy.special import logsumexp
 
 from oodbench.detectors import NotFittedError, create
 from oodbench.detectors.plf import three_segments
 from oodbench.errors import InvalidInputError
+from tests._tolerance import assert_within
+from tests.detectors._reference import head_energy_reference
 
 
 def _restated_f(a, x1, x2, y_start, y_end, delta_y, m1, m2):
@@ -35,7 +36,7 @@ def _restated_scores(acts, train, params, per_unit):
         lo, hi = (x1[j], x2[j]) if per_unit else (x1, x2)
         shaped[i, j] = _restated_f(abs(v), lo, hi, params["y_start"], params["y_end"],
                                    params["delta_y"], params["m1"], params["m2"])
-    return logsumexp(shaped @ acts.head_weight.T.astype(np.float64) + acts.head_bias, axis=1)
+    return head_energy_reference(shaped, acts.head_weight, acts.head_bias)  # (expected, bound)
 
 
 POINTS = [
@@ -51,8 +52,8 @@ def test_matches_the_restated_function(id_train, id_test, ood_test, point, per_u
     params = POINTS[point]
     det = create("plf", per_unit=per_unit, **params).fit(id_train)
     for acts in (id_test, ood_test):
-        np.testing.assert_allclose(det.score(acts), _restated_scores(acts, id_train, params, per_unit),
-                                   rtol=1e-6)  # float32 head product (oodbench.compute)
+        expected, bound = _restated_scores(acts, id_train, params, per_unit)
+        assert_within(det.score(acts), expected, bound)  # float32 head product (oodbench.compute)
 
 
 def test_signed_features_use_absolute_quantiles_and_values(make_acts):
@@ -63,7 +64,7 @@ def test_signed_features_use_absolute_quantiles_and_values(make_acts):
     params = POINTS[0]
     det = create("plf", **params).fit(train)
     assert (train.features < 0).any()
-    np.testing.assert_allclose(det.score(test), _restated_scores(test, train, params, False), rtol=1e-6)
+    assert_within(det.score(test), *_restated_scores(test, train, params, False))  # float32 head
     assert det.x1_ == pytest.approx(np.percentile(np.abs(train.features.astype(np.float64)), 100 * det.q1))
 
 
@@ -96,6 +97,7 @@ def test_fold_is_the_three_segments_on_z(id_train, id_test):
     t1, t2 = fold.lower_, fold.knee_
     general = three_segments(z, t1, t2, 0.0, 0.0, t1, t2, -1.5)
     expected = torch.where(z > t2, general.clamp(min=0.0), general)
+    # two float64 arrangements of one piecewise-linear function of values ~1: a few ulps
     torch.testing.assert_close(fold.shape(z), expected, rtol=1e-12, atol=1e-12)
 
 

@@ -155,7 +155,7 @@ def test_score_only_hyperparameters_are_real_fields_that_do_not_change_the_fit()
         for key, value in changes.items():
             setattr(det, key, value)
         fresh = create(name, **changes).fit(train)
-        np.testing.assert_array_equal(det.score(test), fresh.score(test))
+        np.testing.assert_array_equal(det.score(test), fresh.score(test))  # the same code in this process
 
 
 def test_settings_a_preset_leaves_alone_are_not_a_change_of_protocol():

@@ -14,6 +14,8 @@ def test_closed_form(id_train, id_test, ood_test):
         x = acts.features.astype(np.float64) - background.location_
         md0 = np.einsum("nd,de,ne->n", x, background.precision_, x)
         expected = md0 + mahalanobis_closed_form(id_train, acts)  # -min_k (MD_k - MD_0)
+        # float64 both: two squared distances of size ~32 (covariances of condition number ~3)
+        # cancel, so the error is ~1e-14 absolute: the floor 1e-9 * max|score| is far above it
         np.testing.assert_allclose(det.score(acts), expected, rtol=1e-8, atol=1e-9 * np.abs(expected).max())
 
 
@@ -40,4 +42,6 @@ def test_invariant_to_invertible_affine_maps(id_train, id_test):
         return out
 
     det, det_mapped = create("rmd").fit(id_train), create("rmd").fit(mapped(id_train))
+    # exact in real arithmetic; float64 rounding through A (condition number ~100) of distances
+    # of size ~32 that cancel: ~1e-12 absolute, far inside 1e-7
     np.testing.assert_allclose(det_mapped.score(mapped(id_test)), det.score(id_test), rtol=1e-6, atol=1e-7)

@@ -9,6 +9,7 @@ from oodbench import compute
 from oodbench.detectors import _stats, create
 from oodbench.detectors._neighbours import NeighbourIndex, normalized_float32
 from oodbench.errors import InvalidInputError
+from tests._tolerance import assert_within, scatter_error
 
 
 @compute.chunked(7 * 6 * 8)  # force several chunks of 7 rows
@@ -19,15 +20,16 @@ def test_class_means_and_scatter_match_numpy_across_chunks():
     y[y == 2] = 1  # class 2 has no samples
     means, counts = _stats.class_means(f, y, 5)
     np.testing.assert_array_equal(counts.numpy(), np.bincount(y, minlength=5))
-    for c in (0, 1, 3):
+    for c in (0, 1, 3):  # float64 means of <= 25 values of size ~1, all >= 0.04: ~1e-14 relative
         np.testing.assert_allclose(means[c].numpy(), f[y == c].astype(np.float64).mean(axis=0), rtol=1e-12)
     assert not means[2].any()
+    # scatter entries may be small sums of 50 products: bounded by the sums' rounding instead
     centred = f.astype(np.float64) - means.numpy()[y]
-    np.testing.assert_allclose(_stats.scatter_matrix(f, means, y).numpy(), centred.T @ centred, rtol=1e-10)
+    assert_within(_stats.scatter_matrix(f, means, y).numpy(), centred.T @ centred, scatter_error(centred))
     mu = _stats.feature_mean(f)
-    np.testing.assert_allclose(mu.numpy(), f.astype(np.float64).mean(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(mu.numpy(), f.astype(np.float64).mean(axis=0), rtol=1e-12)  # as above
     c0 = f.astype(np.float64) - mu.numpy()
-    np.testing.assert_allclose(_stats.scatter_matrix(f, mu).numpy(), c0.T @ c0, rtol=1e-10)
+    assert_within(_stats.scatter_matrix(f, mu).numpy(), c0.T @ c0, scatter_error(c0))
 
 
 @pytest.mark.parametrize("rank", [6, 3])
@@ -38,6 +40,8 @@ def test_whitener_is_a_square_root_of_pinvh(rank):
     w = _stats.whitener(torch.as_tensor(cov)).numpy()
     assert w.shape == (6, rank)
     expected = scipy.linalg.pinvh(cov)
+    # kept eigenvalues 0.19 to 21 (condition number ~100): float64 rounding ~1e-13 relative;
+    # rank 3's three zero eigenvalues (~1e-15) are cut by both
     np.testing.assert_allclose(w @ w.T, expected, rtol=1e-7, atol=1e-9 * np.abs(expected).max())
 
 
@@ -50,6 +54,8 @@ def test_min_sq_mahalanobis_brute_force():
     w = np.linalg.cholesky(precision)  # w w^T = precision
     got = _stats.min_sq_mahalanobis(x, torch.as_tensor(centres), torch.as_tensor(w)).numpy()
     d = np.stack([np.einsum("nd,de,ne->n", x - m, precision, x - m) for m in centres], axis=1)
+    # the three-term form ||z||^2 - 2 z.m + ||m||^2 (terms <= 36) loses ~1e-14 absolute; the
+    # smallest distance is 1.19, so 1e-10 relative leaves a factor 1e4
     np.testing.assert_allclose(got, d.min(axis=1), rtol=1e-10)
 
 
@@ -65,6 +71,7 @@ def test_neighbour_search_is_exact(backend):
         l2 = NeighbourIndex(normalized_float32(bank), "l2").search(queries, 4)
         ip = NeighbourIndex(normalized_float32(bank), "ip").search(queries, 4)
     expected = np.sort(((q[:, None] - b[None]) ** 2).sum(axis=2), axis=1)[:, :4]
+    # float32 unit vectors (5-d): distances and products within ~1e-7 of the float64 ones
     np.testing.assert_allclose(l2, expected, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(ip, -np.sort(-(q @ b.T), axis=1)[:, :4], rtol=1e-5, atol=1e-6)
 
@@ -117,4 +124,6 @@ def test_read_only_arrays_score_like_writable_ones(name, id_train, id_test):
         warnings.simplefilter("ignore", _stats.LargeKWarning)  # k=50 of a small bank: intended
         fit = _read_only(id_train)
         ours = create(name).fit(fit, id_val=fit).score(_read_only(id_test))
+    # the same values through the same code in this process (read-only arrays are copied): the
+    # same bits on any CPU
     np.testing.assert_array_equal(ours, create(name).fit(id_train, id_val=id_train).score(id_test))

@@ -133,6 +133,45 @@ def reference_forward(model: TinyNet, source: Source, rows: Sequence[int]) -> di
     return {k: np.stack(v) for k, v in out.items()}
 
 
+def forward_bounds(model: TinyNet, source: Source, rows: Sequence[int]) -> dict[str, np.ndarray]:
+    """Per entry, how far two float32 forward passes of ``model`` on ``rows`` may differ.
+
+    Batched or one image at a time, on another CPU's kernels or thread count, the convolutions
+    and the head sum in other orders. Each layer's output is off by at most ``gamma(n)`` times
+    the sum of its ``n`` absolute terms (Higham, "Accuracy and Stability of Numerical
+    Algorithms", §3.1; a convolution is a dot product per output entry, the bias one more
+    term) plus its input's error through ``|W|``; ReLU does not enlarge an error and the mean
+    pool adds ``gamma(36)``. Twice the bound of one pass (computed here in float64) bounds the
+    difference of two.
+    """
+    from torch.nn import functional
+
+    from tests._tolerance import U32, gamma
+
+    conv1, conv2 = model.body[0], model.body[2]
+    with torch.no_grad():
+        x = torch.stack([model.transform(source.load(int(i))) for i in rows]).double()
+
+        def layer(conv: nn.Conv2d, inputs: torch.Tensor, error: torch.Tensor) -> tuple:
+            w, b = conv.weight.double(), conv.bias.double()
+            terms = w[0].numel() + 1
+            out = functional.conv2d(inputs, w, b, stride=conv.stride, padding=conv.padding)
+            size = functional.conv2d(inputs.abs(), w.abs(), b.abs(), stride=conv.stride,
+                                     padding=conv.padding)
+            spread = functional.conv2d(error, w.abs(), None, stride=conv.stride, padding=conv.padding)
+            return out.clamp(min=0), gamma(terms, U32) * size + spread
+
+        h1, e1 = layer(conv1, x, torch.zeros_like(x))
+        fmap, e2 = layer(conv2, h1, e1)
+        cells = fmap.shape[2] * fmap.shape[3]
+        feats = fmap.mean(dim=(2, 3))
+        e_feats = e2.mean(dim=(2, 3)) + gamma(cells, U32) * feats
+        w, b = model.fc.weight.double(), model.fc.bias.double()
+        e_logits = e_feats @ w.abs().T + gamma(w.shape[1] + 1, U32) * (feats @ w.abs().T + b.abs())
+    return {"feature_map": 2 * e2.numpy(), "features": 2 * e_feats.numpy(),
+            "logits": 2 * e_logits.numpy()}
+
+
 
 class CountingNet(TinyNet):
     """A :class:`TinyNet` that counts its forward passes over every process (one byte appended

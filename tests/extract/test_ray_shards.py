@@ -1,5 +1,10 @@
 """Sharded extraction on Ray: bit-identical to a single process, after a killed worker too, and
-resumable after an interrupted driver (a local Ray cluster with 2 CPU workers)."""
+resumable after an interrupted driver (a local Ray cluster with 2 CPU workers).
+
+Bit-identical comparisons here are between extractions in this process (or in a child
+process set to the same thread count) over the same batches: the same operations in the same
+order, so they hold on any CPU, whose kernels change both sides alike.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,9 @@
-"""One forward pass per (model, source): a cache entry that holds more than asked is reused."""
+"""One forward pass per (model, source): a cache entry that holds more than asked is reused.
+
+Bit-identical comparisons here are between extractions in this process (or in a child
+process set to the same thread count) over the same batches: the same operations in the same
+order, so they hold on any CPU, whose kernels change both sides alike.
+"""
 
 from __future__ import annotations
 

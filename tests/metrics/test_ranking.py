@@ -1,4 +1,9 @@
-"""The ranking kernel: whole curves against scikit-learn, counts against their definition."""
+"""The ranking kernel: whole curves against scikit-learn, counts against their definition.
+
+Curves compared bit for bit are portable: both sides sort the same scores, count (cumulative
+sums of 0/1 weights are exact integers) and divide the same counts once, each division
+correctly rounded on any CPU.
+"""
 
 from __future__ import annotations
 

@@ -3,6 +3,7 @@ import torch
 
 from oodbench.errors import InvalidInputError
 from oodbench.models.cifar_resnet9 import CifarResNet9
+from tests.models.checks import assert_linear_head
 
 
 def test_width_64_has_pages_parameter_count():
@@ -18,8 +19,8 @@ def test_parts_compose_to_the_logits():
     fmap = model.feature_map(x)
     assert fmap.shape == (5, 64, 4, 4) and bool((fmap >= 0).all())
     features = model.features(x)
-    torch.testing.assert_close(features, fmap.amax(dim=(2, 3)))
-    torch.testing.assert_close(model(x), features @ model.head_weight.T + model.head_bias)
+    torch.testing.assert_close(features, fmap.amax(dim=(2, 3)))  # a max selects: exact
+    assert_linear_head(model(x), features, model.head_weight, model.head_bias)
 
 
 def test_seed_decides_the_initial_weights_and_the_spec():

@@ -10,6 +10,7 @@ from torch import nn
 
 from oodbench.errors import InvalidInputError
 from oodbench.models.small_cnn import SmallCNN, to_tensor, train_small_cnn
+from tests.models.checks import assert_linear_head
 
 
 def test_classifier_parts_and_linear_head_identity():
@@ -18,7 +19,7 @@ def test_classifier_parts_and_linear_head_identity():
     out = model.forward_all(x, ("logits", "features", "feature_map"))
     assert out["feature_map"].shape == (5, 16, 4, 4) and out["features"].shape == (5, 16)
     assert (out["features"] >= 0).all()  # ReLU features, as ReAct/ASH assume
-    torch.testing.assert_close(out["logits"], out["features"] @ model.head_weight.T + model.head_bias)
+    assert_linear_head(out["logits"], out["features"], model.head_weight, model.head_bias)
     assert any(isinstance(m, nn.Dropout) and m.p > 0 for m in model.modules())
     assert not model.training
 

@@ -100,6 +100,8 @@ def test_correlations_are_spearman(raw: pd.DataFrame, results: dict) -> None:
     rho = np.corrcoef(ranks["id-acc"], ranks["ood-auroc"])[0, 1]
     numbers = results[4].numbers
     got = numbers[(numbers["level"] == 7) & (numbers["versus"] == "id_accuracy")]
+    # a correlation of (mid-)ranks: sums of half-integers, exact in any order, then one
+    # square root and division (~1e-16)
     assert got["spearman_rho"].iloc[0] == pytest.approx(rho, abs=1e-12)
 
 

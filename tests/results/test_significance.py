@@ -84,5 +84,6 @@ def test_severity_curves_carry_error_bars(tmp_path: Path) -> None:
     assert len(bars) == 2 and all(c.has_yerr for c in bars)
     line, _, (segments,) = bars[0] if bars[0].get_label() == "a" else bars[1]
     spans = [seg[:, 1] for seg in segments.get_segments()]  # each bar from ci_low to ci_high
+    # the bars' ends are the stored interval ends (estimate -/+ the stored widths): an ulp apart
     np.testing.assert_allclose([s.min() for s in spans], auroc["ci_low"], rtol=1e-12)
     np.testing.assert_allclose([s.max() for s in spans], auroc["ci_high"], rtol=1e-12)

@@ -105,6 +105,8 @@ def test_a_new_kind_and_protocol_run_through_an_experiment_file(tmp_path, regist
     for detector in ("msp", "energy"):  # the same ID and OOD images: the same numbers
         a = one_set[one_set["detector"] == detector]["auroc"].to_numpy()
         b = sets[sets["detector"] == detector]["auroc"].to_numpy()
+        # the same cached activations through the same detector code in this run: the same
+        # scores, so the same counts (1e-12 only formats)
         assert a.size == 1 and np.allclose(a, b, rtol=0, atol=1e-12)
     tuned = rows[rows["tuning"].fillna("").str.contains("closest_to_target")]
     assert not tuned.empty

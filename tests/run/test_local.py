@@ -19,6 +19,7 @@ from oodbench.results.table import COLUMNS, ResultsTable
 from oodbench.run.build import build_source, load_model
 from oodbench.run.checks import ExperimentCheckError
 from oodbench.run.experiment import parse_experiment
+from tests._tolerance import auroc_slack
 from tests.run.tiny import n_images, write_tiny_experiment
 
 if sys.version_info >= (3, 11):
@@ -80,14 +81,18 @@ def test_tiny_experiment_end_to_end(tiny, forward_images):
     msp = cells[(cells["detector"] == "msp") & (cells["benchmark"] == "sets")]["cell"].item()
     id_scores, groups = ResultsTable(out).load_scores(msp)
     data = tiny.parent / "data"
-    np.testing.assert_allclose(id_scores, independent_msp(data / "id_test"), rtol=1e-5)
+    # float32 passes in other batches and float32 exps against a float64 softmax: ~1e-7
+    # relative; 1e-5 leaves 100 times that
+    id_ref = independent_msp(data / "id_test")
+    np.testing.assert_allclose(id_scores, id_ref, rtol=1e-5)
     np.testing.assert_allclose(groups["noise"], independent_msp(data / "noise"), rtol=1e-5)
     for group in ("noise", "stripes"):
         ref = independent_msp(data / group)
         expected = roc_auc_score(np.r_[np.ones(id_scores.size), np.zeros(ref.size)],
-                                 np.r_[independent_msp(data / "id_test"), ref])
+                                 np.r_[id_ref, ref])
         got = df[(df["cell"] == msp) & (df["group"] == group) & (df["metric"] == "auroc")]["value"]
-        assert got.item() == pytest.approx(expected, abs=1e-6)
+        # scores within 1e-5 relative (as above) may swap only pairs that close
+        assert got.item() == pytest.approx(expected, abs=auroc_slack(id_ref, ref, 1e-5 * id_ref, 1e-5 * ref))
     # C-OOD score arrays: one per level, 2 test images per pool class (25 % of 8)
     cood_cell = cells[(cells["detector"] == "msp") & (cells["benchmark"] == "cood")]["cell"].item()
     _, levels = ResultsTable(out).load_scores(cood_cell)
@@ -297,7 +302,7 @@ def test_presets_and_the_id_val_role_reach_the_rows(tiny):
     det = create("react", preset="openood").fit(None, id_val=val)
     react_cell = ok.loc[ok["detector"] == "react", "cell"].iloc[0]
     id_scores, _ = ResultsTable(tiny.parent / "out-val").load_scores(react_cell)
-    np.testing.assert_allclose(id_scores, det.score(id_test), rtol=1e-12)
+    np.testing.assert_allclose(id_scores, det.score(id_test), rtol=1e-12)  # the same code, this process
 
 
 def test_a_label_map_sets_the_id_labels_of_the_accuracy(tiny):

@@ -97,13 +97,15 @@ def test_two_gloo_processes_equal_one_process(tmp_path, method):
     initial = model(method).clip.state_dict()
     moved = [k for k in one if not torch.equal(one[k], initial[k])]
     assert moved, "training changed nothing"
+    # two gloo processes average their gradients in another order than one process sums
+    # them: float32 rounding (~1e-7 per step) carried through a few steps, inside 1e-4
     for key in one:
         np.testing.assert_allclose(ddp_weights[key], one[key], rtol=1e-4, atol=1e-6, err_msg=key)
     if method == "npos":
         a, b = ckpt.read_method_state(out), ckpt.read_method_state(single.out)
         for key in b:
             np.testing.assert_allclose(a[key], b[key], rtol=1e-4, atol=1e-6, err_msg=key)
-    np.testing.assert_allclose([h["loss"] for h in record["history"]],
+    np.testing.assert_allclose([h["loss"] for h in record["history"]],  # as above
                                [h["loss"] for h in single.history], rtol=1e-5)
     assert [h["images"] for h in record["history"]] == [31, 31, 31]
 

@@ -45,6 +45,8 @@ def test_full_batch_training_reaches_the_convex_optimum():
         return (lse - z[np.arange(len(y)), y]).mean() + 0.5 * wd * (theta**2).sum()
 
     best = minimize(objective, np.zeros(c * d + c), method="L-BFGS-B", options={"gtol": 1e-10})
+    # a convergence tolerance, not a rounding one: 400 float32 SGD epochs end ~6e-5 from the
+    # optimum here; 2e-3 is < 1% of the weights (size ~0.5) and far below a wrong objective
     np.testing.assert_allclose(res.weight, best.x[: c * d].reshape(c, d), atol=2e-3)
     np.testing.assert_allclose(res.bias, best.x[c * d :], atol=2e-3)
     assert res.history[-1] <= res.history[0]
@@ -56,6 +58,7 @@ def test_seeded_and_deterministic_on_cpu():
     a = train_head(acts, optim=optim, seed=1, device="cpu")
     b = train_head(acts, optim=optim, seed=1, device="cpu")
     c = train_head(acts, optim=optim, seed=2, device="cpu")
+    # two runs of one seed in this process: the same ops in the same order, the same bits
     np.testing.assert_array_equal(a.weight, b.weight)
     assert a.history == b.history
     assert not np.array_equal(a.weight, c.weight)
@@ -67,6 +70,7 @@ def test_apply_gives_the_new_head_and_reindexed_labels():
     assert res.weight.shape == (2, 5) and res.classes.tolist() == [3, 1]
     assert res.config["n_train"] == 120  # only the rows of classes 3 and 1
     out = res.apply(acts)
+    # HeadResult.logits is this very NumPy expression: the same bits here and on any CPU
     np.testing.assert_allclose(out.logits, acts.features @ res.weight.T + res.bias, rtol=1e-6)
     expected = np.select([acts.labels == 3, acts.labels == 1], [0, 1], -1)
     np.testing.assert_array_equal(out.labels, expected)
@@ -151,7 +155,7 @@ def test_warmup_and_cosine_schedule_values():
 
     assert [lr_factor(s, 10, 2, "cosine") for s in (0, 1)] == [0.5, 1.0]
     assert lr_factor(2, 10, 2, "cosine") == 1.0
-    np.testing.assert_allclose(lr_factor(6, 10, 2, "cosine"), 0.5)
+    np.testing.assert_allclose(lr_factor(6, 10, 2, "cosine"), 0.5)  # (1 + cos(pi/2)) / 2: ~1e-17
     assert lr_factor(5, 10, 0, "constant") == 1.0
     assert torch.__version__  # torch is importable alongside (no state leaks)
 
@@ -164,7 +168,7 @@ def test_old_optimiser_keywords_still_work_with_a_warning():
     with pytest.warns(DeprecatedArgumentWarning, match=r"train_head\(epochs=3, lr=0.05\) is "
                       r"deprecated; pass optim=OptimSettings\(epochs=3, lr=0.05\)"):
         old = train_head(acts, epochs=3, lr=0.05, seed=1, device="cpu")
-    np.testing.assert_array_equal(old.weight, new.weight)
+    np.testing.assert_array_equal(old.weight, new.weight)  # one seed, one code path, this process
     assert old.config == {**new.config, "seconds": old.config["seconds"]}
     with pytest.raises(TypeError, match="unexpected keyword argument 'epoch'.*'epochs'"):
         train_head(acts, epoch=3)

@@ -28,7 +28,7 @@ def _official_subnet(scores: torch.Tensor, k: float) -> torch.Tensor:
 def test_mask_matches_official_and_keeps_the_fraction(keep):
     scores = torch.randn(16, 8, 3, 3, generator=torch.Generator().manual_seed(0))
     mask = masks.top_k_mask(scores, keep)
-    torch.testing.assert_close(mask, _official_subnet(scores, keep))
+    torch.testing.assert_close(mask, _official_subnet(scores, keep))  # 0/1 by ranking: exact
     assert int(mask.sum()) == scores.numel() - int((1 - keep) * scores.numel())
 
 
@@ -42,7 +42,7 @@ def test_straight_through_gradient():
     torch.nn.functional.conv2d(x, used, conv.bias).square().sum().backward()
     conv(x).square().sum().backward()
     expected = torch.sign(mask.scores.detach()) * used.grad * w.detach()
-    torch.testing.assert_close(mask.scores.grad, expected)
+    torch.testing.assert_close(mask.scores.grad, expected)  # one float32 conv gradient, twice
 
 
 def test_bake_and_plain_state_dict():
@@ -54,7 +54,7 @@ def test_bake_and_plain_state_dict():
     plain = masks.plain_state_dict(net)
     assert plain.keys() == before.keys()
     expected0 = before["0.weight"] * masks.top_k_mask(found[0].scores, 0.5)
-    torch.testing.assert_close(plain["0.weight"], expected0)
+    torch.testing.assert_close(plain["0.weight"], expected0)  # products with 0/1: exact
     assert torch.equal(plain["1.weight"], before["1.weight"])
     masks.bake(net)
     assert set(net.state_dict()) == set(before)

@@ -31,10 +31,12 @@ def test_kth_distance_matches_brute_force():
     rng = np.random.default_rng(0)
     queue, points = rng.normal(size=(30, 6)) * 3, rng.normal(size=(9, 6))
     got = kth_distance(torch.tensor(points), torch.tensor(queue), 4).numpy()
+    # squared distances of unit vectors as 1 + 1 - 2 a.q: ~1e-15 absolute; the 4th-nearest
+    # ones here are >= 0.68
     np.testing.assert_allclose(got, [brute_kth(p, queue, 4) for p in points], rtol=1e-10)
     # a queue point's own zero distance counts (the official faiss index holds the query)
     self_kth = kth_distance(torch.tensor(queue), torch.tensor(queue), 1).numpy()
-    np.testing.assert_allclose(self_kth, 0, atol=1e-12)
+    np.testing.assert_allclose(self_kth, 0, atol=1e-12)  # 1 + 1 - 2 a.a: ~1e-15, clamped at 0
 
 
 def test_synthesis_matches_brute_force():
@@ -47,6 +49,8 @@ def test_synthesis_matches_brute_force():
     assert got.shape == (classes * 2, d)
     for c in range(classes):
         expected, ranked = brute_synthesis(queues[c], noise, picks[c], 5, 7, 0.3, 2)
+        # the same float64 centre + sigma * noise, chosen by ranks of k-NN distances (>= 0.43,
+        # gaps far above their ~1e-15 rounding): equal to the last bits
         np.testing.assert_allclose(got[2 * c : 2 * c + 2], expected, rtol=1e-10)
         # the centre is the boundary point of the drawn rank; the outliers lie around it
         centre = queues[c][ranked[picks[c]]]
@@ -92,6 +96,7 @@ def test_queues_fill_then_fifo_like_the_official_code():
         fills.append(queues.full)
     expected = brute_queues(batches, classes, size)
     for c in range(classes):
+        # float32 copies of float64 embeddings: 6e-8 relative
         np.testing.assert_allclose(queues.data[c].numpy(), np.array(expected[c]), rtol=1e-6)
     assert fills[-1] and not fills[0]
     # the state round-trips (what a checkpoint stores)

@@ -44,7 +44,7 @@ def test_estimate_is_the_masked_copys_mean_training_ce():
     y = torch.as_tensor(np.asarray(source.labels)[rows])
     with torch.no_grad():
         expected = float(F.cross_entropy(copy_(x), y))
-    assert estimate == pytest.approx(expected, rel=1e-6)
+    assert estimate == pytest.approx(expected, rel=1e-6)  # float32 passes, other batches: ~1e-7
     assert not torch.equal(copy_.fc.weight, model.fc.weight)  # the model itself is not masked
 
 

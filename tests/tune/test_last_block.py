@@ -31,6 +31,7 @@ def test_block_inputs_are_the_hooked_inputs_and_cached(digits, tmp_path, monkeyp
             model.features(image)
     finally:
         handle.remove()
+    # float32 passes of one network in batches of other sizes: ~1e-7 of activations of size ~1
     np.testing.assert_allclose(inputs[:5], seen[0].numpy(), rtol=1e-6, atol=1e-6)
     assert len(inputs) == len(fit) and len(list((tmp_path / "tune" / "last_block").rglob("*.npy"))) == 1
     np.testing.assert_array_equal(block_inputs(model, fit), inputs)  # from the cache
@@ -47,6 +48,8 @@ def test_variant_from_cached_inputs_equals_the_network_on_the_images(digits, tmp
     assert not variant.from_cache
     out = variant.apply(val, block_inputs(model, val))
     direct = through(variant.net, kept, val)  # the whole network on the images
+    # the last block and head run from cached float32 inputs or through the whole float32
+    # network: rounding of ~1e-6 relative, inside 1e-4
     np.testing.assert_allclose(out.features, direct.features, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(out.logits, direct.logits, rtol=1e-4, atol=1e-5)
     assert out.head_weight.shape[0] == kept.size
@@ -57,6 +60,7 @@ def test_variant_from_cached_inputs_equals_the_network_on_the_images(digits, tmp
     assert changed and all(id(dict(variant.net.named_parameters())[n]) in trained for n in changed)
     again = LastBlockVariant(model, kept, inputs[rows], labels, LAST, seed=3)
     assert again.from_cache
+    # the cached variant's weights through the same code in this process: the same bits
     np.testing.assert_array_equal(again.apply(val, block_inputs(model, val)).logits, out.logits)
 
 
