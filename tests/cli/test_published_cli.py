@@ -98,3 +98,49 @@ def test_compare_without_matching_rows_or_results_is_a_one_line_error(tmp_path) 
     assert "nothing to compare" in result.output and "react on letters" in result.output
     missing = _invoke("published", "compare", str(tmp_path / "nowhere"))
     assert missing.exit_code == 2 and "has no results.parquet" in missing.output
+
+
+def test_show_printed_without_a_printed_form_is_refused_naming_those_with_one(monkeypatch) -> None:
+    from tests.published.test_catalogue import _without_printed_form
+
+    keep = _without_printed_form(monkeypatch, "cood")
+    result = _invoke("published", "show", "cood", "--printed")
+    assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+    assert "'cood' has no printed form" in result.output
+    assert result.output.rstrip().endswith("the tables that have one: " + ", ".join(keep))
+
+
+def test_show_printed_cood_is_the_official_file_line_for_line() -> None:
+    """``--printed`` on the C-OOD table prints the official file's own lines; with ``--method``
+    those of one confidence function, e.g. ViT-L/32-384's softmax line at severity 10."""
+    from oodbench.published import cood
+
+    lines = cood.bundled_bytes().decode("utf-8").splitlines()
+    softmax = [lines[0], *(line for line in lines[1:]
+                           if line.split(",")[8] == "softmax")]
+    result = _invoke("published", "show", "cood", "--printed", "--method", "softmax",
+                     "--format", "csv")
+    assert result.exit_code == 0, result.output[-500:]
+    assert result.stdout.splitlines() == softmax
+    example = [line for line in softmax if line.startswith("10,")
+               and ",vit_large_patch32_384,softmax," in line]
+    assert len(example) == 1 and example[0] in result.output
+
+
+@pytest.mark.parametrize("fmt", ["csv", "tsv"])
+def test_show_printed_of_one_method_without_a_method_column(fmt: str) -> None:
+    """OpenOOD's full-spectrum table has no method column (its key is Training, Postprocessor):
+    --method picks the rows of that method instead of failing with a traceback."""
+    import io
+
+    import pandas as pd
+
+    name = "openood-v1.5-imagenet1k-fsood"
+    result = _invoke("published", "show", name, "--printed", "--method", "MSP", "--format", fmt)
+    assert result.exit_code == 0, result.output
+    shown = pd.read_csv(io.StringIO(result.stdout), sep="," if fmt == "csv" else "\t",
+                        dtype=str, keep_default_na=False)
+    pd.testing.assert_frame_equal(shown, published.printed(name, method="MSP"))
+    assert set(shown["Postprocessor"]) == {"MSP"}
+    unknown = _invoke("published", "show", name, "--printed", "--method", "MSPP")
+    assert unknown.exit_code == 2 and "Did you mean 'MSP'" in unknown.output

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from PIL import Image
 
 from oodbench.errors import InvalidInputError, UnknownNameError
-from oodbench.models.clip import load_clip, parse_clip_spec, resolve_templates
+from oodbench.models.clip import activation_mismatch, load_clip, parse_clip_spec, resolve_templates
 from tests._clip_fixtures import register_tiny_clip, tiny_clip
 from tests.models.checks import assert_linear_head
 
@@ -22,7 +22,7 @@ def _images(n: int = 4) -> torch.Tensor:
 
 
 def test_parse_spec():
-    assert parse_clip_spec("ViT-B-32/openai") == ("ViT-B-32", "openai")
+    assert parse_clip_spec("ViT-B-16-quickgelu/openai") == ("ViT-B-16-quickgelu", "openai")
     assert parse_clip_spec("RN50") == ("RN50", None)
     with pytest.raises(InvalidInputError):
         parse_clip_spec("/openai")
@@ -92,3 +92,60 @@ def test_errors():
         load_clip("oodbench-tiny-clip", pretrained=True)
     with pytest.raises(InvalidInputError, match="\\{\\}"):
         resolve_templates(["no placeholder"])
+
+
+def _openai_archs() -> list[str]:
+    import open_clip
+
+    return [arch for arch, tag in open_clip.list_pretrained() if tag == "openai"]
+
+
+def test_openai_weights_need_the_quickgelu_architectures():
+    """OpenAI's weights were trained with QuickGELU: open_clip lists each of them under its plain
+    architecture (built with GELU) and its ``-quickgelu`` twin; only the twin is accepted, and the
+    refusal names it."""
+    pairs = _openai_archs()
+    plain = [a for a in pairs if not a.endswith("-quickgelu")]
+    assert "ViT-B-16" in plain and "ViT-B-16-quickgelu" in pairs
+    for arch in pairs:
+        mismatch = activation_mismatch(arch, "openai")
+        if arch in plain:
+            assert f"{arch}-quickgelu" in pairs  # every plain one has its twin
+            assert mismatch is not None and f"use clip:{arch}-quickgelu/openai" in mismatch
+        else:
+            assert mismatch is None, arch
+    assert activation_mismatch("ViT-B-16", None) is None  # no tag: no weights to fit
+    assert activation_mismatch("ViT-B-16", "none") is None
+
+
+def test_a_gelu_architecture_with_openai_weights_is_refused_before_anything_loads(monkeypatch):
+    import open_clip
+
+    def no_build(*args, **kwargs):
+        raise AssertionError("the refusal must come before the model is built or downloaded")
+
+    monkeypatch.setattr(open_clip, "create_model_and_transforms", no_build)
+    with pytest.raises(InvalidInputError, match=r"use clip:ViT-B-16-quickgelu/openai$") as err:
+        load_clip("ViT-B-16/openai")
+    assert "QuickGELU" in str(err.value) and "\n" not in str(err.value)
+    # a checkpoint fine-tuned from OpenAI's weights too (before the file is read)
+    with pytest.raises(InvalidInputError, match="ViT-B-16-quickgelu/openai"):
+        load_clip("ViT-B-16/openai", weights="no-such-checkpoint.pt")
+
+
+@pytest.mark.heavy
+def test_vit_b_16_quickgelu_openai_builds_quickgelu_towers():
+    """The spec of the published MCM (CLIP-B) rows loads (random weights: nothing downloaded)
+    with QuickGELU in every block of both towers."""
+    from open_clip.transformer import QuickGELU
+
+    from oodbench.models.clip_checkpoints import describe
+
+    model = load_clip("ViT-B-16-quickgelu/openai", pretrained=False, class_names=CLASSES,
+                      templates="simple")
+    assert model.spec == "clip:ViT-B-16-quickgelu/openai"
+    activations = [type(m) for m in model.clip.modules()
+                   if isinstance(m, (torch.nn.GELU, QuickGELU))]
+    assert activations and set(activations) == {QuickGELU}
+    assert describe(model.clip.state_dict()) == {"embed_dim": 512, "width": 768, "layers": 12,
+                                                 "patch_size": 16, "image_size": 224}

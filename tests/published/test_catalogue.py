@@ -7,6 +7,7 @@ import hashlib
 import io
 import json
 import lzma
+import re
 from importlib import resources
 
 import pandas as pd
@@ -14,9 +15,9 @@ import pytest
 
 from oodbench import published
 from oodbench.detectors import available, preset_for
-from oodbench.errors import CacheError, ConfigError, UnknownNameError
+from oodbench.errors import CacheError, ConfigError, InvalidInputError, UnknownNameError
 from oodbench.models.registry import FAMILIES
-from oodbench.published import catalogue
+from oodbench.published import catalogue, cood
 from oodbench.published.compare import METRIC_FAMILY, TUNING_NAMES
 from tests.conftest import shared_path
 
@@ -149,3 +150,118 @@ def test_a_typo_in_the_catalogue_names_the_file_the_table_and_the_closest_key() 
                                       "'metrics'? valid keys: title, paper, source, metrics,")
     with pytest.raises(ConfigError, match=r"^cat.toml: \[tables\].x: table 'x' needs file and sha256"):
         catalogue.parse_catalogue(entry.replace('loader = "cood"', ""), "cat.toml")
+
+
+def _shared_readme_rows() -> dict[str, tuple[str, str]]:
+    """file -> (leaderboard, source): the table of the shared leaderboards' README."""
+    text = shared_path("leaderboards", "README.md").read_text(encoding="utf-8")
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 5 and re.fullmatch(r"`[\w.]+\.csv`", cells[0]):
+            rows[cells[0].strip("`")] = (cells[1], cells[4])
+    return rows
+
+
+@pytest.mark.parametrize("name", list(LEADERBOARDS))
+def test_each_leaderboard_names_the_site_it_was_read_from(name: str) -> None:
+    """The table's source and the read_from of every row read from the leaderboard say where
+    the shared README says it was read: the Papers with Code archive (its snapshot date) for
+    ImageNet-1k vs SUN; the two tables updated in 2026, after that archive's snapshot, were read
+    on sota2.com (with the README's update date), not on Papers with Code."""
+    board, source = _shared_readme_rows()[LEADERBOARDS[name]]
+    info = published.table_info(name)
+    rows = published.load(name)
+    if "read_from" in info.printed:  # the tuning table adds rows read from the paper
+        rows = rows[rows["read_from"] == info.printed["read_from"]]
+    assert len(published.printed(name)) > 0 and len(rows) > 0
+    texts = {info.source, *rows["read_from"]}
+    archive = re.match(r"pwc-archive snapshot (\d{4}-\d{2}-\d{2})", source)
+    for text in texts:
+        if archive:
+            assert text.startswith("Papers with Code archive (pwc-archive snapshot "
+                                   f"{archive[1]}"), text
+        else:
+            updated = re.search(r"updated (\d{4}-\d{2}-\d{2})", source)
+            assert updated is not None and int(updated[1][:4]) >= 2026
+            assert text.startswith("sota2.com leaderboard '"), text
+            assert f"updated {updated[1]}" in text and "Papers with Code" not in text
+            quoted = re.search(r"'([^']+)'", text)
+            assert quoted is not None and board.startswith(quoted[1]), (board, text)
+
+
+def test_every_clip_weights_spec_names_the_activation_its_weights_were_trained_with() -> None:
+    """Each CLIP spec in a weights column is an (architecture, tag) pair of open_clip's
+    pretrained list whose architecture has the tag's activation: OpenAI's weights in the
+    -quickgelu architectures (MCM's ViT-B/16 and ViT-L/14), which oodbench loads as they are."""
+    open_clip = pytest.importorskip("open_clip")
+    from oodbench.models.clip import activation_mismatch, parse_clip_spec
+
+    rows = published.load_all([n for n in published.tables() if n != "cood"])
+    specs = {s for w in rows["weights"] for s in w.split(";") if s.startswith("clip:")}
+    assert {"clip:ViT-B-16-quickgelu/openai", "clip:ViT-L-14-quickgelu/openai"} <= specs
+    for spec in specs:
+        arch, tag = parse_clip_spec(spec.removeprefix("clip:"))
+        assert (arch, tag) in open_clip.list_pretrained(), spec
+        assert activation_mismatch(arch, tag) is None, spec
+
+
+def test_cood_rows_keep_the_file_cells_beside_each_value() -> None:
+    """Every C-OOD row carries its line of the official file, cell for cell (as the CSV tables
+    carry their source's columns), so a value such as ViT-L/32-384's softmax AUROC at severity
+    10 stands beside its printed form; printed("cood") is the file itself."""
+    raw = pd.read_csv(io.BytesIO(cood.bundled_bytes()), dtype=str, keep_default_na=False)
+    rows = published.load("cood")
+    pd.testing.assert_frame_equal(rows[list(raw.columns)], raw)
+    assert (rows["value"] == rows["ood-auroc"]).all()
+    assert (rows["ood_set"] == "level_" + rows["severity level"]).all()
+    assert (rows["method"] == rows["confidence function"]).all()
+    example = (raw["model name"] == "vit_large_patch32_384") \
+        & (raw["confidence function"] == "softmax") & (raw["severity level"] == "10")
+    printed_value = raw.loc[example, "ood-auroc"].item()
+    mine = rows[(rows["backbone"] == "vit_large_patch32_384") & (rows["method"] == "softmax")
+                & (rows["ood_set"] == "level_10")]
+    assert mine["value"].tolist() == [printed_value]
+    pd.testing.assert_frame_equal(published.printed("cood"), raw)
+    softmax = raw[raw["confidence function"] == "softmax"].reset_index(drop=True)
+    pd.testing.assert_frame_equal(published.printed("cood", method="softmax"), softmax)
+    assert published.table_info("cood").printed["source_sha256"] == cood.PAPER_RESULTS_SHA256
+
+
+def _without_printed_form(monkeypatch: pytest.MonkeyPatch, name: str) -> list[str]:
+    """The catalogue with ``name``'s printed form taken away; returns the tables that keep one."""
+    patched = {n: (dataclasses.replace(i, printed={}) if n == name else i)
+               for n, i in catalogue.tables().items()}
+    monkeypatch.setattr(catalogue, "tables", lambda: patched)
+    return [n for n, i in patched.items() if i.printed]
+
+
+def test_printed_refuses_a_table_without_a_printed_form(monkeypatch: pytest.MonkeyPatch) -> None:
+    keep = _without_printed_form(monkeypatch, "imagenet1k-ood-losses")
+    assert published.with_printed_form() == keep and "imagenet1k-ood-losses" not in keep
+    with pytest.raises(InvalidInputError) as err:
+        published.printed("imagenet1k-ood-losses")
+    assert str(err.value) == ("published table 'imagenet1k-ood-losses' has no printed form (its "
+                              "source's own table); the tables that have one: "
+                              + ", ".join(keep))
+
+
+def test_printed_rows_of_one_method_whatever_the_key_columns() -> None:
+    """OpenOOD's full-spectrum table names its rows by its own columns (Training,
+    Postprocessor, Arch, ...), not by a method column: printed(method=...) gives the rows of the
+    catalogue's method; select() on a printed table says so instead of failing on the missing
+    column."""
+    name = "openood-v1.5-imagenet1k-fsood"
+    spec = published.table_info(name).printed
+    ident = [c for c in spec["columns"] if c not in spec["values"]]  # what names a printed row
+    full = published.printed(name)
+    assert "method" not in full.columns and {"Training", "Postprocessor"} <= set(ident)
+    rows = published.load(name)
+    msp = set(map(tuple, rows.loc[rows["method"] == "MSP", ident].to_numpy()))
+    want = full[[tuple(k) in msp for k in full[ident].to_numpy()]].reset_index(drop=True)
+    assert len(want) == len(msp) > 1
+    pd.testing.assert_frame_equal(published.printed(name, method="MSP"), want)
+    with pytest.raises(InvalidInputError, match=r"no 'method' column .*printed\(name, method="):
+        published.select(full, "MSP")
+    with pytest.raises(UnknownNameError, match="'MSP'"):
+        published.printed(name, method="MSPP")

@@ -49,9 +49,11 @@ def list_cmd(fmt: str | None, wide: bool) -> None:
 
 @published_cmd.command("show")
 @click.argument("table")
-@click.option("--method", default=None, help="only this method (as the table prints it)")
+@click.option("--method", default=None,
+              help="only this method (as the table prints it; with --printed, its rows)")
 @click.option("--printed", "as_printed", is_flag=True,
-              help="the source's own table, cell for cell (its columns and order)")
+              help="the source's own table, cell for cell (its columns and order); an error "
+                   "for a table without one")
 @table_options
 def show_cmd(table: str, method: str | None, as_printed: bool, fmt: str | None,
              wide: bool) -> None:
@@ -62,16 +64,14 @@ def show_cmd(table: str, method: str | None, as_printed: bool, fmt: str | None,
     info = published.table_info(table)
     key: tuple[str, ...] = SHOWN_KEY
     long: tuple[str, ...] = SHOWN_LONG
-    if as_printed and info.printed:
-        rows = published.printed(table)
+    if as_printed:  # a table without a printed form is refused (exit 2), naming those with one
+        rows = published.printed(table, method=method)
         key = (*info.printed.get("key", ("method",)), *info.printed["values"])
         long = ()
     else:
-        rows = published.load(table).drop(columns="table")
-        if resolve(fmt) in ("table", "tsv", "markdown") and not as_printed:
+        rows = published.select(published.load(table).drop(columns="table"), method)
+        if resolve(fmt) in ("table", "tsv", "markdown"):
             rows = rows[list(SHOWN)]
-    if method is not None:
-        rows = published.select(rows, method)
     show(rows.reset_index(drop=True), fmt, title=f"{info.title} ({info.paper})", key=key,
          drop_first=long, wide=wide)
     aside(f"source: {info.source}", fmt)

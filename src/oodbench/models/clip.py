@@ -1,7 +1,10 @@
 """CLIP zero-shot classifiers through open_clip (``pip install oodbench[clip]``).
 
-Spec: ``clip:<architecture>/<pretrained tag>``, e.g. ``clip:ViT-B-32/openai`` or
-``clip:ViT-B-16/laion2b_s34b_b88k`` (any pair of ``open_clip.list_pretrained()``).
+Spec: ``clip:<architecture>/<pretrained tag>``, e.g. ``clip:ViT-B-32-quickgelu/openai`` or
+``clip:ViT-B-16/laion2b_s34b_b88k`` (any pair of ``open_clip.list_pretrained()`` whose
+architecture has the activation its weights were trained with: OpenAI's weights, and the other
+tags open_clip marks ``quick_gelu``, need the ``-quickgelu`` architecture; ``clip:ViT-B-16/openai``
+is refused, as open_clip would build GELU towers for them, see :func:`activation_mismatch`).
 ``pretrained=False`` (or the tag ``none``) builds a randomly initialised model; ``weights=PATH``
 loads a local checkpoint safely (safetensors or ``weights_only=True``): a full state dict
 (open_clip's, OpenAI's, oodbench's training output, CMA's release) or NPOS's partial release on
@@ -59,14 +62,39 @@ def _open_clip() -> Any:
 
 
 def parse_clip_spec(spec: str) -> tuple[str, str | None]:
-    """``"ViT-B-32/openai"`` -> ``("ViT-B-32", "openai")``; the tag is optional."""
+    """``"ViT-B-32-quickgelu/openai"`` -> ``("ViT-B-32-quickgelu", "openai")``; the tag is
+    optional."""
     arch, _, tag = spec.partition("/")
     if not arch:
         raise InvalidInputError(
             f"CLIP spec {spec!r}: expected clip:<architecture>/<pretrained tag>, "
-            "e.g. clip:ViT-B-32/openai"
+            "e.g. clip:ViT-B-32-quickgelu/openai"
         )
     return arch, (tag or None)
+
+
+def activation_mismatch(arch: str, tag: str | None) -> str | None:
+    """Why ``arch`` cannot hold the weights of ``tag``, or ``None`` when it can.
+
+    Weights trained with QuickGELU (OpenAI's, and every tag open_clip's pretrained list marks
+    ``quick_gelu``) need towers built with it: open_clip's ``<arch>-quickgelu`` architectures.
+    open_clip builds ``ViT-B-16`` with GELU even for the tag ``openai`` (a ``UserWarning``
+    only), and a state dict cannot tell the two activations apart, so every activation of such
+    a model would differ from the released one under a spec that names those weights.
+    """
+    if tag in (None, "none"):
+        return None
+    open_clip = _open_clip()
+    needs = bool((open_clip.get_pretrained_cfg(arch, tag) or {}).get("quick_gelu", False))
+    has = bool((open_clip.get_model_config(arch) or {}).get("quick_gelu", False))
+    if not needs or has:
+        return None
+    twin = f"{arch}-quickgelu"
+    fix = (f"use clip:{twin}/{tag}" if (twin, tag) in open_clip.list_pretrained()
+           else "use an architecture built with QuickGELU")
+    return (f"clip:{arch}/{tag}: the {tag!r} weights were trained with QuickGELU, but open_clip's "
+            f"{arch} builds GELU towers (every activation would differ from the released "
+            f"model's); {fix}")
 
 
 def resolve_templates(templates: str | Sequence[str | Template] | None) -> list[Template]:
@@ -226,6 +254,10 @@ def load_clip(
         from oodbench.errors import UnknownNameError
 
         raise UnknownNameError("open_clip architecture", arch, open_clip.list_models())
+    if pretrained or weights is not None:  # the tag's weights load, or the checkpoint's base
+        mismatch = activation_mismatch(arch, tag)
+        if mismatch:
+            raise InvalidInputError(mismatch)
     state, origin = None, ""
     if weights is not None:
         state, origin = read_state_dict(weights), repr(os.fspath(weights))
@@ -236,7 +268,7 @@ def load_clip(
             raise InvalidInputError(
                 f"checkpoint {origin} is NPOS's release (the last vision blocks, "
                 "ln_post and proj only): the rest comes from the pretrained CLIP it was "
-                f"fine-tuned from; name its tag, e.g. clip:{arch}/openai")
+                "fine-tuned from; name its tag (NPOS's: clip:ViT-B-16-quickgelu/openai)")
         if pretrained and tag is None:
             raise InvalidInputError(
                 f"clip:{spec} names no pretrained tag: use clip:{arch}/<tag> (tags for {arch}: "

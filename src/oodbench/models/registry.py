@@ -55,7 +55,8 @@ FAMILIES: dict[str, ModelFamily] = {
         "oodbench.models.clip:load_clip",
         "clip:<arch>/<pretrained tag>",
         "open_clip CLIP as a zero-shot classifier (pip install oodbench[clip]), e.g. "
-        "clip:ViT-B-32/openai; options class_names=, templates= (default: ImageNet, 80 prompts)",
+        "clip:ViT-B-32-quickgelu/openai (OpenAI's weights need the -quickgelu architectures); "
+        "options class_names=, templates= (default: ImageNet, 80 prompts)",
     ),
 }
 

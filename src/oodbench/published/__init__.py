@@ -4,6 +4,7 @@
     published.tables()                          # name -> TableInfo (title, paper, source, protocol)
     published.load("imagenet1k-vs-sun")          # DataFrame of strings: values exactly as printed
     published.printed("imagenet1k-vs-sun")       # the source's own table, cell for cell
+    published.printed("openood-v1.5-imagenet1k-fsood", method="MSP")   # its rows of one method
     published.select(df, method="ReAct (ResNet-50)")
     published.compare(results_rows)             # each of your rows beside its published row
 
@@ -35,35 +36,26 @@ read. How a comparison is decided: :mod:`oodbench.published.compare`.
 want ``printed`` to reproduce the source), and a ``[tables.<name>]`` entry in
 ``catalogue.toml`` with ``title``, ``file``, ``sha256``, ``paper``, ``source``, ``metrics``,
 ``protocol`` (the results columns every row was measured under, e.g. ``{ n_id = 50000 }``) and
-optionally ``printed`` and ``compare_by``. No code changes.
+optionally ``printed`` (without it the table has no printed form: ``printed()`` and
+``oodbench published show --printed`` refuse it, naming the tables that have one) and
+``compare_by``. ``source`` names where the values were read, as it is (the site, the archive
+snapshot, the repository and commit). No code changes.
 """
 
 from __future__ import annotations
 
-import pandas as pd
-
-from oodbench.errors import UnknownNameError
 from oodbench.published.catalogue import (
     ROW_COLUMNS,
     TableInfo,
     load,
     load_all,
     printed,
+    select,
     table_info,
     tables,
+    with_printed_form,
 )
 from oodbench.published.compare import Check, compare, protocol_checks, row_checks
-
-
-def select(df: pd.DataFrame, method: str | None = None) -> pd.DataFrame:
-    """The rows of ``method`` (as printed; ``UnknownNameError`` with the closest names)."""
-    if method is None:
-        return df
-    rows = df[df["method"] == method]
-    if rows.empty:
-        raise UnknownNameError("published method", method, set(df["method"]))
-    return rows
-
 
 __all__ = [
     "ROW_COLUMNS",
@@ -78,4 +70,5 @@ __all__ = [
     "select",
     "table_info",
     "tables",
+    "with_printed_form",
 ]

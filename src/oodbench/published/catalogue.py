@@ -9,7 +9,7 @@ sha256 is checked against the catalogue every time it is read.
 The C-OOD table (``loader = "cood"``) is not a CSV here: it is the official
 ``all_paper_results.csv`` that :mod:`oodbench.results.paper` bundles and checksums, turned into
 rows of the same columns (one per model x confidence function x severity level, AUROC as the
-file prints it).
+file prints it), followed by the file's own columns; its ``printed`` form is the file itself.
 """
 
 from __future__ import annotations
@@ -167,35 +167,75 @@ def load_all(names: list[str] | None = None) -> pd.DataFrame:
     return pd.concat([_rows(n)[["table", *ROW_COLUMNS]] for n in chosen], ignore_index=True)
 
 
-def printed(name: str) -> pd.DataFrame:
+def select(df: pd.DataFrame, method: str | None = None) -> pd.DataFrame:
+    """The rows of ``method`` (as printed; ``UnknownNameError`` with the closest names).
+
+    ``df`` holds catalogue rows (:func:`load`), whose ``method`` column every table has. A
+    printed table (:func:`printed`) names its rows by its own key columns instead: select its
+    rows with ``printed(name, method=...)``.
+    """
+    if method is None:
+        return df
+    if "method" not in df.columns:
+        raise InvalidInputError(
+            f"these rows have no 'method' column (columns: {', '.join(map(str, df.columns))}): "
+            "select catalogue rows (published.load(name)), or a printed table's rows with "
+            "published.printed(name, method=...)"
+        )
+    rows = df[df["method"] == method]
+    if rows.empty:
+        raise UnknownNameError("published method", method, set(df["method"]))
+    return rows
+
+
+def with_printed_form() -> list[str]:
+    """The tables whose source's own table :func:`printed` can print again."""
+    return [name for name, info in tables().items() if info.printed]
+
+
+def _value_matches(row: Mapping[str, str], where: list[str]) -> bool:
+    """Whether a row holds the value of a printed column: ``[metric, ood_set]``, or
+    ``[metric]`` for a source that prints one value per row whatever its OOD set."""
+    metric, *ood_set = where
+    return row["metric"] == metric and (not ood_set or row["ood_set"] == ood_set[0])
+
+
+def printed(name: str, method: str | None = None) -> pd.DataFrame:
     """The table in its source's own shape and order, every cell as the source prints it.
 
     Only the rows read from the source (``printed.read_from`` when the table adds rows read
     elsewhere) are shown; a value the source leaves blank is ``printed.missing`` (default
-    ``""``). Tables without a ``printed`` entry are returned as :func:`load` gives them.
+    ``""``). ``method``: only the rows of this method (the catalogue's ``method`` column, as
+    :func:`select` takes it), whatever the source's own key columns are. A table without a
+    ``printed`` entry is an ``InvalidInputError`` naming the tables that have one.
     """
     info = table_info(name)
-    rows = _rows(name)
     spec = info.printed
     if not spec:
-        return rows.drop(columns="table").copy()
+        raise InvalidInputError(
+            f"published table {name!r} has no printed form (its source's own table); the "
+            f"tables that have one: {', '.join(with_printed_form()) or 'none'}"
+        )
+    rows = select(_rows(name), method)
     if "read_from" in spec:
         rows = rows[rows["read_from"] == spec["read_from"]]
-    values = {col: tuple(where) for col, where in spec["values"].items()}
+    values = {col: list(where) for col, where in spec["values"].items()}
     keys = [c for c in spec["columns"] if c not in values]
+    needed = list(dict.fromkeys([*keys, "metric", "ood_set", "value"]))
     out: dict[tuple[str, ...], dict[str, str]] = {}
-    for _, row in rows.iterrows():
+    for row in rows[needed].to_dict(orient="records"):
         key = tuple(row[k] for k in keys)
         record = out.setdefault(key, {**dict(zip(keys, key)),
                                       **{c: spec.get("missing", "") for c in values}})
-        for col, (metric, ood_set) in values.items():
-            if row["metric"] == metric and row["ood_set"] == ood_set:
+        for col, where in values.items():
+            if _value_matches(row, where):
                 record[col] = row["value"]
     return pd.DataFrame(list(out.values()), columns=list(spec["columns"]))
 
 
 def _cood_rows() -> pd.DataFrame:
-    """The bundled C-OOD results as catalogue rows (AUROC per level, the file's own text)."""
+    """The bundled C-OOD results as catalogue rows (AUROC per level, the file's own text),
+    each followed by the file's own columns, every cell as the file prints it."""
     from oodbench.published import cood
 
     raw = pd.read_csv(io.BytesIO(cood.bundled_bytes()), dtype=str, keep_default_na=False)
@@ -229,4 +269,6 @@ def _cood_rows() -> pd.DataFrame:
     df["read_from"] = cood.PAPER_RESULTS_URL
     df["settings_from"] = "the paper's Sec. 4-5 and oodbench.results.paper.PAPER_KAPPAS"
     df["note"] = [k.note for k in kappas]
-    return df
+    # the file's own cells beside each row, as the CSV tables keep their source's columns:
+    # its printed form (``printed("cood")`` is the file again, cell for cell)
+    return pd.concat([df, raw.reset_index(drop=True)], axis=1)
