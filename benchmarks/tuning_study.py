@@ -6,16 +6,18 @@ evaluated on OOD sets that neither tuning saw, printed next to the published Ima
 ResNet-50 rows (``../shared/data/leaderboards/imagenet1k_resnet50_tuning.csv``; far-OOD from the
 paper's Table 3).
 
-    .venv/bin/python benchmarks/tuning_study.py            # head seeds 0-3, 16 GP trials per search
-    .venv/bin/python benchmarks/tuning_study.py --quick    # seed 0 only, 12 trials
+    .venv/bin/python benchmarks/tuning_study.py            # head and last-block seeds 0-3, 16 GP trials
+    .venv/bin/python benchmarks/tuning_study.py --quick    # seed 0 only (both), 12 trials
 
-Definitions, spaces and search are the paper's: PLF and VRA+ as App. A defines them
-(``oodbench/detectors/plf.py``, ``vra_plus.py``), App. A's search spaces (``grid="paper"``,
-``oodbench/tune/spaces.toml``), Bayesian optimisation with a Gaussian-process surrogate
-(Optuna's GPSampler), criterion AUROC, for both (a) and (b), so that only the protocol differs.
+Definitions, spaces and search: VRA+ as App. A defines it (``vra_plus.py``), PLF in oodbench's
+reading of App. A (``oodbench/detectors/plf.py``: PLF's own source, arXiv 2506.14194, could not
+be read), App. A's search spaces (``grid="paper"``, ``oodbench/tune/spaces.toml``), Bayesian
+optimisation with a Gaussian-process surrogate (Optuna's GPSampler), criterion AUROC, for both
+(a) and (b), so that only the protocol differs.
 
 Data (``../shared/data``): the 1,300 ImageNet validation images are ID and 300 CIFAR-10 test
-images (30 per class, seeded; fewer than the 100 of the earlier study, to fit the machine) are OOD; one forward pass each (``oodbench.extract``, cached).
+images (``PER_CIFAR_CLASS`` = 30 per class, seeded; fewer than the 100 of the earlier study, to
+fit the machine) are OOD; one forward pass each (``oodbench.extract``, cached).
 The ID images are halved (``real_detectors.split_halves``): the test half only evaluates; the
 tuning half is split by class into ``fit`` and ``id_val`` (``oodbench.tune.split``). CIFAR
 classes are ranked by the model's mean max-softmax on them: the four most confident are "near",
@@ -24,14 +26,17 @@ ID test half against the pooled images of the group, with DeLong's 95 % interval
 
 Scale (this 2-core shared machine): M in {45, 90} withheld classes of ~450 (10 % and 20 %;
 the paper's ImageNet-1K grid is 5-30 %), N = 2 variants per M, S = 3 balanced tuning sets,
-16 GP trials per search (10 random, 6 GP-guided); last-block variants train 3 epochs (the last
-MBConv block, conv_head, bn2 and the head, from cached block inputs). KNN's K_max is the
-paper's 500 capped below the smallest variant bank. ``retrain="last_block"`` at seed 0,
-``retrain="head"`` at seeds 0-3 (the spread of phi, M* and AUROC over seeds; same seed -> same
-choice is a unit test). Each row records wall and CPU time and the load average; rows are saved
-as they finish and a re-run keeps them (same settings), so ``--detectors`` can split the
-remaining rows over processes writing copies of the JSON (``--out``), merged afterwards.
-Nothing here is tuned toward published numbers.
+16 GP trials per search (10 random start-up points, 6 GP-guided: for PLF's seven parameters
+close to random search); last-block variants train 3 epochs (the last MBConv block, conv_head,
+bn2 and the head, from cached block inputs). KNN's K_max is the paper's 500 capped below the
+smallest variant bank. ``retrain="last_block"`` and ``retrain="head"`` each at seeds 0-3 (the
+spread of phi, M* and AUROC over seeds, as mean and sample standard deviation, ddof =
+``SPREAD_DDOF``; same seed -> same choice is a unit test). Each row records wall and CPU time
+and the load average; rows are saved as they finish and a re-run keeps them (same settings),
+together with any top-level entries the script does not write itself (notes, the record of a
+row computed twice), so ``--detectors`` can split the remaining rows over processes writing
+copies of the JSON (``--out``), merged afterwards. Nothing here is tuned toward published
+numbers.
 """
 
 from __future__ import annotations
@@ -66,6 +71,8 @@ DATA = REPO.parent / "shared" / "data"
 RESULTS = REPO / "benchmarks" / "results"
 MODEL = "efficientnet_lite0"
 PER_CIFAR_CLASS = 30
+#: the spread over seeds (printed tables and the README): the sample standard deviation
+SPREAD_DDOF = 1
 #: study label -> oodbench detector (App. A: ASH-B, ReAct, VRA+, KNN, PLF)
 STUDY = {"ASH": "ash_b", "ReAct": "react", "VRA": "vra_plus", "KNN": "knn", "PLF": "plf"}
 LAST_BLOCK_TRAIN = {"epochs": 3, "batch_size": 64, "lr": 0.01}
@@ -78,8 +85,8 @@ PUBLISHED_ID_ACC = 76.18  # Table 3: the same network for every row
 
 
 def load_data(data: Path, batch_size: int) -> tuple[Any, Activations, Activations, list[str]]:
-    """(the model, ID activations of the 1,300 ImageNet images, OOD activations of 100 seeded
-    CIFAR-10 test images per class, the CIFAR class names)."""
+    """(the model, ID activations of the 1,300 ImageNet images, OOD activations of
+    ``PER_CIFAR_CLASS`` seeded CIFAR-10 test images per class, the CIFAR class names)."""
     model = models.load(MODEL)
     cifar = ImageFolder(data / "cifar10-test", name="cifar10-test")
     labels = np.asarray(cifar.labels)
@@ -141,12 +148,13 @@ def describe(result: TuneResult | None, det: Detector) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default="0,1,2,3", help="held-out protocol seeds (retrain='head')")
-    parser.add_argument("--last-block-seeds", default="0", help="held-out seeds with retrain='last_block'")
+    parser.add_argument("--last-block-seeds", default="0,1,2,3",
+                        help="held-out seeds with retrain='last_block'")
     parser.add_argument("--n-trials", type=int, default=16, help="GP trials per search")
     parser.add_argument("--m-grid", default="45,90")
     parser.add_argument("--n-variants", type=int, default=2)
     parser.add_argument("--n-sets", type=int, default=3)
-    parser.add_argument("--quick", action="store_true", help="seed 0 and 12 trials")
+    parser.add_argument("--quick", action="store_true", help="seed 0 only (head and last_block), 12 trials")
     parser.add_argument("--detectors", default=",".join(STUDY),
                         help=f"study labels to run, of {','.join(STUDY)} (the others' rows are kept)")
     parser.add_argument("--split-seed", type=int, default=0)
@@ -159,7 +167,7 @@ def main() -> None:
     if unknown:
         parser.error(f"--detectors: unknown {unknown}; the study's labels are {list(STUDY)}")
     seeds = [0] if args.quick else [int(s) for s in args.seeds.split(",")]
-    block_seeds = [int(s) for s in args.last_block_seeds.split(",")]
+    block_seeds = [0] if args.quick else [int(s) for s in args.last_block_seeds.split(",")]
     n_trials = 12 if args.quick else args.n_trials
     m_grid = [int(m) for m in args.m_grid.split(",")]
     out_path = args.out or RESULTS / f"tuning_study{'_quick' if args.quick else ''}.json"
@@ -193,6 +201,8 @@ def main() -> None:
         old = json.loads(out_path.read_text())
         if all(old.get(k) == report[k] for k in ("held_out", "n_trials", "spaces", "last_block_train")):
             report["rows"] = old["rows"]
+            kept = {k: v for k, v in old.items() if k not in report and k != "loadavg_end"}
+            report.update(kept)  # notes and checks added by hand survive a re-run
     done = {(r["detector"], r["protocol"]) for r in report["rows"]}
     print(f"{MODEL}: fit {len(fit)} ({n_classes} classes), id_val {len(id_val)}, ID test "
           f"{len(id_test)} (top-1 {report['model_top1_id_test']:.4f}); OOD groups "
@@ -254,6 +264,30 @@ def published_rows() -> dict[tuple[str, str], float]:
                 float(r["near_ood_AUROC"]) for r in csv.DictReader(f)}
 
 
+def held_rows(rows: list[dict[str, Any]], label: str, kind: str) -> list[dict[str, Any]]:
+    """The held-out rows of one study label with ``retrain=kind``, one per seed, in file order."""
+    return [r for r in rows if r["detector"] == label and r["protocol"].startswith(f"(b) {kind} seed ")]
+
+
+def seed_spread(report: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    """(study label, "last_block" | "head") -> near and far AUROC in % over the held-out rows
+    of that kind, each ``(mean, std)`` with ``std`` the sample standard deviation (ddof
+    ``SPREAD_DDOF``), and ``m_star``, the chosen M per row, in the rows' order."""
+    out = {}
+    for kind in ("last_block", "head"):
+        for label in STUDY:
+            held = held_rows(report["rows"], label, kind)
+            if not held:
+                continue
+            entry: dict[str, Any] = {"m_star": [r["tuning"]["m_star"] for r in held]}
+            for group in ("near", "far"):
+                values = 100 * np.array([r[f"{group}_auroc"] for r in held])
+                std = float(values.std(ddof=SPREAD_DDOF)) if len(values) > SPREAD_DDOF else float("nan")
+                entry[group] = (float(values.mean()), std)
+            out[(label, kind)] = entry
+    return out
+
+
 def print_tables(report: dict[str, Any]) -> None:
     rows = report["rows"]
     published = published_rows()
@@ -270,18 +304,20 @@ def print_tables(report: dict[str, Any]) -> None:
             near, far = (f"{100 * r[g + '_auroc']:.2f} [{100 * r[g + '_ci'][0]:.1f}, {100 * r[g + '_ci'][1]:.1f}]"
                          for g in ("near", "far"))
             print(f"{label:<6} {r['protocol']:<24} {near:>22} {far:>22} {100 * r['id_accuracy']:>7.2f}   {pub}")
-    print(f"(published ID accuracy {PUBLISHED_ID_ACC} for every row)")
+    print(f"(published ID accuracy {PUBLISHED_ID_ACC} for every row; PLF is oodbench's reading, "
+          "see plf.py)")
+    spreads = seed_spread(report)
     for kind in ("last_block", "head"):
-        print(f"\nheld-out ({kind}) over seeds: mean +- std of near / far AUROC, M* and phi per seed")
+        print(f"\nheld-out ({kind}) over seeds: mean +- sample std (ddof {SPREAD_DDOF}) of near / "
+              "far AUROC, M* and phi per seed")
         for label in STUDY:
-            held = [r for r in rows if r["detector"] == label and r["protocol"].startswith(f"(b) {kind}")]
-            if not held:
+            if (label, kind) not in spreads:
                 continue
-            near = 100 * np.array([r["near_auroc"] for r in held])
-            far = 100 * np.array([r["far_auroc"] for r in held])
-            print(f"  {label:<6} near {near.mean():.2f}+-{near.std():.2f}  far {far.mean():.2f}+-"
-                  f"{far.std():.2f}  M* {[r['tuning']['m_star'] for r in held]}")
-            for r in held:
+            spread = spreads[(label, kind)]
+            (near, near_std), (far, far_std) = spread["near"], spread["far"]
+            print(f"  {label:<6} near {near:.2f}+-{near_std:.2f}  far {far:.2f}+-{far_std:.2f}  "
+                  f"M* {spread['m_star']}")
+            for r in held_rows(rows, label, kind):
                 shown = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
                                   for k, v in r["tuning"]["best_params"].items())
                 print(f"      seed {r['tuning']['seed']}: {shown}")

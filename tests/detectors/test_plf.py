@@ -1,5 +1,7 @@
-"""PLF (arXiv 2602.05935, App. A) against a direct element-by-element re-statement of the
-seven-parameter function in plain Python, the quantile-and-u parameterisation, and its errors."""
+"""oodbench's reading of PLF (the seven parameters of arXiv 2602.05935, App. A, joined as
+plf.py's docstring states; PLF's own source, arXiv 2506.14194, could not be read) against a
+direct element-by-element re-statement of that reading in plain Python, the quantile-and-u
+parameterisation, and its errors."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from tests.detectors._reference import head_energy_reference
 
 
 def _restated_f(a, x1, x2, y_start, y_end, delta_y, m1, m2):
-    """App. A's f at one value a = |z| (the reading of plf.py's docstring), written out."""
+    """oodbench's reading of App. A's f (plf.py's docstring) at one value a = |z|, written out."""
     y1 = y_end + delta_y
     if a < x1:
         return y_start + m1 * a

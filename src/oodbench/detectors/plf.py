@@ -1,10 +1,15 @@
-"""PLF: the seven-parameter piecewise-linear shaping function; energy score. And ``plf_fold``,
-oodbench's earlier three-parameter function, kept as a named special case.
+"""PLF, oodbench's reading: a seven-parameter piecewise-linear shaping function; energy score.
+And ``plf_fold``, oodbench's earlier three-parameter function, kept as a named special case.
 
 PLF is the shaping function of Mondal, Jiang & Sundaramoorthi, "A Variational Information
 Theoretic Approach to Out-of-Distribution Detection", ICML 2025 (arXiv 2506.14194), as Mondal,
 Xie, Duan, Wong & Sundaramoorthi, "Tuning Out-of-Distribution (OOD) Detectors Without Given OOD
-Data" (arXiv 2602.05935), Appendix A ("PLF") define and tune it. What App. A states:
+Data" (arXiv 2602.05935), Appendix A ("PLF") parameterise and tune it. **What is implemented here
+is oodbench's reading of PLF, not a transcription of its source**: the function is defined in
+arXiv 2506.14194, whose method section could not be read where this was written (the stored
+copies of that paper hold its abstract and the start of its introduction only, and no code by
+its authors was found), so the way the seven parameters join into f is inferred from App. A's
+wording of 2602.05935. What App. A states (re-stated):
 
 * f consists of three linear segments, defined by breakpoints x1, x2, slopes m1, m2 and vertical
   offsets (y_start, y_end, y1);
@@ -15,9 +20,8 @@ Data" (arXiv 2602.05935), Appendix A ("PLF") define and tune it. What App. A sta
   q1 in [0.1, 0.8], u in [0, 1], m1 in [0, 5], m2 in [-5, 5];
 * the score is the energy after the feature transformation ("Optimization Protocol").
 
-**Reading implemented where the text is open.** The full text of arXiv 2506.14194 (PLF's
-origin) could not be read where this was written (only its abstract), so the two open points
-are settled from App. A's own wording, and are our reading, not a transcription:
+**oodbench's reading where App. A leaves the function open** (not checked against arXiv
+2506.14194's equations; if that text is read and differs, this function changes):
 
 1. How the seven parameters join into f (a = |z|)::
 
@@ -38,7 +42,7 @@ are settled from App. A's own wording, and are our reading, not a transcription:
 
 2. Whether f multiplies or replaces z: it *replaces* it, ``z' = f(|z|)``, as ReAct's
    ``min(z, tau)`` and VRA's piecewise function replace z in the same appendix ("PLF applies a
-   ... shaping function to features", worded as for VRA). For the paper's networks (ResNet-18/50,
+   ... shaping function to features", worded as for VRA). For the tuning paper's networks (ResNet-18/50,
    MobileNet-V2: post-ReLU pooled features) |z| = z; for signed features f(|z|) is applied as
    written (an even function of z).
 
@@ -48,7 +52,7 @@ F^-1 is ``np.percentile``'s linear interpolation at 100 q. Valid values (checked
 construction): ``0 <= q1 <= 0.89``, ``0 <= u <= 1``, every other parameter finite; App. A's
 narrower box is the ``"paper"`` search space (``oodbench/tune/spaces.toml``). Defaults: App. A
 publishes the box, not a default, so the defaults are its centre (y_start = -2.5, y_end = 2.5,
-Delta_y = 2.5, q1 = 0.45, u = 0.5, m1 = 2.5, m2 = 0): an untuned PLF; tune it
+Delta_y = 2.5, q1 = 0.45, u = 0.5, m1 = 2.5, m2 = 0): an untuned reading; tune it
 (``oodbench.tune("plf", "paper", ..., search="gp")``).
 
 **plf_fold** (oodbench's function of the same name before App. A could be read): zero below t1,
@@ -57,8 +61,8 @@ identity up to t2, a falling line of slope -s above, floored at 0, with t1, t2 t
 features, per unit by default. It is the three-segment function above evaluated on z (not |z|)
 with ``y_start = m1 = 0``, ``y1 = t1``, ``y_end = t2``, ``m2 = -s`` (so Delta_y = t1 - t2 <= 0,
 outside App. A's box), with the last segment floored at 0 (tested). Special cases: ``slope=0``
-is VRA with gamma = 0; ``lower_percentile=0, slope=0, per_unit=False`` is ReAct. It is not the
-paper's PLF and has no published configuration.
+is VRA with gamma = 0; ``lower_percentile=0, slope=0, per_unit=False`` is ReAct. It is not PLF
+(in any reading) and has no published configuration.
 """
 
 from __future__ import annotations
@@ -109,7 +113,9 @@ def absolute_quantiles(train: Activations, q1: float, q2: float, per_unit: bool
 @register
 @dataclass
 class PLF(Detector):
-    """Energy after the seven-parameter piecewise-linear shaping of App. A (arXiv 2602.05935)."""
+    """Energy after oodbench's reading of PLF: the seven-parameter piecewise-linear shaping of
+    App. A (arXiv 2602.05935), joined as the module docstring states (not checked against the
+    function's source, arXiv 2506.14194, which could not be read)."""
 
     y_start: float = -2.5
     y_end: float = 2.5
@@ -122,8 +128,9 @@ class PLF(Detector):
 
     name = "plf"
     requires = frozenset({"features", "head", "train"})
-    paper = ("Mondal, Jiang & Sundaramoorthi, ICML 2025, arXiv 2506.14194; parameterised as in "
-             "Mondal et al., arXiv 2602.05935, App. A")
+    paper = ("oodbench's reading of PLF (Mondal, Jiang & Sundaramoorthi, ICML 2025, arXiv "
+             "2506.14194, not read) in the parameterisation of Mondal et al., arXiv 2602.05935, "
+             "App. A")
     score_only_hyperparams = frozenset({"y_start", "y_end", "delta_y", "m1", "m2"})
 
     def __post_init__(self) -> None:
