@@ -24,7 +24,7 @@ import math
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-__all__ = ["Params", "from_text", "params", "plain", "to_text"]
+__all__ = ["Params", "canonical", "from_text", "params", "plain", "to_text"]
 
 
 def _freeze(value: Any) -> Any:
@@ -104,8 +104,14 @@ class Params(Mapping[str, Any]):
     def text(self) -> str:
         """The canonical JSON text (sorted keys): the sort key, and what a file stores."""
         if self._text is None:
-            self._text = json.dumps(plain(self), sort_keys=True, default=str)
+            self._text = canonical(self)
         return self._text
+
+
+def canonical(value: Any) -> str:
+    """The canonical text of any value (JSON, sorted keys): equal exactly when two values are
+    (``5`` is not ``5.0``, ``1`` is not ``True``)."""
+    return json.dumps(plain(_freeze(value)), sort_keys=True, default=str)
 
 
 def to_text(value: Mapping[str, Any]) -> str:

@@ -201,18 +201,24 @@ def show_cmd(model: str, kappa: str | None, png: Path | None, fmt: str, digits: 
         click.echo(f"wrote {png}", err=True)
 
 
-def _read_results(results: Path) -> pd.DataFrame:
-    """The C-OOD rows of a results file / folder, or a clear error saying why there are none."""
-    from oodbench.results.table import to_wide
+def _read_results(results: Path, include_earlier: bool = False) -> tuple[pd.DataFrame, str]:
+    """The C-OOD rows of a results file / folder (and the line about the earlier cells a folder
+    leaves out), or a clear error saying why there are none."""
+    from oodbench.results.table import ResultsTable, to_wide
 
-    if results.is_dir():
-        results = results / "results.parquet"
-    if not results.is_file():
-        raise MissingDataError(
-            f"results file {results} does not exist: pass a CSV/Parquet of CoodBenchmark rows "
-            "or the output folder of `oodbench run`"
-        )
-    mine = pd.read_parquet(results) if results.suffix == ".parquet" else pd.read_csv(results)
+    note = ""
+    if results.is_dir() and ResultsTable(results).exists():
+        view = ResultsTable(results).view(include_earlier=include_earlier)
+        mine, note = view.rows, view.note
+    else:
+        if results.is_dir():
+            results = results / "results.parquet"
+        if not results.is_file():
+            raise MissingDataError(
+                f"results file {results} does not exist: pass a CSV/Parquet of CoodBenchmark "
+                "rows or the output folder of `oodbench run`"
+            )
+        mine = pd.read_parquet(results) if results.suffix == ".parquet" else pd.read_csv(results)
     if {"metric", "value", "status"} <= set(mine.columns):  # the long table of `oodbench run`
         ok = mine[mine["status"] == "ok"]
         if ok.empty:
@@ -230,8 +236,8 @@ def _read_results(results: Path) -> pd.DataFrame:
                 f"{names}. Only a `cood` benchmark can be ranked against the paper; add "
                 "[[benchmarks]] type = \"cood\" to the experiment"
             )
-        return cood.reset_index(drop=True)
-    return mine
+        return cood.reset_index(drop=True), note
+    return mine, note
 
 
 @paper_cmd.command("rank")
@@ -244,11 +250,14 @@ def _read_results(results: Path) -> pd.DataFrame:
 @click.option("--png", type=click.Path(path_type=Path), default=None,
               help="draw each detector's curve over the published curves (one PNG per detector: "
                    "NAME-<detector>.png when there are several)")
+@click.option("--all", "include_earlier", is_flag=True,
+              help="Also the cells of earlier versions of the experiment (an `oodbench run` "
+                   "folder; labelled).")
 @_digits_options
 @click.option("--csv", "csv", type=click.Path(path_type=Path), default=None, help=_CSV_HELP)
 def rank_cmd(results: Path, kappa: str | None, metric: str, allow_mismatch: bool,
-             png: Path | None, fmt: str, digits: int | None, truncate: bool,
-             csv: Path | None) -> None:
+             png: Path | None, include_earlier: bool, fmt: str, digits: int | None,
+             truncate: bool, csv: Path | None) -> None:
     """Place your C-OOD results among the published models.
 
     RESULTS is a CSV or Parquet file of ``CoodBenchmark.run`` rows (columns ``detector``,
@@ -258,7 +267,7 @@ def rank_cmd(results: Path, kappa: str | None, metric: str, allow_mismatch: bool
     """
     from oodbench.results import paper, plots
 
-    mine = _read_results(results)
+    mine, note = _read_results(results, include_earlier)
     df = _load(csv)
     ranked = paper.rank(df, mine, kappa=kappa, metric=metric, allow_mismatch=allow_mismatch)
     checks = ranked.attrs["protocol"]
@@ -274,6 +283,8 @@ def rank_cmd(results: Path, kappa: str | None, metric: str, allow_mismatch: bool
         click.echo(f"protocol: {verdict}")
         for c in checks:
             click.echo(f"  {c.status:>8}  {c.item}: paper {c.published}, yours {c.yours}")
+    if note:
+        click.echo(note, err=fmt != "table")
     if png is not None:
         detectors = list(dict.fromkeys(mine["detector"].astype(str)))
         for det in detectors:

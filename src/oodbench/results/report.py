@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,10 +26,19 @@ import numpy as np
 import pandas as pd
 
 from oodbench.errors import MissingDataError
+from oodbench.params import params
 from oodbench.results import leaderboard as lb
 from oodbench.results import plots
 from oodbench.results.significance import versus_above
-from oodbench.results.table import FILE_NAME, ResultsTable, check_writable, now, writing
+from oodbench.results.table import (
+    FILE_NAME,
+    STORE_DIR,
+    ResultsTable,
+    ResultsView,
+    check_writable,
+    now,
+    writing,
+)
 
 _TEST_NOTE = ("'vs above': the mean-AUROC difference to the row above and the p-value of "
               "DeLong's test on the kept scores (paired on shared samples); (n.s.) marks a "
@@ -80,6 +88,7 @@ class ReportFiles:
 
     html: Path
     markdown: Path
+    view: ResultsView  # the rows the report shows, and the earlier cells it leaves out
 
 
 def write_report(
@@ -88,36 +97,42 @@ def write_report(
     out: str | Path | None = None,
     histograms: Sequence[tuple[str, str]] | None = None,
     title: str | None = None,
+    include_earlier: bool = False,
 ) -> ReportFiles:
     """Write ``report.html`` and ``report.md`` for a results folder (into ``out``, default the folder).
 
     Args:
-        results: a folder holding ``results.parquet`` (what ``oodbench run`` writes).
+        results: the output folder of ``oodbench run`` (it holds ``results/``).
         histograms: (model, detector) pairs whose ID-against-OOD score histograms to draw, for
             every benchmark; default: each model's best detector per benchmark and the MSP
             baseline (at most ``MAX_DEFAULT_HISTOGRAMS``).
         title: the report's title (default: the experiment's name).
+        include_earlier: also the cells of earlier versions of the experiment (labelled);
+            by default the report shows the experiment last run into the folder and says how
+            many earlier cells it leaves out.
     """
     folder = Path(results)
     table = ResultsTable(folder)
-    if not table.path.exists():
+    if not table.exists():
         raise MissingDataError(
-            f"no {FILE_NAME} in {folder}; pass the output folder of `oodbench run` "
-            "(the [experiment] output of the experiment file)"
+            f"no results in {folder} (no {STORE_DIR}/ folder, no {FILE_NAME}); pass the output "
+            "folder of `oodbench run` (the [experiment] output of the experiment file)"
         )
-    rows = table.read()
+    view = table.view(include_earlier=include_earlier)
+    rows = view.rows
     config = _configuration(folder)
     name = title or _experiment_name(rows) or folder.name
     target = Path(out) if out is not None else folder
     fix = "pass another folder with --out DIR (out= in Python), or make this one writable"
     check_writable(target, "the report", fix)  # before the figures are drawn
-    page = render_html(rows, table=table, title=name, configuration=config, histograms=histograms)
+    page = render_html(rows, table=table, title=name, configuration=config, histograms=histograms,
+                       note=view.note)
     html_path, md_path = target / "report.html", target / "report.md"
     with writing(target, "the report", fix):
         html_path.write_text(page, encoding="utf-8")
-        md_path.write_text(render_markdown(rows, title=name, html_name=html_path.name, table=table),
-                           encoding="utf-8")
-    return ReportFiles(html_path, md_path)
+        md_path.write_text(render_markdown(rows, title=name, html_name=html_path.name, table=table,
+                                           note=view.note), encoding="utf-8")
+    return ReportFiles(html_path, md_path, view)
 
 
 # -- HTML -----------------------------------------------------------------------------------
@@ -128,11 +143,13 @@ def render_html(
     title: str = "oodbench report",
     configuration: str = "",
     histograms: Sequence[tuple[str, str]] | None = None,
+    note: str = "",
 ) -> str:
-    """The whole report as one HTML string (figures inline)."""
+    """The whole report as one HTML string (figures inline); ``note``: the line about the
+    cells of earlier versions of the experiment (:attr:`ResultsView.note`)."""
     names = lb.benchmarks(rows)
     skipped_images = table.skipped_images() if table is not None else {}
-    parts = [f"<h1>{_e(title)}</h1>", _summary_html(rows, skipped_images)]
+    parts = [f"<h1>{_e(title)}</h1>", _summary_html(rows, skipped_images, note)]
     nav = [(f"bench-{i}", n) for i, n in enumerate(names)]
     nav += [("published", "Published results"), ("histograms", "Score distributions"),
             ("failures", "Failures"), ("configuration", "Configuration")]
@@ -153,7 +170,8 @@ def render_html(
     )
 
 
-def _summary_html(rows: pd.DataFrame, skipped_images: dict[str, dict[str, Any]]) -> str:
+def _summary_html(rows: pd.DataFrame, skipped_images: dict[str, dict[str, Any]],
+                  note: str = "") -> str:
     cells = rows.drop_duplicates("cell")
     counts = cells["status"].value_counts()
     cards = [
@@ -171,6 +189,7 @@ def _summary_html(rows: pd.DataFrame, skipped_images: dict[str, dict[str, Any]])
         f"{len(rows)} result rows. Scores are confidences (higher = more in-distribution); "
         "ID is the positive class for AUROC.</p>"
         f"<div class=cards>{html_cards}</div>"
+        + (f"<p class=note>{_e(note)}</p>" if note else "")
     )
 
 
@@ -298,7 +317,7 @@ def _histogram_cells(
                      for h in board[(board["model"] == m) & (board["detector"] == d)]["hyperparams"]]
         for model, det, hp in picks:
             match = ok[(ok["benchmark"] == bench) & (ok["model"] == model)
-                       & (ok["detector"] == det) & (ok["hyperparams"] == hp)]
+                       & (ok["detector"] == det) & ok["hyperparams"].isin([hp])]
             if len(match):
                 chosen.append((str(match["cell"].iloc[0]), f"{model} · {det} · {bench}"))
     return chosen if pairs is not None else chosen[:MAX_DEFAULT_HISTOGRAMS]
@@ -309,10 +328,11 @@ def tuned_cells(rows: pd.DataFrame) -> pd.DataFrame:
     chosen hyper-parameters and the criterion's value there (from the ``tuning`` column)."""
     if "tuning" not in rows:
         return pd.DataFrame()
-    tuned = rows[rows["tuning"].fillna("").astype(str) != ""].drop_duplicates("cell")
+    records = rows["tuning"].map(params)
+    tuned = rows[records.map(bool)].drop_duplicates("cell")
     out = []
     for r in tuned.itertuples():
-        record = json.loads(str(r.tuning))
+        record = params(r.tuning)
         out.append({"model": r.model, "detector": r.detector, "benchmark": r.benchmark,
                     "protocol": record.get("protocol", ""), "search": record.get("search", ""),
                     "criterion": record.get("criterion", ""),
@@ -383,8 +403,8 @@ def _problems_table(rows: pd.DataFrame) -> str:
 
 
 def _configuration_html(rows: pd.DataFrame, configuration: str) -> str:
-    versions = sorted(set(rows["versions"].dropna().astype(str)))
-    pretty = [", ".join(f"{k} {v}" for k, v in json.loads(v).items()) for v in versions]
+    versions = sorted(set(rows["versions"].map(params)))
+    pretty = [", ".join(f"{k} {v}" for k, v in v.items()) for v in versions if v]
     out = ['<section id="configuration"><h2>Configuration</h2>']
     out.append(f"<pre>{_e(configuration)}</pre>" if configuration
                else "<p class=note>No experiment file next to the results.</p>")
@@ -428,13 +448,15 @@ def _figure_html(fig: object, caption: str) -> str:
 
 # -- Markdown -------------------------------------------------------------------------------
 def render_markdown(rows: pd.DataFrame, *, title: str = "oodbench report",
-                    html_name: str = "report.html", table: ResultsTable | None = None) -> str:
+                    html_name: str = "report.html", table: ResultsTable | None = None,
+                    note: str = "") -> str:
     """A Markdown summary: leaderboards, near/far means, failures and unreadable images (figures
     are in the HTML)."""
     cells = rows.drop_duplicates("cell")["status"].value_counts()
     out = [f"# {title}", "",
            f"{int(cells.get('ok', 0))} cells finished, {int(cells.get('failed', 0))} failed, "
            f"{int(cells.get('skipped', 0))} skipped. Figures and details: [{html_name}]({html_name}).",
+           *(["", note] if note else []),
            "", "Scores are confidences (higher = more in-distribution). Leaderboard values are "
            "means over each benchmark's OOD groups (C-OOD: severity levels).", ""]
     for name in lb.benchmarks(rows):

@@ -29,7 +29,7 @@ import os
 import platform
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import metadata
@@ -266,6 +266,10 @@ def dedupe(table: pd.DataFrame) -> pd.DataFrame:
     return kept.drop_duplicates(subset=keys, keep="last").reset_index(drop=True)
 
 
+class ResultsWarning(UserWarning):
+    """Something about a results folder the reader should know (it could not be updated)."""
+
+
 @dataclass(frozen=True)
 class ResultsView:
     """What a view of a results folder shows: ``rows`` (the current experiment's cells, or
@@ -311,17 +315,22 @@ class ResultsTable:
         return self.legacy_path.is_file() or self.store.has_data()
 
     # -- rows ---------------------------------------------------------------------------------
-    def read(self, *, latest: bool = True, include_earlier: bool = False) -> pd.DataFrame:
+    def read(self, *, latest: bool = True, include_earlier: bool = False,
+             cells: Collection[str] | None = None) -> pd.DataFrame:
         """The rows of the current experiment's cells (only each cell's latest attempt when
         ``latest``; with ``include_earlier``, the cells of its earlier versions too, their
-        ``benchmark`` labelled); empty when there are none yet."""
-        return self.view(latest=latest, include_earlier=include_earlier).rows
+        ``benchmark`` labelled; with ``cells``, exactly those cells); empty when there are none
+        yet. A folder without a recorded experiment shows every cell."""
+        return self.view(latest=latest, include_earlier=include_earlier, cells=cells).rows
 
-    def view(self, *, latest: bool = True, include_earlier: bool = False) -> ResultsView:
+    def view(self, *, latest: bool = True, include_earlier: bool = False,
+             cells: Collection[str] | None = None) -> ResultsView:
         """:meth:`read` with the count of the earlier cells, for the one-line note."""
         rows = self._all_rows()
         rows = dedupe(rows) if latest else rows.drop_duplicates(
             ["cell", "group", "metric", "time"], keep="last").reset_index(drop=True)
+        if cells is not None:
+            return ResultsView(rows[rows["cell"].isin(list(cells))].reset_index(drop=True))
         record = experiments.load(self.store)
         if record.current is None or rows.empty:
             return ResultsView(rows)
@@ -418,6 +427,17 @@ class ResultsTable:
         when they already are (nothing written)."""
         with writing(self.folder, "the results"):
             return experiments.record(self.store, list(cells), name, now())
+
+    def earlier_cells(self) -> int:
+        """How many cells in the folder are not the current experiment's (0 when none is
+        recorded); reads only the cell keys."""
+        current = self.current_cells()
+        if current is None:
+            return 0
+        cells = set(self.store.latest())
+        if self.legacy_path.is_file():
+            cells |= set(self._legacy_rows()["cell"].astype(str))
+        return len(cells - current)
 
     def current_cells(self) -> frozenset[str] | None:
         """The cell keys of the experiment last run into the folder (``None``: not recorded)."""
