@@ -1,6 +1,6 @@
 """Which cells of a results folder belong to the experiment last run into it.
 
-``oodbench run`` records the cell keys of its plan (``experiments.json`` in the store folder)
+``oodbench run`` records the cell keys of its plan (``_experiments.json`` in the store folder)
 before its first cell runs. Every view of the folder (the report, the terminal leaderboard,
 ``published compare``, ``paper rank``, ``ResultsTable.read``) shows the cells of that *current*
 version; cells that only an earlier version of the experiment had (a removed detector, group,
@@ -21,7 +21,8 @@ from typing import Any
 
 from oodbench.results.store import CellStore
 
-RECORD = "experiments.json"
+#: a leading "_": Parquet readers of the folder (pd.read_parquet, pyarrow.dataset) skip it
+RECORD = "_experiments.json"
 _FORMAT = 1
 
 

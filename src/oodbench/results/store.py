@@ -6,7 +6,7 @@ Layout of the store folder::
     batch-<token>.parquet        the parts of many cells merged into one file (compaction)
     claim-<token>-<key>.parquet  a part being merged; only a killed compaction leaves one (it is
                                  read like a part and merged by the next compaction)
-    experiments.json             the cell keys of each version of the experiment run here, and
+    _experiments.json            the cell keys of each version of the experiment run here, and
                                  which is the current one (:mod:`oodbench.results.experiments`)
     .lock                        taken by a compaction (exclusive) and a reader (shared)
 
@@ -268,9 +268,10 @@ class CellStore:
         self._write_atomic(path, rows)
         return path
 
-    def compact(self, at: int = COMPACT_AT) -> int:
-        """Merge the parts into one batch file when ``at`` or more wait (and the lock is free);
-        returns how many files were merged."""
+    def compact(self, at: int | None = None) -> int:
+        """Merge the parts into one batch file when ``at`` (default :data:`COMPACT_AT`) or more
+        wait (and the lock is free); returns how many files were merged."""
+        at = COMPACT_AT if at is None else at
         names = self.names()
         parts = [n for n in names if n.startswith(PART) and n.endswith(SUFFIX)]
         claims = [n for n in names if n.startswith(CLAIM) and n.endswith(SUFFIX)]
