@@ -24,7 +24,7 @@ import math
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-__all__ = ["Params", "canonical", "from_text", "params", "plain", "to_text"]
+__all__ = ["FrozenList", "Params", "canonical", "from_text", "params", "plain", "to_text"]
 
 
 def _freeze(value: Any) -> Any:
@@ -35,7 +35,7 @@ def _freeze(value: Any) -> Any:
     if isinstance(value, Mapping):
         return Params(value)
     if isinstance(value, (list, tuple)):
-        return tuple(_freeze(v) for v in value)
+        return FrozenList(_freeze(v) for v in value)
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     item = getattr(value, "item", None)  # a numpy scalar
@@ -53,9 +53,30 @@ def plain(value: Any) -> Any:
     return value
 
 
+class FrozenList(tuple[Any, ...]):
+    """A list inside ``Params``: a tuple (hashable, read-only) that is equal to the list with
+    the same items and prints like one."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, list):
+            return list(self) == other
+        return tuple.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = tuple.__hash__
+
+    def __repr__(self) -> str:
+        return repr(list(self))
+
+
 class Params(Mapping[str, Any]):
     """A read-only, hashable mapping with its keys sorted; nested mappings are ``Params`` too,
-    lists are tuples. Equal to any mapping with the same items of the same types."""
+    lists and tuples :class:`FrozenList`. Equal to any mapping with the same items of the same
+    types."""
 
     __slots__ = ("_data", "_hash", "_text")
 
@@ -94,8 +115,9 @@ class Params(Mapping[str, Any]):
         return f"Params({plain(self)!r})"
 
     def __str__(self) -> str:
-        """``k=5, fit_data=train`` (``defaults`` when empty)."""
-        return ", ".join(f"{k}={v}" for k, v in self._data.items()) or "defaults"
+        """The canonical JSON text (what the column held as a string before: ``astype(str)``
+        and ``to_csv`` write it, and :func:`params` reads it back)."""
+        return self.text
 
     def __reduce__(self) -> tuple[Any, ...]:  # pickles (Ray) as its plain dict
         return (Params, (plain(self),))

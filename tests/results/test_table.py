@@ -163,7 +163,7 @@ def test_interval_columns_become_ci_low_and_ci_high_of_their_metric():
 
 def test_nested_columns_keep_their_types_through_the_store(tmp_path):
     """Hyper-parameters and the tuning record come back as typed mappings (an int stays an int,
-    a float a float, a bool a bool, a list a tuple); on disk they are Parquet JSON columns and
+    a float a float, a bool a bool, a list a hashable list); on disk they are Parquet JSON columns and
     the versions a map<string, string>, decoded once by the store."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -177,9 +177,10 @@ def test_nested_columns_keep_their_types_through_the_store(tmp_path):
     table.append(rows)
     back = table.read()
     hyper, record = back["hyperparams"].iloc[0], back["tuning"].iloc[0]
-    assert hyper == {"k": 5, "percentile": 90.0, "clip": True, "std": (0.5, 0.25),
+    assert hyper == {"k": 5, "percentile": 90.0, "clip": True, "std": [0.5, 0.25],
                      "fit_data": "train"}
     assert [type(hyper[k]) for k in ("k", "percentile", "clip")] == [int, float, bool]
+    assert hyper["std"] == [0.5, 0.25] and hash(hyper["std"]) == hash((0.5, 0.25))
     assert record["best_params"] == {"k": 5} and record["protocol"] == "held_out_classes"
     assert back["versions"].iloc[0] == rows["versions"].iloc[0]
     schema = pq.read_schema(table.path / "cell-c1.parquet")

@@ -205,7 +205,7 @@ def test_problems_are_found_before_the_first_forward_pass(tiny, forward_images):
     assert ("model 'small_cnn' on benchmark 'cood': InvalidInputError: the default window is the "
             "number of ID classes, 3: window=3 is larger than the 2 OOD classes") in message
     assert forward_images == []  # no forward pass
-    assert not (tiny.parent / "cache").exists() and not (tiny.parent / "out" / "results.parquet").exists()
+    assert not (tiny.parent / "cache").exists() and not (tiny.parent / "out" / "results").exists()
 
 
 def test_labels_beyond_the_model_classes_are_found_up_front(tiny, forward_images):

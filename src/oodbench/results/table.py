@@ -43,14 +43,14 @@ import pyarrow.compute as pc
 
 from oodbench.atomic_files import new_file_mode
 from oodbench.errors import DataError, InvalidInputError, NotWritableError
-from oodbench.params import Params, params
+from oodbench.params import Params, params, to_text
 from oodbench.results import experiments
 from oodbench.results.columns import COLUMNS, NESTED, SCHEMA, STATUSES, conform, conforms, empty
 from oodbench.results.store import CellStore, from_arrow, to_arrow
 
 __all__ = ["COLUMNS", "FILE_NAME", "NESTED", "SCHEMA", "STATUSES", "ResultsTable", "ResultsView",
            "check_writable", "conform", "dedupe", "empty", "from_wide", "now", "status_row",
-           "to_wide", "writing"]
+           "to_wide", "with_text", "writing"]
 
 #: the store folder inside an output folder
 STORE_DIR = "results"
@@ -209,6 +209,14 @@ def from_wide(
     if tuning is not None:
         long["tuning"] = [params(tuning)] * len(long)
     return conform(long)
+
+
+def with_text(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` with the nested columns (``hyperparams``, ``tuning``, ``versions``) as their
+    canonical JSON text, the form older results files held: for writing a results DataFrame to a
+    Parquet or CSV file by hand (the store keeps them typed)."""
+    return rows.assign(**{c: [to_text(params(v)) for v in rows[c]] for c in NESTED
+                          if c in rows.columns})
 
 
 def to_wide(table: pd.DataFrame) -> pd.DataFrame:
