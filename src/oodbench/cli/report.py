@@ -32,7 +32,7 @@ def leaderboard_tables(rows: pd.DataFrame, *, top: int | None = 10) -> list[Tabl
         board = lb.leaderboard(rows, name)
         shown = board if top is None else board.head(top)
         more = f" (top {top} of {len(board)})" if top is not None and len(board) > top else ""
-        table = Table(title=f"{name}{more}", title_justify="left")
+        table = Table(title=f"{escape(name)}{more}", title_justify="left")
         table.add_column("#", justify="right")
         table.add_column("model")
         table.add_column("detector")

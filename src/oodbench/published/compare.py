@@ -27,6 +27,7 @@ value is withheld ("not comparable: ...") unless the comparison is asked for any
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -238,6 +239,14 @@ def candidate_index(published: pd.DataFrame) -> dict[tuple[str, str, str], pd.Da
             for (det, ood_set, family), rows in keyed.groupby(["detector", "ood_set", "_family"])}
 
 
+@functools.lru_cache(maxsize=4)
+def _published(names: tuple[str, ...]) -> tuple[pd.DataFrame, dict[tuple[str, str, str], pd.DataFrame]]:
+    """The bundled published rows of ``names`` and their :func:`candidate_index` (the tables
+    never change in a process: built once)."""
+    published = load_all(list(names))
+    return published, candidate_index(published)
+
+
 def candidates(index: Mapping[tuple[str, str, str], pd.DataFrame],
                yours: Mapping[str, Any]) -> pd.DataFrame | None:
     """The published rows a results row could be compared with: the same detector, OOD set and
@@ -277,7 +286,8 @@ def compare(
     results row that has a candidate: ``model``, ``detector``, ``benchmark``, ``group``,
     ``metric``, ``yours`` (your value in the published unit), ``published`` (as printed; empty
     for a near-match unless ``allow_mismatch``), ``status`` (``match`` / ``near-match``),
-    ``comparison`` (``comparable`` or ``not comparable: <what differs>``), ``unknown`` (what
+    ``comparison`` (``comparable`` or ``not comparable: <what differs>``), ``differs`` (the
+    items that differ, ``"; "``-joined: what a summary counts near-matches by), ``unknown`` (what
     could not be checked), ``table``, ``published_method``, ``paper``, ``read_from``. Raises
     ``EmptyInputError`` saying why when no row has a published counterpart.
     """
@@ -294,8 +304,7 @@ def compare(
     if rows.empty:
         raise EmptyInputError("no finished results rows to compare (no row has status 'ok')")
     names = list(tables()) if tables_ is None else [table_info(n).name for n in tables_]
-    published = load_all(names)
-    index = candidate_index(published)
+    published, index = _published(tuple(names))
     infos = {n: table_info(n) for n in names}
     out = []
     seen_id_only: set[tuple[str, ...]] = set()
@@ -326,6 +335,7 @@ def compare(
             "status": "near-match" if differs else "match",
             "comparison": ("comparable" if not differs else
                            "not comparable: " + "; ".join(c.text() for c in differs)),
+            "differs": "; ".join(c.item for c in differs),
             "unknown": ", ".join(unknown),
             "table": pub["table"], "published_method": pub["method"], "paper": pub["paper"],
             "read_from": pub["read_from"],
