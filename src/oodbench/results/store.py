@@ -178,7 +178,8 @@ class CellStore:
 
     def __init__(self, folder: str | os.PathLike[str]):
         self.folder = Path(folder)
-        self._batch_index: dict[str, dict[str, tuple[str, str]]] = {}
+        self._batch_names: list[str] = []
+        self._batch_index: dict[str, tuple[str, str]] = {}
         #: the parts this object wrote, by name: (inode, size, mtime) and rows, so that a
         #: compaction does not read back what it has in memory
         self._written: dict[str, tuple[tuple[int, int, int], pa.Table]] = {}
@@ -351,27 +352,34 @@ class CellStore:
         return {str(c): (str(t), str(s)) for c, t, s in zip(frame["cell"], frame["time"],
                                                              frame["status"])}
 
-    def _batch(self, name: str) -> dict[str, tuple[str, str]]:
-        """The latest (time, status) of each cell of a batch file (batches never change: read
-        once per process)."""
-        if name not in self._batch_index:
+    def _batches(self, names: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """Cell -> latest (time, status) over the batch files among ``names``: each batch is
+        read once per process (batches never change) and merged into one index, rebuilt only
+        when a batch disappears."""
+        batches = {n for n in names if n.startswith(BATCH) and n.endswith(SUFFIX)}
+        if not set(self._batch_names) <= batches:  # one was removed by hand: start again
+            self._batch_names, self._batch_index = [], {}
+        for name in sorted(batches - set(self._batch_names)):
             table = pq.read_table(self.folder / name, columns=list(STATUS_COLUMNS))
-            self._batch_index[name] = self._latest(table)
-        return self._batch_index[name]
+            for cell, found in self._latest(table).items():
+                known = self._batch_index.get(cell)
+                if known is None or found > known:
+                    self._batch_index[cell] = found
+            self._batch_names.append(name)
+        return self._batch_index
 
     def statuses(self, cell: str) -> tuple[str, str] | None:
         """(time, status) of the latest attempt of ``cell``; ``None`` when it has none. Reads the
-        cell's part (or claim) and the index of each batch file (kept between calls)."""
+        cell's part (or claim) and looks the cell up in the index of the batch files."""
+        key = f"{stem(cell)}{SUFFIX}"
         for _ in range(5):
             names = self.names()
-            key = f"{stem(cell)}{SUFFIX}"
-            own = [n for n in names if n == PART + key or (n.startswith(CLAIM) and n.endswith("-" + key))]
-            batches = [n for n in names if n.startswith(BATCH) and n.endswith(SUFFIX)]
-            self._batch_index = {n: v for n, v in self._batch_index.items() if n in batches}
+            own = [n for n in names
+                   if n == PART + key or (n.startswith(CLAIM) and n.endswith("-" + key))]
             try:
                 found = [self._latest(pq.read_table(self.folder / n, columns=list(STATUS_COLUMNS)))
                          .get(cell) for n in own]
-                found += [self._batch(n).get(cell) for n in batches]
+                found.append(self._batches(names).get(cell))
             except FileNotFoundError:  # compacted meanwhile: look again
                 continue
             known = [f for f in found if f is not None]

@@ -432,8 +432,12 @@ class ResultsTable:
     # -- the current experiment ---------------------------------------------------------------
     def set_experiment(self, cells: Sequence[str], name: str = "") -> bool:
         """Make ``cells`` the current experiment of the folder (what every view shows); ``False``
-        when they already are (nothing written)."""
+        when they already are (nothing written). An older ``results.parquet`` is moved into the
+        store first (:meth:`migrate`)."""
         with writing(self.folder, "the results"):
+            if self.current_cells() == frozenset(cells):
+                return False
+            self.migrate()
             return experiments.record(self.store, list(cells), name, now())
 
     def earlier_cells(self) -> int:
