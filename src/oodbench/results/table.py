@@ -17,7 +17,8 @@ cell, and a cell counts as finished when its latest attempt is ``ok`` or ``skipp
 :meth:`ResultsTable.read` shows the cells of the experiment last run into the folder
 (:mod:`oodbench.results.experiments`); ``include_earlier=True`` adds the cells of its earlier
 versions, labelled. A folder written by an older oodbench (one ``results.parquet``) is read as
-it is and moved into the store by the first append, which prints a line saying so.
+it is and moved into the store by the first write (an append, or recording an experiment),
+which prints a line saying so.
 """
 
 from __future__ import annotations
