@@ -2,8 +2,11 @@
 
     python scripts/compare_results.py BEFORE_DIR AFTER_DIR
 
-Reads ``results.parquet`` (and ``losses/results.parquet`` when both have one), drops the columns
-that record when and how long a run took (``seconds``, ``time``, ``versions``), orders the rows
+Reads each folder's results (``ResultsTable``: the per-cell store ``results/``, or the
+``results.parquet`` of an oodbench before it, so a folder of each kind compare), and
+``losses/`` when both have one; the nested columns (hyper-parameters, tuning record) as their
+canonical JSON text. Drops the columns that record when and how long a run took (``seconds``,
+``time``, ``versions``), orders the rows
 by what identifies a row (model, benchmark, detector configuration, group, level, metric; the
 cell key is left out because it holds the weights path, which differs between two folders),
 and checks that every other column is identical, floats bit for bit
@@ -20,14 +23,21 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from oodbench.results.table import ResultsTable, with_text
+
 #: columns that differ between two runs of the same experiment by nature (and ``cell``: its key
 #: includes the weights file's path, so two output folders have different keys)
 RUN_COLUMNS = ["seconds", "time", "versions", "cell"]
 ORDER = ["model", "benchmark", "detector", "hyperparams", "group", "level", "metric"]
 
 
-def load(path: Path) -> pd.DataFrame:
-    df = pd.read_parquet(path).drop(columns=RUN_COLUMNS)
+def rows_of(folder: Path) -> pd.DataFrame:
+    """The rows of the experiment last run into ``folder``, nested columns as JSON text."""
+    return with_text(ResultsTable(folder).read())
+
+
+def load(folder: Path) -> pd.DataFrame:
+    df = rows_of(folder).drop(columns=RUN_COLUMNS)
     return df.sort_values(ORDER, na_position="first").reset_index(drop=True)
 
 
@@ -57,7 +67,7 @@ def _same(x: np.ndarray, y: np.ndarray) -> bool:
 def compare_scores(before: Path, after: Path) -> list[str]:
     """The score files of the same (model, benchmark, detector configuration) in both folders."""
     def by_config(folder: Path) -> dict[tuple[str, ...], Path]:
-        rows = pd.read_parquet(folder / "results.parquet").drop_duplicates("cell")
+        rows = rows_of(folder).drop_duplicates("cell")
         return {(r.model, r.benchmark, r.detector, r.hyperparams): folder / "scores" / f"{r.cell}.npz"
                 for r in rows.itertuples()}
 
@@ -81,11 +91,11 @@ def compare_scores(before: Path, after: Path) -> list[str]:
 def main(before: Path, after: Path) -> int:
     problems: list[str] = []
     for sub in ("", "losses"):
-        table_a, table_b = before / sub / "results.parquet", after / sub / "results.parquet"
-        if not table_a.is_file() and not table_b.is_file():
+        table_a, table_b = before / sub, after / sub
+        if not ResultsTable(table_a).exists() and not ResultsTable(table_b).exists():
             continue
-        found = compare_tables(table_a, table_b) + compare_scores(before / sub, after / sub)
-        rows = len(pd.read_parquet(table_a))
+        found = compare_tables(table_a, table_b) + compare_scores(table_a, table_b)
+        rows = len(rows_of(table_a))
         print(f"{table_b}: {rows} rows, {'identical' if not found else 'DIFFERENT'}")
         problems += found
     for problem in problems:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 import torch
@@ -44,7 +42,7 @@ def test_demo_runs_checks_out_and_is_deterministic(tmp_path, monkeypatch, quick_
     assert "LargeKWarning" not in result.output
     rows = ResultsTable(out).read()
     knn = rows[rows["detector"].isin(["knn", "nnguide"])].drop_duplicates("cell")
-    assert {json.loads(h)["k"] for h in knn["hyperparams"]} == {DEMO_K}
+    assert {h["k"] for h in knn["hyperparams"]} == {DEMO_K}
 
     # every registered detector that needs neither CLIP nor a group-softmax head ran on both
     # benchmarks, none failed

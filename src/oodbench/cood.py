@@ -170,7 +170,7 @@ def benchmark(
         window: OOD classes per level (default: the number of ID classes, as the paper).
         seed: the estimation/test split of the pool. ``n_bootstrap``: bootstrap replicates for
             FPR@95/AUPR intervals (0 = DeLong's AUROC interval only).
-        out: a folder to keep the rows (``results.parquet``) and the scores, for
+        out: a folder to keep the rows (``results/``, one file per cell) and the scores, for
             ``oodbench report`` and ``oodbench paper rank``.
         cood_options: more ``CoodBenchmark`` options (``estimation_fraction``,
             ``images_per_class``, ``selection``, ``id_classes``).

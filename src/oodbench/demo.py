@@ -113,8 +113,8 @@ def run_demo(out: str | Path = "oodbench-demo", *, seed: int = 0, progress: bool
     from oodbench.run import run_experiment
 
     folder = Path(out)
-    for stale in ("results.parquet", "scores", "failures.log", "report.html", "report.md",
-                  "losses"):
+    for stale in ("results", "results.parquet", "results.parquet.migrated", "scores",
+                  "failures.log", "report.html", "report.md", "losses"):
         path = folder / stale
         if path.is_dir():
             shutil.rmtree(path)

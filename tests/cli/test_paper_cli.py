@@ -60,7 +60,9 @@ def test_errors_are_one_line(cood_paper_csv: Path, tmp_path: Path) -> None:
 
 
 def test_rank_reads_the_long_table_of_oodbench_run(cood_paper_csv: Path, tmp_path: Path) -> None:
-    from oodbench.results.table import from_wide
+    """An output folder of oodbench before the store (one results.parquet, nested fields as
+    JSON text) ranks as it is."""
+    from oodbench.results.table import from_wide, with_text
 
     wide = pd.DataFrame({"detector": ["msp", "msp"], "hyperparams": ["{}", "{}"],
                          "group": ["level_0", "level_10"], "level": [0, 10],
@@ -70,7 +72,7 @@ def test_rank_reads_the_long_table_of_oodbench_run(cood_paper_csv: Path, tmp_pat
     long = from_wide(wide, model="m", benchmark="cood", cell="c", seconds=1.0, time="t")
     out = tmp_path / "run-output"
     out.mkdir()
-    long.to_parquet(out / "results.parquet")
+    with_text(long).to_parquet(out / "results.parquet")
     png = tmp_path / "rank.png"
     result = _invoke("paper", "rank", str(out), "--png", str(png), "--csv", str(cood_paper_csv))
     assert result.exit_code == 0, result.output
@@ -82,22 +84,20 @@ def test_rank_reads_the_long_table_of_oodbench_run(cood_paper_csv: Path, tmp_pat
 
 def test_rank_says_why_nothing_was_ranked(tmp_path: Path) -> None:
     """Issue 12.8: no C-OOD rows used to print a blank line and exit 0."""
-    from oodbench.results.table import from_wide, status_row
+    from oodbench.results.table import ResultsTable, from_wide, status_row
 
     out = tmp_path / "sets-only"
-    out.mkdir()
     wide = pd.DataFrame({"detector": ["msp"], "group": ["inat"], "auroc": [0.9], "n_id": [10],
                          "n_ood": [5]})
-    from_wide(wide, model="m", benchmark="openood", cell="c", seconds=1.0,
-              time="t").to_parquet(out / "results.parquet")
+    ResultsTable(out).append(from_wide(wide, model="m", benchmark="openood", cell="c",
+                                       seconds=1.0, time="t"))
     result = _invoke("paper", "rank", str(out))
     assert result.exit_code == 2
     assert "no C-OOD rows" in result.output and "['openood']" in result.output
     failed = tmp_path / "all-failed"
-    failed.mkdir()
-    status_row(model="m", detector="msp", hyperparams="{}", benchmark="cood", cell="c",
-               status="failed", error="boom", seconds=0.0, time="t").to_parquet(
-        failed / "results.parquet")
+    ResultsTable(failed).append(status_row(model="m", detector="msp", hyperparams="{}",
+                                           benchmark="cood", cell="c", status="failed",
+                                           error="boom", seconds=0.0, time="t"))
     result = _invoke("paper", "rank", str(failed))
     assert result.exit_code == 2 and "no finished cell" in result.output
     assert "'failed': 1" in result.output

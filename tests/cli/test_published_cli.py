@@ -97,7 +97,7 @@ def test_compare_without_matching_rows_or_results_is_a_one_line_error(tmp_path) 
     assert result.exit_code == 2 and result.output.count("\n") == 1
     assert "nothing to compare" in result.output and "react on letters" in result.output
     missing = _invoke("published", "compare", str(tmp_path / "nowhere"))
-    assert missing.exit_code == 2 and "has no results.parquet" in missing.output
+    assert missing.exit_code == 2 and "has no results: pass the output folder" in missing.output
 
 
 def test_show_printed_without_a_printed_form_is_refused_naming_those_with_one(monkeypatch) -> None:

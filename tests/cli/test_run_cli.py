@@ -37,7 +37,7 @@ def test_run_then_rerun_then_report(tiny):
     assert dry.exit_code == 0, dry.output
     assert "10 to run, 0 already finished" in dry.output and "  small_cnn · cood · msp\n" in dry.output
     assert "checks passed: data, 1 model(s), labels and C-OOD windows (nothing extracted)" in dry.output
-    assert not (tiny.parent / "out" / "results.parquet").exists()
+    assert not (tiny.parent / "out" / "results").exists()
 
     first = invoke("run", str(tiny), "--no-progress", "--shard-size", "4")
     assert first.exit_code == 0, first.output
@@ -84,7 +84,7 @@ def test_missing_experiment_and_results_paths(tmp_path):
     assert result.output.strip() == (f"error: experiment file {tmp_path / 'exp.toml'} does not exist; "
                                      "pass the path of a TOML experiment file (see examples/experiment.toml)")
     result = invoke("report", str(tmp_path))
-    assert result.exit_code == 2 and "no results.parquet in" in result.output
+    assert result.exit_code == 2 and "no results in" in result.output
     result = invoke("report", str(tmp_path), "--hist", "nocolon")
     assert result.exit_code == 2 and "--hist takes MODEL:DETECTOR" in result.output
 
@@ -110,7 +110,7 @@ def test_ctrl_c_exits_130_with_one_line_saying_what_was_kept(tiny):
     lines = [line for line in result.output.splitlines() if line.startswith("interrupted: ")]
     assert lines == [
         f"interrupted: 10 of the 20 cells left to run finished and are kept in "
-        f"{tiny.parent / 'out' / 'results.parquet'}; the activations extracted so far are "
+        f"{tiny.parent / 'out' / 'results'}; the activations extracted so far are "
         f"cached; run `oodbench run {tiny}` again to resume"], result.output
     assert "Traceback" not in result.output and "Aborted" not in result.output
     assert not (tiny.parent / "out" / "failures.log").exists()  # an interrupt is not a failure
@@ -235,7 +235,7 @@ def test_configurations_are_labelled_the_same_way_everywhere(tiny):
     from oodbench.results.table import ResultsTable
 
     rows = ResultsTable(tiny.parent / "out").read()
-    chosen = json.loads(rows[rows["detector"] == "knn"]["tuning"].iloc[0])["best_params"]["k"]
+    chosen = rows[rows["detector"] == "knn"]["tuning"].iloc[0]["best_params"]["k"]
     tuned = f"knn (k={chosen}) [fit on train, tuned by ood_val]"
     assert tuned in run.output and "msp [openood]" in run.output  # the terminal leaderboard
     report = invoke("report", str(tiny.parent / "out"))

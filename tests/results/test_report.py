@@ -152,11 +152,17 @@ def test_report_puts_the_published_value_beside_a_match(tmp_path):
     md = files.markdown.read_text()
     section = md[md.index("## Published results"):]
     match = next(line for line in section.splitlines() if "timm:resnet50.tv_in1k" in line)
-    assert "| 88.16 | 88.16 |" in match and "comparable" in match and "ReAct (ResNet-50)" in match
+    assert "| 88.16 | 88.16 |" in match and "ReAct (ResNet-50)" in match
     near = next(line for line in section.splitlines() if "efficientnet_lite0" in line)
     assert "not comparable: backbone and weights: published ResNet-50" in near
     assert "1 of 2 result rows match a published row" in section
-    assert "<td class=text>88.16</td><td class=text>88.16</td>" in files.html.read_text()
+    assert "| backbone and weights | 1 | react | imagenet1k-vs-sun |" in section  # by reason
+    page = files.html.read_text()
+    assert "<td class=text>88.16</td><td class=text>88.16</td>" in page
+    matches = page[page.index("<h3>Matches</h3>"):page.index("<h3>Near-matches")]
+    assert "timm:resnet50.tv_in1k" in matches and "efficientnet_lite0" not in matches
+    details = page[page.index("<details><summary>The 1 near-matches, row by row</summary>"):]
+    assert "efficientnet_lite0" in details[:details.index("</details>")]  # collapsed
 
 
 def test_histograms_for_chosen_pairs(results, tmp_path):
@@ -245,3 +251,32 @@ def test_leaderboard_fits_a_1400_px_window(tmp_path):
     assert found is not None, done.stderr[-2000:]
     flags = found.group(1).split(",")
     assert len(flags) >= 2 and set(flags) == {"0"}, flags  # the leaderboards come first
+
+
+def test_severity_curves_stay_readable_with_many_detectors():
+    """Issue 34: with 39 detectors two shared a colour and a marker. Beyond ALL_COLOURED, the
+    HIGHLIGHT best (by mean AUROC) get distinct colours and markers, the others thin grey lines
+    under them with one legend entry."""
+    from matplotlib.colors import to_rgba
+
+    from oodbench.results import plots
+
+    n = 12
+    means = np.linspace(0.95, 0.6, n)  # detector i is the i-th best
+    rows = pd.concat([rt.from_wide(pd.DataFrame({
+        "detector": f"d{i:02d}", "group": [f"level_{j}" for j in range(LEVELS)],
+        "level": range(LEVELS), "auroc": means[i] - 0.05 * np.arange(LEVELS), "n_id": 5,
+        "n_ood": 5}), model="m", benchmark="cood", cell=f"c{i}", seconds=0.0, time="t")
+        for i in np.random.default_rng(0).permutation(n)], ignore_index=True)
+    ax = plots.severity_curves(rows, "cood", "m").axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    best = [f"{i + 1}. d{i:02d}" for i in range(plots.HIGHLIGHT)]
+    assert labels == [*best, f"the other {n - plots.HIGHLIGHT} detectors"]
+    lines = [line for line in ax.get_lines() if len(line.get_xdata()) == LEVELS]
+    grey = [line for line in lines if to_rgba(line.get_color()) == to_rgba("0.78")]
+    coloured = {to_rgba(line.get_color()) for line in lines} - {to_rgba("0.78")}
+    assert len(grey) == n - plots.HIGHLIGHT and len(coloured) == plots.HIGHLIGHT
+    few = rows[rows["detector"].isin([f"d{i:02d}" for i in range(plots.ALL_COLOURED)])]
+    few_labels = [t.get_text() for t in
+                  plots.severity_curves(few, "cood", "m").axes[0].get_legend().get_texts()]
+    assert few_labels == [f"d{i:02d}" for i in range(plots.ALL_COLOURED)]  # all in colour

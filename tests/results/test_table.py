@@ -1,14 +1,14 @@
-"""The tidy results table: schema, wide -> long, append, dedupe, finished cells, score arrays."""
+"""The tidy results table: schema, wide -> long, append, dedupe, finished cells, score arrays,
+typed nested columns, the current experiment, an older results.parquet read and migrated."""
 
 from __future__ import annotations
-
-import json
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from oodbench.errors import DataError, InvalidInputError
+from oodbench.params import Params
 from oodbench.results import table as rt
 from oodbench.results.table import ResultsTable
 
@@ -42,8 +42,8 @@ def test_from_wide_is_long_with_the_schema_and_drops_aggregates():
     got = rows.set_index(["group", "metric"])["value"]
     assert got[("inat", "auroc")] == 0.9 and got[("ssb", "fpr95_id")] == 0.6
     assert rows["status"].eq("ok").all() and rows["n_ood"].tolist() == [5, 7, 5, 7]
-    versions = json.loads(rows["versions"].iloc[0])
-    assert "numpy" in versions and "python" in versions
+    versions = rows["versions"].iloc[0]
+    assert isinstance(versions, Params) and "numpy" in versions and "python" in versions
 
 
 def test_from_wide_keeps_cood_level_and_severity():
@@ -82,7 +82,9 @@ def test_append_read_and_finished_cells(tmp_path):
     assert table.finished_cells() == {"c1", "c3"}  # failed cells run again
     assert table.is_finished("c1") and not table.is_finished("c2")
     assert rows.loc[rows["cell"] == "c2", "error"].item() == "ValueError: boom"
-    assert not list(tmp_path.glob(".results-*"))  # no temporary file left behind
+    assert not [p for p in table.path.iterdir() if p.name.startswith(".tmp-")]  # no temp left
+    assert sorted(p.name for p in table.path.glob("cell-*")) == [
+        "cell-c1.parquet", "cell-c2.parquet", "cell-c3.parquet"]  # one file per cell
 
 
 def test_a_new_attempt_replaces_the_old_one(tmp_path):
@@ -120,6 +122,18 @@ def test_a_damaged_table_says_how_to_recover(tmp_path):
         ResultsTable(tmp_path).read()
 
 
+def test_a_damaged_part_is_named_and_leaves_the_other_cells_writable(tmp_path):
+    """Appending and looking up a cell read nothing of the other cells: a damaged part does not
+    stop them; reading the whole table names the damaged file."""
+    table = ResultsTable(tmp_path)
+    table.append(long_rows("c1"))
+    (table.path / "cell-c1.parquet").write_bytes(b"not parquet")
+    table.append(long_rows("c2"))
+    assert table.is_finished("c2")
+    with pytest.raises(DataError, match="cell-c1.parquet.*Move the damaged file"):
+        table.read()
+
+
 def test_to_wide_inverts_from_wide():
     rows = pd.concat([long_rows("c1"), long_rows("c2", detector="energy")], ignore_index=True)
     failed = rt.status_row(model="m", detector="knn", hyperparams="{}", benchmark="b", cell="c3",
@@ -145,3 +159,76 @@ def test_interval_columns_become_ci_low_and_ci_high_of_their_metric():
     assert long[long["metric"] == "fpr95_id"][["ci_low", "ci_high"]].isna().all().all()
     back = rt.to_wide(long)
     assert back["auroc_ci_low"].tolist() == [0.85, 0.7] and "fpr95_id_ci_low" not in back
+
+
+def test_nested_columns_keep_their_types_through_the_store(tmp_path):
+    """Hyper-parameters and the tuning record come back as typed mappings (an int stays an int,
+    a float a float, a bool a bool, a list a hashable list); on disk they are Parquet JSON columns and
+    the versions a map<string, string>, decoded once by the store."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    wide = wide_rows().assign(hyperparams=[{"k": 5, "percentile": 90.0, "clip": True,
+                                            "std": [0.5, 0.25], "fit_data": "train"}] * 3)
+    tuning = {"protocol": "held_out_classes", "best_params": {"k": 5}, "best_value": 0.75}
+    rows = rt.from_wide(wide, model="m", benchmark="b", cell="c1", seconds=1.0, time="t",
+                        tuning=tuning)
+    table = ResultsTable(tmp_path)
+    table.append(rows)
+    back = table.read()
+    hyper, record = back["hyperparams"].iloc[0], back["tuning"].iloc[0]
+    assert hyper == {"k": 5, "percentile": 90.0, "clip": True, "std": [0.5, 0.25],
+                     "fit_data": "train"}
+    assert [type(hyper[k]) for k in ("k", "percentile", "clip")] == [int, float, bool]
+    assert hyper["std"] == [0.5, 0.25] and hash(hyper["std"]) == hash((0.5, 0.25))
+    assert record["best_params"] == {"k": 5} and record["protocol"] == "held_out_classes"
+    assert back["versions"].iloc[0] == rows["versions"].iloc[0]
+    schema = pq.read_schema(table.path / "cell-c1.parquet")
+    assert schema.field("hyperparams").type == pa.json_()
+    assert schema.field("tuning").type == pa.json_()
+    assert schema.field("versions").type == pa.map_(pa.string(), pa.string())
+    # hashable: groups, pivots and de-duplicates like any key
+    assert back.groupby("hyperparams")["value"].count().tolist() == [len(back)]
+
+
+def test_the_current_experiment_decides_what_read_shows(tmp_path):
+    table = ResultsTable(tmp_path)
+    for cell in ("c1", "c2", "c3"):
+        table.append(long_rows(cell))
+    assert table.current_cells() is None and set(table.read()["cell"]) == {"c1", "c2", "c3"}
+    assert table.set_experiment(["c1", "c2"], "first")
+    assert not table.set_experiment(["c2", "c1"], "first")  # the same cells: nothing written
+    view = table.view()
+    assert set(view.rows["cell"]) == {"c1", "c2"} and view.earlier == 1
+    assert view.note == ("1 cell from an earlier version of this experiment is kept but not "
+                         "shown: --all to include them")
+    table.set_experiment(["c3"], "second")
+    assert set(table.read()["cell"]) == {"c3"} and table.earlier_cells() == 2
+    every = table.view(include_earlier=True)
+    assert set(every.rows["cell"]) == {"c1", "c2", "c3"} and "are included" in every.note
+    labels = every.rows.drop_duplicates("cell").set_index("cell")["benchmark"]
+    assert labels["c3"] == "b"
+    assert labels["c1"].startswith("b [earlier version, run ") and labels["c1"] == labels["c2"]
+    assert set(table.read(cells=["c1"])["cell"]) == {"c1"}  # exactly these, whatever is current
+    assert table.finished_cells() == {"c1", "c2", "c3"}  # finished cells stay finished
+
+
+def test_an_older_results_parquet_is_read_then_moved_into_the_store(tmp_path, capsys):
+    """A folder of oodbench before the store (one results.parquet, nested fields as JSON text)
+    reads as it is; the first append moves its cells into the store and says so in one line."""
+    old = long_rows("c1")
+    as_text = old.assign(**{c: [v.text for v in old[c]] for c in rt.NESTED})
+    as_text.to_parquet(tmp_path / rt.FILE_NAME, index=False)
+    table = ResultsTable(tmp_path)
+    before = table.read()
+    pd.testing.assert_frame_equal(before, old)
+    assert table.is_finished("c1") and table.finished_cells() == {"c1"}
+    assert not table.path.exists()  # reading wrote nothing
+    table.append(long_rows("c2"))
+    line = capsys.readouterr().err.strip()
+    assert line == (f"results: moved the 1 cells of {tmp_path / rt.FILE_NAME} into {table.path} "
+                    "(one file per cell); the old file is kept as results.parquet.migrated")
+    assert not (tmp_path / rt.FILE_NAME).exists() and (tmp_path / rt.MIGRATED_NAME).is_file()
+    after = table.read()
+    pd.testing.assert_frame_equal(after[after["cell"] == "c1"].reset_index(drop=True), old)
+    assert table.finished_cells() == {"c1", "c2"}

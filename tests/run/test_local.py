@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from sklearn.metrics import roc_auc_score
@@ -210,7 +211,7 @@ def test_problems_are_found_before_the_first_forward_pass(tiny, forward_images):
     assert ("model 'small_cnn' on benchmark 'cood': InvalidInputError: the default window is the "
             "number of ID classes, 3: window=3 is larger than the 2 OOD classes") in message
     assert forward_images == []  # no forward pass
-    assert not (tiny.parent / "cache").exists() and not (tiny.parent / "out" / "results.parquet").exists()
+    assert not (tiny.parent / "cache").exists() and not (tiny.parent / "out" / "results").exists()
 
 
 def test_labels_beyond_the_model_classes_are_found_up_front(tiny, forward_images):
@@ -369,3 +370,18 @@ def test_rows_carry_intervals_and_bootstrap_from_the_file(tiny):
     fpr = ok[ok["metric"] == "fpr95_id"]
     assert fpr[fpr["benchmark"] == "sets"]["ci_high"].notna().all()  # bootstrap asked for
     assert fpr[fpr["benchmark"] == "cood"]["ci_high"].isna().all()  # not asked for
+
+
+def test_each_warning_of_a_run_is_shown_once_with_its_count():
+    """Issue 34: a warning every cell raises (a large k, corrupt images, chance-level accuracy)
+    printed once per cell; the run shows each once, with how many cells raised it."""
+    from oodbench.run.local import CellResult, WarningTally
+
+    tally = WarningTally()
+    for i in range(3):
+        raised = ((UserWarning, "every cell"),) + (((RuntimeWarning, "one cell"),) if i == 1 else ())
+        tally.add(CellResult(cell=None, rows=pd.DataFrame(), warnings=raised))  # type: ignore[arg-type]
+    with pytest.warns(Warning) as caught:
+        tally.show()
+    assert [(w.category, str(w.message)) for w in caught] == [
+        (UserWarning, "every cell (in 3 of 3 cells)"), (RuntimeWarning, "one cell (in 1 of 3 cells)")]

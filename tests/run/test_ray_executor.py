@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 import sys
 
 import pytest
@@ -24,7 +25,7 @@ def test_without_ray_the_error_names_the_extra(tmp_path, monkeypatch):
     exp = load_experiment(write_tiny_experiment(tmp_path))
     with pytest.raises(MissingDependencyError, match=r"pip install oodbench\[ray\]"):
         RayExecutor().run(make_plan(exp), ResultsTable(tmp_path / "out"))
-    assert not (tmp_path / "out" / "results.parquet").exists()
+    assert not (tmp_path / "out" / "results").exists()
 
 
 @pytest.mark.heavy
@@ -37,7 +38,7 @@ def test_ray_gives_the_local_results(tmp_path, monkeypatch):
     monkeypatch.setenv("OODBENCH_CACHE", str(tmp_path / "local_cache"))
     path = write_tiny_experiment(tmp_path)
     local = oodbench.run_experiment(path, progress=False)
-    (tmp_path / "out" / "results.parquet").unlink()
+    shutil.rmtree(tmp_path / "out" / "results")
     ray_cache = tmp_path / "ray_cache"  # nothing cached: every extraction runs on Ray
     monkeypatch.setenv("OODBENCH_CACHE", str(ray_cache))
     ray.init(num_cpus=1, include_dashboard=False, object_store_memory=100 * 2**20)

@@ -23,7 +23,7 @@ def demo_cmd(out: Path, seed: int, top: int, no_progress: bool) -> None:
     Trains a small CNN on the digits 0-5, runs the C-OOD severity benchmark with the held-out
     digits 6-9 as the OOD class pool (one class per severity level, 4 levels) and far-OOD sets
     (printed letters, photo and texture patches, noise) with every detector that applies, then
-    writes results.parquet, report.html and report.md to --out. Then compares training losses
+    writes results/, report.html and report.md to --out. Then compares training losses
     (CE, LogitNorm, HEM, MM, Dice): the same CNN trained with each, benchmarked with MSP,
     max-logit and energy (--out/losses/).
     """

@@ -147,19 +147,25 @@ def _write_png(png: Path, fig: Any, note: str = "") -> None:
     click.echo(f"wrote {png}{note}", err=True)
 
 
-def _read_results(results: Path) -> pd.DataFrame:
-    """The C-OOD rows of a results file / folder, or a clear error saying why there are none."""
+def _read_results(results: Path, include_earlier: bool = False) -> tuple[pd.DataFrame, str]:
+    """The C-OOD rows of a results file / folder (and the line about the earlier cells a folder
+    leaves out), or a clear error saying why there are none."""
     from oodbench.results.leaderboard import detector_labels
-    from oodbench.results.table import to_wide
+    from oodbench.results.table import ResultsTable, to_wide
 
-    if results.is_dir():
-        results = results / "results.parquet"
-    if not results.is_file():
-        raise MissingDataError(
-            f"results file {results} does not exist: pass a CSV/Parquet of CoodBenchmark rows "
-            "or the output folder of `oodbench run`"
-        )
-    mine = pd.read_parquet(results) if results.suffix == ".parquet" else pd.read_csv(results)
+    note = ""
+    if results.is_dir() and ResultsTable(results).exists():
+        view = ResultsTable(results).view(include_earlier=include_earlier)
+        mine, note = view.rows, view.note
+    else:
+        if results.is_dir():
+            results = results / "results.parquet"
+        if not results.is_file():
+            raise MissingDataError(
+                f"results file {results} does not exist: pass a CSV/Parquet of CoodBenchmark "
+                "rows or the output folder of `oodbench run`"
+            )
+        mine = pd.read_parquet(results) if results.suffix == ".parquet" else pd.read_csv(results)
     if {"metric", "value", "status"} <= set(mine.columns):  # the long table of `oodbench run`
         ok = mine[mine["status"] == "ok"]
         if ok.empty:
@@ -178,8 +184,8 @@ def _read_results(results: Path) -> pd.DataFrame:
                 "[[benchmarks]] type = \"cood\" to the experiment"
             )
         cood = cood.reset_index(drop=True)  # labelled with the preset and tuning of the long rows
-        return cood.assign(label=detector_labels(cood, ok).to_numpy())
-    return mine
+        return cood.assign(label=detector_labels(cood, ok).to_numpy()), note
+    return mine, note
 
 
 @paper_cmd.command("rank")
@@ -192,11 +198,14 @@ def _read_results(results: Path) -> pd.DataFrame:
 @click.option("--png", type=click.Path(path_type=Path), default=None,
               help="draw each detector's curve over the published curves into this PNG file "
                    "(one panel per published kappa)")
+@click.option("--all", "include_earlier", is_flag=True,
+              help="Also the cells of earlier versions of the experiment (an `oodbench run` "
+                   "folder; labelled).")
 @_digits_options
 @click.option("--csv", "csv", type=click.Path(path_type=Path), default=None, help=_CSV_HELP)
 def rank_cmd(results: Path, kappa: str | None, metric: str, allow_mismatch: bool,
-             png: Path | None, fmt: str | None, wide: bool, digits: int | None, truncate: bool,
-             csv: Path | None) -> None:
+             png: Path | None, include_earlier: bool, fmt: str | None, wide: bool,
+             digits: int | None, truncate: bool, csv: Path | None) -> None:
     """Place your C-OOD results among the published models.
 
     RESULTS is a CSV or Parquet file of ``CoodBenchmark.run`` rows (columns ``detector``,
@@ -206,7 +215,7 @@ def rank_cmd(results: Path, kappa: str | None, metric: str, allow_mismatch: bool
     """
     from oodbench.results import paper
 
-    mine = _read_results(results)
+    mine, note = _read_results(results, include_earlier)
     df = _load(csv)
     ranked = paper.rank(df, mine, kappa=kappa, metric=metric, allow_mismatch=allow_mismatch)
     checks = ranked.attrs["protocol"]
@@ -225,6 +234,8 @@ def rank_cmd(results: Path, kappa: str | None, metric: str, allow_mismatch: bool
     aside(f"protocol: {verdict}", fmt)  # (on stderr when piped)
     for c in checks:
         aside(f"  {c.status:>8}  {c.item}: paper {c.published}, yours {c.yours}", fmt)
+    if note:
+        aside(note, fmt)
     if png is not None:
         panels, missing = paper.rank_panels(mine, kappa)
         for det, why in missing.items():  # a detector without a published kappa

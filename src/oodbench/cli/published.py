@@ -84,19 +84,23 @@ def show_cmd(table: str, method: str | None, as_printed: bool, fmt: str | None,
 @click.option("--allow-mismatch", is_flag=True,
               help="show the published value of near-matches too (flagged 'not comparable')")
 @table_options
+@click.option("--all", "include_earlier", is_flag=True,
+              help="Also the cells of earlier versions of the experiment (labelled).")
 def compare_cmd(results_dir: Path, names: tuple[str, ...], allow_mismatch: bool,
-                fmt: str | None, wide: bool) -> None:
+                fmt: str | None, wide: bool, include_earlier: bool) -> None:
     """Each row of RESULTS_DIR (an `oodbench run` folder) beside the published value it
     matches, or what differs from the closest one (on a terminal: a block per row, wrapped to
     its width unless --wide)."""
     from oodbench import published
-    from oodbench.results.table import FILE_NAME, ResultsTable
+    from oodbench.results.table import ResultsTable
 
-    if not (results_dir / FILE_NAME).is_file():
+    table = ResultsTable(results_dir)
+    if not table.exists():
         raise MissingDataError(
-            f"{results_dir} has no {FILE_NAME}: pass the output folder of `oodbench run`"
+            f"{results_dir} has no results: pass the output folder of `oodbench run`"
         )
-    rows = ResultsTable(results_dir).read()
+    view = table.view(include_earlier=include_earlier)
+    rows = view.rows
     compared = published.compare(rows, tables_=list(names) or None,
                                  allow_mismatch=allow_mismatch)
     if resolve(fmt) != "table":
@@ -116,4 +120,6 @@ def compare_cmd(results_dir: Path, names: tuple[str, ...], allow_mismatch: bool,
     aside(f"{n_match} of {len(compared)} rows match a published row; near-matches say what "
           "differs" + ("" if allow_mismatch else " (their published value needs --allow-mismatch)"),
           fmt)
+    if view.note:
+        aside(view.note, fmt)
 

@@ -75,16 +75,20 @@ def _parse_pair(text: str) -> tuple[str, str]:
 @click.option("--title", default=None, help="Report title (default: the experiment's name).")
 @click.option("--top", default=10, show_default=True, help="Leaderboard rows printed per benchmark.")
 @table_options
+@click.option("--all", "include_earlier", is_flag=True,
+              help="Also the cells of earlier versions of the experiment (labelled).")
 def report_cmd(results_dir: Path, out: Path | None, pairs: tuple[str, ...], title: str | None,
-               top: int, fmt: str | None, wide: bool) -> None:
+               top: int, fmt: str | None, wide: bool, include_earlier: bool) -> None:
     """Write a self-contained HTML report and a Markdown summary of RESULTS_DIR.
 
-    RESULTS_DIR is the output folder of `oodbench run` (it holds results.parquet).
+    RESULTS_DIR is the output folder of `oodbench run` (it holds results/). The report shows
+    the cells of the experiment last run into it; --all adds those of its earlier versions.
     """
     from oodbench.results.report import write_report
-    from oodbench.results.table import ResultsTable
 
-    files = write_report(results_dir, out=out, title=title,
+    files = write_report(results_dir, out=out, title=title, include_earlier=include_earlier,
                          histograms=[_parse_pair(p) for p in pairs] or None)
-    print_leaderboards(ResultsTable(results_dir).read(), top=top, fmt=fmt, wide=wide)
+    print_leaderboards(files.view.rows, top=top, fmt=fmt, wide=wide)
+    if files.view.note:
+        aside(files.view.note, fmt)
     aside(f"report: {files.html}  (summary: {files.markdown})", fmt)

@@ -34,8 +34,9 @@ def run_cmd(experiment: Path, use_ray: bool, dry_run: bool, with_report: bool, t
     """Run EXPERIMENT.toml: models x detectors x benchmarks.
 
     Each (model, source) is extracted once through the cache; every detector is fitted and
-    scored from it; rows are appended to <output>/results.parquet as cells finish. Cells
-    already finished there are skipped; a failing cell is recorded and the rest goes on.
+    scored from it; each cell's rows are written to <output>/results/ as it finishes. Cells
+    already finished there are skipped; a failing cell is recorded and the rest goes on. The
+    reports of <output> show this experiment's cells (an earlier version's are kept).
     See examples/experiment.toml for the file format.
 
     \b
@@ -74,6 +75,11 @@ def run_cmd(experiment: Path, use_ray: bool, dry_run: bool, with_report: bool, t
     counts = latest[latest["cell"].isin(ran)]["status"].value_counts()
     n_failed = int(counts.get("failed", 0))
     con.print(f"cells: {cell_counts(counts, len(plan.cells) - len(ran))}; results: {table.path}")
+    from oodbench.results.table import ResultsView
+
+    note = ResultsView(rows, table.earlier_cells()).note
+    if note:
+        con.print(note, markup=False, highlight=False)
     if with_report:
         from oodbench.results.report import write_report
 

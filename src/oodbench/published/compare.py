@@ -3,14 +3,14 @@
 A published row and a row of your results table are compared key by key (:func:`row_checks`):
 
 - detector configuration: the published ``detector``'s ``preset`` hyper-parameters and its
-  ``hyperparams``, against the row's ``hyperparams`` JSON;
+  ``hyperparams``, against the row's ``hyperparams``;
 - backbone and weights: ``weights`` (the oodbench specs of exactly those weights) against
   ``model``;
 - benchmark: ``benchmark`` against ``benchmark``;
 - metric convention: ``metric`` against ``metric`` (``fpr95_id`` against ``fpr95_ood`` is the
   "FPR95 convention");
 - detector fit data: ``fit_data`` against ``fit_data``;
-- tuning protocol: ``tuning`` against the ``protocol`` of the row's ``tuning`` JSON;
+- tuning protocol: ``tuning`` against the ``protocol`` of the row's ``tuning`` record;
 
 and the table's protocol (``TableInfo.protocol``: ID set size, C-OOD levels and window) against
 what the results record (:func:`protocol_checks`). Each check is ``same``, ``differs`` or
@@ -27,7 +27,7 @@ value is withheld ("not comparable: ...") unless the comparison is asked for any
 
 from __future__ import annotations
 
-import json
+import functools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -36,6 +36,7 @@ from typing import Any
 import pandas as pd
 
 from oodbench.errors import EmptyInputError, InvalidInputError
+from oodbench.params import Params, canonical, params
 from oodbench.published.catalogue import TableInfo, load_all, table_info, tables
 
 STATUSES = ("same", "differs", "unknown")
@@ -102,7 +103,7 @@ def _same_value(a: Any, b: Any) -> bool:
     if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool) \
             and not isinstance(b, bool):
         return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-12)
-    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    return canonical(a) == canonical(b)
 
 
 def wanted_hyperparams(published: Mapping[str, str]) -> dict[str, Any] | None:
@@ -114,15 +115,24 @@ def wanted_hyperparams(published: Mapping[str, str]) -> dict[str, Any] | None:
     if published["preset"]:
         wanted.update(preset_for(published["detector"], published["preset"]).hyperparams)
     if published["hyperparams"]:
-        wanted.update(json.loads(published["hyperparams"]))
+        wanted.update(params(published["hyperparams"]))
     if not published["preset"] and not published["hyperparams"]:
         return None
     return wanted
 
 
+def _recorded_params(yours: Mapping[str, Any]) -> Params | None:
+    """The ``hyperparams`` of a results row (``Params``, a mapping or JSON text); ``None`` when
+    the row does not record them."""
+    raw = yours.get("hyperparams")
+    if raw is None or (isinstance(raw, float) and math.isnan(raw)) or raw is pd.NA or raw == "":
+        return None
+    return params(raw)
+
+
 def configuration_check(published: Mapping[str, str], yours: Mapping[str, Any]) -> Check:
     """The detector configuration of a published row (its preset's hyper-parameters and its
-    own ``hyperparams``) against the ``hyperparams`` JSON of a results row."""
+    own ``hyperparams``) against the ``hyperparams`` of a results row."""
     wanted = wanted_hyperparams(published)
     shown = f"{published['detector']} ({published['method']})"
     if wanted is None:
@@ -131,11 +141,10 @@ def configuration_check(published: Mapping[str, str], yours: Mapping[str, Any]) 
     text = ", ".join(f"{k}={v}" for k, v in wanted.items()) or "defaults"
     preset = f" preset {published['preset']!r}" if published["preset"] else ""
     published_text = f"{shown}{preset}: {text}"
-    raw = yours.get("hyperparams")
-    if raw is None or (isinstance(raw, float) and math.isnan(raw)) or raw == "":
+    have = _recorded_params(yours)
+    if have is None:
         return Check("detector configuration", published_text, "hyper-parameters not recorded",
                      "unknown")
-    have = json.loads(str(raw))
     differing = [k for k, v in wanted.items() if not _same_value(have.get(k), v)]
     if not differing:
         return Check("detector configuration", published_text, _hyper_text(yours), "same")
@@ -144,11 +153,10 @@ def configuration_check(published: Mapping[str, str], yours: Mapping[str, Any]) 
 
 
 def _hyper_text(yours: Mapping[str, Any]) -> str:
-    raw = yours.get("hyperparams")
-    if not isinstance(raw, str) or not raw:
+    have = _recorded_params(yours)
+    if have is None:
         return f"{yours.get('detector')}"
-    params = json.loads(raw)
-    return f"{yours.get('detector')}: " + (", ".join(f"{k}={v}" for k, v in params.items())
+    return f"{yours.get('detector')}: " + (", ".join(f"{k}={v}" for k, v in have.items())
                                            or "defaults")
 
 
@@ -173,13 +181,13 @@ def _keyed(item: str, published: str, published_text: str, yours: str, yours_tex
 
 
 def tuning_protocol(tuning: Any) -> str:
-    """The protocol of a results row's ``tuning`` JSON (``"none"`` when not tuned)."""
-    if not isinstance(tuning, str) or not tuning:
-        return "none"
+    """The protocol of a results row's ``tuning`` record (``Params``, a mapping or JSON text;
+    ``"none"`` when not tuned)."""
     try:
-        return str(json.loads(tuning).get("protocol", "unknown"))
-    except (ValueError, AttributeError):
+        record = params(tuning)
+    except (ValueError, TypeError):
         return "unknown"
+    return str(record.get("protocol", "unknown")) if record else "none"
 
 
 def row_checks(published: Mapping[str, str], yours: Mapping[str, Any],
@@ -231,6 +239,14 @@ def candidate_index(published: pd.DataFrame) -> dict[tuple[str, str, str], pd.Da
             for (det, ood_set, family), rows in keyed.groupby(["detector", "ood_set", "_family"])}
 
 
+@functools.lru_cache(maxsize=4)
+def _published(names: tuple[str, ...]) -> tuple[pd.DataFrame, dict[tuple[str, str, str], pd.DataFrame]]:
+    """The bundled published rows of ``names`` and their :func:`candidate_index` (the tables
+    never change in a process: built once)."""
+    published = load_all(list(names))
+    return published, candidate_index(published)
+
+
 def candidates(index: Mapping[tuple[str, str, str], pd.DataFrame],
                yours: Mapping[str, Any]) -> pd.DataFrame | None:
     """The published rows a results row could be compared with: the same detector, OOD set and
@@ -270,7 +286,8 @@ def compare(
     results row that has a candidate: ``model``, ``detector``, ``benchmark``, ``group``,
     ``metric``, ``yours`` (your value in the published unit), ``published`` (as printed; empty
     for a near-match unless ``allow_mismatch``), ``status`` (``match`` / ``near-match``),
-    ``comparison`` (``comparable`` or ``not comparable: <what differs>``), ``unknown`` (what
+    ``comparison`` (``comparable`` or ``not comparable: <what differs>``), ``differs`` (the
+    items that differ, ``"; "``-joined: what a summary counts near-matches by), ``unknown`` (what
     could not be checked), ``table``, ``published_method``, ``paper``, ``read_from``. Raises
     ``EmptyInputError`` saying why when no row has a published counterpart.
     """
@@ -287,15 +304,14 @@ def compare(
     if rows.empty:
         raise EmptyInputError("no finished results rows to compare (no row has status 'ok')")
     names = list(tables()) if tables_ is None else [table_info(n).name for n in tables_]
-    published = load_all(names)
-    index = candidate_index(published)
+    published, index = _published(tuple(names))
     infos = {n: table_info(n) for n in names}
     out = []
     seen_id_only: set[tuple[str, ...]] = set()
     for yours in rows.to_dict(orient="records"):
         if yours["metric"] in ID_ONLY_METRICS:  # one value per cell, whatever its OOD group
-            key = tuple(str(yours.get(k)) for k in ("model", "detector", "hyperparams",
-                                                   "benchmark", "metric"))
+            key = tuple(canonical(yours.get(k)) for k in ("model", "detector", "hyperparams",
+                                                         "benchmark", "metric"))
             if key in seen_id_only:
                 continue
             seen_id_only.add(key)
@@ -319,6 +335,7 @@ def compare(
             "status": "near-match" if differs else "match",
             "comparison": ("comparable" if not differs else
                            "not comparable: " + "; ".join(c.text() for c in differs)),
+            "differs": "; ".join(c.item for c in differs),
             "unknown": ", ".join(unknown),
             "table": pub["table"], "published_method": pub["method"], "paper": pub["paper"],
             "read_from": pub["read_from"],

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import lzma
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -25,6 +24,7 @@ from oodbench.config import cache_dir
 from oodbench.data.download import ChecksumError
 from oodbench.data.download import download as download_file
 from oodbench.errors import CacheError, DataError, MissingDataError, UnknownNameError
+from oodbench.params import to_text
 
 PAPER_RESULTS_URL = (
     "https://raw.githubusercontent.com/mdabbah/COOD_benchmarking/main/"
@@ -65,7 +65,7 @@ class PaperKappa:
         extra = dict(self.hyperparams)
         preset = str(extra.pop("preset", "cood"))
         return {"method": self.paper_name, "detector": self.detector, "preset": preset,
-                "hyperparams": json.dumps(extra, sort_keys=True) if extra else ""}
+                "hyperparams": to_text(extra) if extra else ""}
 
 
 #: every confidence function in the published results, in one table

@@ -12,10 +12,12 @@ papers) and *OOD positive* (the threshold catches 95 % of OOD samples; OpenOOD v
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
+
+from oodbench.params import canonical, params
 
 #: display names of the metrics (FPR@95 conventions named explicitly)
 METRIC_LABELS = {
@@ -66,11 +68,12 @@ def detector_labels(rows: pd.DataFrame, results: pd.DataFrame | None = None) -> 
     fit on train, tuned by held_out_classes]"``."""
     from oodbench.detectors.label import configuration_label
 
+    configs_of = rows.assign(hyperparams=rows["hyperparams"].map(params))
     varying: dict[str, list[str]] = {}
-    for name, group in rows.groupby("detector"):
-        configs = [json.loads(h) for h in dict.fromkeys(group["hyperparams"].astype(str))]
+    for name, group in configs_of.groupby("detector"):
+        configs = list(dict.fromkeys(group["hyperparams"]))
         keys = sorted({k for c in configs for k in c})
-        varying[str(name)] = [k for k in keys if len({json.dumps(c.get(k)) for c in configs}) > 1]
+        varying[str(name)] = [k for k in keys if len({canonical(c.get(k)) for c in configs}) > 1]
     columns = [c for c in ("preset", "fit_data", "tuning")
                if results is not None and c in results.columns]
     made = (results.drop_duplicates(KEYS).set_index(KEYS)[columns] if columns and results is not None
@@ -78,15 +81,16 @@ def detector_labels(rows: pd.DataFrame, results: pd.DataFrame | None = None) -> 
     labels = []
     models = rows["model"] if "model" in rows.columns else pd.Series("", index=rows.index)
     for key in zip(models, rows["detector"], rows["hyperparams"]):
-        name, hyperparams = str(key[1]), json.loads(str(key[2]))
-        notes = {c: "" for c in ("preset", "fit_data", "tuning")}
+        name, hyperparams = str(key[1]), params(key[2])
+        notes: dict[str, Any] = {"preset": "", "fit_data": "", "tuning": None}
         if made is not None and key in made.index:
-            notes.update({c: str(v) if pd.notna(v) else "" for c, v in made.loc[key].items()})
-        tuning = json.loads(notes["tuning"]) if notes["tuning"].startswith("{") else {}
+            notes.update({c: v for c, v in made.loc[key].items() if c == "tuning" or pd.notna(v)})
+        tuning = params(notes["tuning"])
         chosen = list(tuning.get("best_params", {}))
         shown = {k: hyperparams[k] for k in (*varying.get(name, []), *chosen) if k in hyperparams}
-        labels.append(configuration_label(name, shown, preset=notes["preset"],
-                                          fit_data=notes["fit_data"] or str(hyperparams.get("fit_data", "")),
+        labels.append(configuration_label(name, shown, preset=str(notes["preset"]),
+                                          fit_data=str(notes["fit_data"])
+                                          or str(hyperparams.get("fit_data", "")),
                                           tuned_by=str(tuning.get("protocol", ""))))
     return pd.Series(labels, index=rows.index, dtype=object)
 

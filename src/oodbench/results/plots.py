@@ -1,6 +1,6 @@
 """Figures of a results table (matplotlib, no global pyplot state; PNG bytes for the report).
 
-    severity_curves(table, "cood", "resnet50")     # AUROC against C-OOD level, a line per detector
+    severity_curves(table, "cood", "resnet50")     # AUROC against C-OOD level, the best highlighted
     group_heatmap(table, "openood", "resnet50")    # AUROC per detector x OOD group
     score_histogram(id_scores, {"level_0": ..})     # ID against OOD score distributions
     to_png(fig)                                     # bytes
@@ -18,6 +18,10 @@ from matplotlib.figure import Figure
 from oodbench.results.leaderboard import METRIC_LABELS, by_group, leaderboard
 
 _MARKERS = "os^DvP*Xh<>p"
+#: up to this many detectors, each has its own colour in the severity curves
+ALL_COLOURED = 8
+#: beyond that, the best this many are highlighted and the others drawn light
+HIGHLIGHT = 5
 
 
 def to_png(fig: Figure, dpi: int = 110) -> bytes:
@@ -39,8 +43,14 @@ def _model_rows(
 def severity_curves(
     table: pd.DataFrame, benchmark: str, model: str, metric: str = "auroc"
 ) -> Figure | None:
-    """``metric`` against C-OOD severity level for every detector of ``model`` (best first), with
-    the 95 % interval of each point as an error bar where the rows carry ``ci_low``/``ci_high``."""
+    """``metric`` against C-OOD severity level for every detector of ``model``, with the 95 %
+    interval of each point as an error bar where the rows carry ``ci_low``/``ci_high``.
+
+    Up to :data:`ALL_COLOURED` detectors each get a colour and a marker; beyond that (the demo
+    runs 39) the :data:`HIGHLIGHT` best by mean ``metric`` do, with their intervals, and the
+    others are thin light-grey lines under them (one legend entry), so no two highlighted
+    detectors share a colour and the best stay readable.
+    """
     rows, levels = _model_rows(table, benchmark, model, metric)
     if rows.empty:
         return None
@@ -49,10 +59,15 @@ def severity_curves(
               for b in ("ci_low", "ci_high")}
     x = np.arange(len(levels))
     order = rows.assign(_mean=rows[levels].mean(axis=1)).sort_values("_mean", ascending=False)
+    n_shown = len(order) if len(order) <= ALL_COLOURED else HIGHLIGHT
     fig = Figure(figsize=(8.2, 4.4))
     ax = fig.subplots()
-    colors = _colors(len(order))
-    for i, (_, row) in enumerate(order.iterrows()):
+    colors = _colors(n_shown)
+    rest = order.iloc[n_shown:]
+    for i, (_, row) in enumerate(rest.iterrows()):  # under the highlighted ones
+        ax.plot(x, row[levels].to_numpy(dtype=float), color="0.78", linewidth=0.8, zorder=1,
+                label=f"the other {len(rest)} detectors" if i == 0 else None)
+    for i, (_, row) in enumerate(order.iloc[:n_shown].iterrows()):
         y = row[levels].to_numpy(dtype=float)
         key = (row["model"], row["detector"], row["hyperparams"])
         low, high = (bounds[b].loc[key, levels].to_numpy(dtype=float)
@@ -60,8 +75,8 @@ def severity_curves(
                      for b in ("ci_low", "ci_high"))
         err = np.vstack([y - low, high - y]) if np.isfinite(low).any() else None
         ax.errorbar(x, y, yerr=err, marker=_MARKERS[i % len(_MARKERS)], markersize=4, capsize=2,
-                    elinewidth=0.8, linewidth=2.0 if i < 3 else 1.1, color=colors[i],
-                    label=row["label"])
+                    elinewidth=0.8, linewidth=2.0 if i < 3 else 1.1, color=colors[i], zorder=3,
+                    label=f"{i + 1}. {row['label']}" if len(rest) else row["label"])
     ax.set_xticks(x, [str(i) for i in range(len(levels))])
     ax.set_xlabel("C-OOD severity level (0 = easiest, last = hardest)")
     ax.set_ylabel(METRIC_LABELS.get(metric, metric))
@@ -69,8 +84,11 @@ def severity_curves(
     if metric == "auroc":
         ax.axhline(0.5, color="0.6", linestyle=":", linewidth=1)
     ax.grid(alpha=0.3)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False,
-              ncol=1 if len(order) <= 16 else 2)
+    handles, labels = ax.get_legend_handles_labels()
+    if len(rest):  # the highlighted detectors first, best first; the grey entry last
+        handles, labels = handles[1:] + handles[:1], labels[1:] + labels[:1]
+    ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7,
+              frameon=False)
     return fig
 
 

@@ -5,19 +5,20 @@
 The HTML embeds every figure as a base64 PNG and its CSS inline, so the single file can be
 mailed or attached to a review. It holds, per benchmark: the leaderboard (best first; each
 column's best value highlighted; both FPR@95 conventions named), the severity curves (C-OOD:
-AUROC against level per model, a line per detector) or the AUROC grid of detectors x OOD groups,
-near/far means where groups are labelled, the per-group table; then the published results
-each row can be compared with (:mod:`oodbench.published`: the published value beside a match,
-"not comparable: what differs" beside a near-match), ID-against-OOD score histograms of chosen
-(model, detector) pairs, the failures and skipped cells, and the run's configuration and
-package versions.
+AUROC against level per model: the best detectors in colour, the others light) or the AUROC
+grid of detectors x OOD groups, near/far means where groups are labelled, the per-group table;
+then the published results each row can be compared with (:mod:`oodbench.published`: the
+published value beside each match; the near-matches counted by what differs, their row by row
+"not comparable: what differs" collapsed), ID-against-OOD score histograms of chosen (model,
+detector) pairs, the failures and skipped cells, and the run's configuration and package
+versions. It shows the cells of the experiment last run into the folder and says how many cells
+of earlier versions it leaves out (``include_earlier=True``, ``--all``: shown, labelled).
 """
 
 from __future__ import annotations
 
 import base64
 import html
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,10 +28,19 @@ import numpy as np
 import pandas as pd
 
 from oodbench.errors import MissingDataError
+from oodbench.params import params
 from oodbench.results import leaderboard as lb
 from oodbench.results import plots
 from oodbench.results.significance import versus_above
-from oodbench.results.table import FILE_NAME, ResultsTable, check_writable, now, writing
+from oodbench.results.table import (
+    FILE_NAME,
+    STORE_DIR,
+    ResultsTable,
+    ResultsView,
+    check_writable,
+    now,
+    writing,
+)
 
 _TEST_NOTE = ("'vs above': the mean-AUROC difference to the row above and the p-value of "
               "DeLong's test on the kept scores (paired on shared samples); (n.s.) marks a "
@@ -80,6 +90,7 @@ class ReportFiles:
 
     html: Path
     markdown: Path
+    view: ResultsView  # the rows the report shows, and the earlier cells it leaves out
 
 
 def write_report(
@@ -88,36 +99,44 @@ def write_report(
     out: str | Path | None = None,
     histograms: Sequence[tuple[str, str]] | None = None,
     title: str | None = None,
+    include_earlier: bool = False,
 ) -> ReportFiles:
     """Write ``report.html`` and ``report.md`` for a results folder (into ``out``, default the folder).
 
     Args:
-        results: a folder holding ``results.parquet`` (what ``oodbench run`` writes).
+        results: the output folder of ``oodbench run`` (it holds ``results/``).
         histograms: (model, detector) pairs whose ID-against-OOD score histograms to draw, for
             every benchmark; default: each model's best detector per benchmark and the MSP
             baseline (at most ``MAX_DEFAULT_HISTOGRAMS``).
         title: the report's title (default: the experiment's name).
+        include_earlier: also the cells of earlier versions of the experiment (labelled);
+            by default the report shows the experiment last run into the folder and says how
+            many earlier cells it leaves out.
     """
     folder = Path(results)
     table = ResultsTable(folder)
-    if not table.path.exists():
+    if not table.exists():
         raise MissingDataError(
-            f"no {FILE_NAME} in {folder}; pass the output folder of `oodbench run` "
-            "(the [experiment] output of the experiment file)"
+            f"no results in {folder} (no {STORE_DIR}/ folder, no {FILE_NAME}); pass the output "
+            "folder of `oodbench run` (the [experiment] output of the experiment file)"
         )
-    rows = table.read()
+    view = table.view(include_earlier=include_earlier)
+    rows = view.rows
     config = _configuration(folder)
     name = title or _experiment_name(rows) or folder.name
     target = Path(out) if out is not None else folder
     fix = "pass another folder with --out DIR (out= in Python), or make this one writable"
     check_writable(target, "the report", fix)  # before the figures are drawn
-    page = render_html(rows, table=table, title=name, configuration=config, histograms=histograms)
+    published = published_comparison(rows)  # once, for both files
+    page = render_html(rows, table=table, title=name, configuration=config, histograms=histograms,
+                       note=view.note, published=published)
     html_path, md_path = target / "report.html", target / "report.md"
     with writing(target, "the report", fix):
         html_path.write_text(page, encoding="utf-8")
-        md_path.write_text(render_markdown(rows, title=name, html_name=html_path.name, table=table),
+        md_path.write_text(render_markdown(rows, title=name, html_name=html_path.name, table=table,
+                                           note=view.note, published=published),
                            encoding="utf-8")
-    return ReportFiles(html_path, md_path)
+    return ReportFiles(html_path, md_path, view)
 
 
 # -- HTML -----------------------------------------------------------------------------------
@@ -128,11 +147,15 @@ def render_html(
     title: str = "oodbench report",
     configuration: str = "",
     histograms: Sequence[tuple[str, str]] | None = None,
+    note: str = "",
+    published: PublishedComparison | None = None,
 ) -> str:
-    """The whole report as one HTML string (figures inline)."""
+    """The whole report as one HTML string (figures inline); ``note``: the line about the
+    cells of earlier versions of the experiment (:attr:`ResultsView.note`); ``published``: the
+    comparison with the published results (computed when not given)."""
     names = lb.benchmarks(rows)
     skipped_images = table.skipped_images() if table is not None else {}
-    parts = [f"<h1>{_e(title)}</h1>", _summary_html(rows, skipped_images)]
+    parts = [f"<h1>{_e(title)}</h1>", _summary_html(rows, skipped_images, note)]
     nav = [(f"bench-{i}", n) for i, n in enumerate(names)]
     nav += [("published", "Published results"), ("histograms", "Score distributions"),
             ("failures", "Failures"), ("configuration", "Configuration")]
@@ -140,7 +163,7 @@ def render_html(
     for i, name in enumerate(names):
         parts.append(_benchmark_html(rows, name, f"bench-{i}", table))
     parts.append(_tuning_html(rows))
-    parts.append(_published_html(rows))
+    parts.append(_published_html(published or published_comparison(rows)))
     parts.append(_histograms_html(rows, table, histograms))
     parts.append(_problems_html(rows, skipped_images))
     parts.append(_configuration_html(rows, configuration))
@@ -153,7 +176,8 @@ def render_html(
     )
 
 
-def _summary_html(rows: pd.DataFrame, skipped_images: dict[str, dict[str, Any]]) -> str:
+def _summary_html(rows: pd.DataFrame, skipped_images: dict[str, dict[str, Any]],
+                  note: str = "") -> str:
     cells = rows.drop_duplicates("cell")
     counts = cells["status"].value_counts()
     cards = [
@@ -171,6 +195,7 @@ def _summary_html(rows: pd.DataFrame, skipped_images: dict[str, dict[str, Any]])
         f"{len(rows)} result rows. Scores are confidences (higher = more in-distribution); "
         "ID is the positive class for AUROC.</p>"
         f"<div class=cards>{html_cards}</div>"
+        + (f"<p class=note>{_e(note)}</p>" if note else "")
     )
 
 
@@ -205,8 +230,7 @@ def _benchmark_html(rows: pd.DataFrame, name: str, anchor: str,
         fig = (plots.severity_curves(rows, name, model) if severity
                else plots.group_heatmap(rows, name, model))
         if fig is not None:
-            caption = ("AUROC against severity level, one line per detector (thick: best three "
-                       "by mean AUROC; error bars: 95 % DeLong intervals)" if severity
+            caption = (severity_caption(rows, name, model) if severity
                        else "AUROC per detector and OOD group")
             figures.append(_figure_html(fig, f"{model}: {caption}"))
     heading = "Severity curves" if severity else "AUROC per OOD group"
@@ -223,36 +247,111 @@ def _benchmark_html(rows: pd.DataFrame, name: str, anchor: str,
     return "\n".join(out)
 
 
-#: the columns of the published-results table
+def severity_caption(rows: pd.DataFrame, benchmark: str, model: str) -> str:
+    """What the severity-curve figure of ``model`` shows (:func:`plots.severity_curves`)."""
+    n = int(lb.leaderboard(rows, benchmark).query("model == @model").shape[0])
+    if n <= plots.ALL_COLOURED:
+        return ("AUROC against severity level, one line per detector (thick: best three by mean "
+                "AUROC; error bars: 95 % DeLong intervals)")
+    return (f"AUROC against severity level: the {plots.HIGHLIGHT} best of {n} detectors by mean "
+            "AUROC in colour (thick: best three; error bars: 95 % DeLong intervals), the other "
+            f"{n - plots.HIGHLIGHT} in light grey (the leaderboard and the per-level table above "
+            "and below give every value)")
+
+
+#: the columns of a match (the published value beside yours)
 PUBLISHED_COLUMNS = ("model", "detector", "benchmark", "group", "metric", "yours", "published",
-                     "unit", "published_method", "table", "comparison")
+                     "unit", "published_method", "table")
+#: the columns of a near-match (row by row, collapsed)
+NEAR_COLUMNS = ("model", "detector", "benchmark", "group", "metric", "yours", "unit",
+                "published_method", "table", "comparison")
 
 
-def published_comparison(rows: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    """The results rows beside the published rows they can be compared with
-    (:func:`oodbench.published.compare`), and a sentence saying how to read it (or why there is
-    nothing to compare)."""
+@dataclass(frozen=True)
+class PublishedComparison:
+    """The results rows beside the published rows (:func:`oodbench.published.compare`): the
+    matches, the near-matches, the near-matches counted by what differs, and a sentence saying
+    how to read them (or why there is nothing to compare)."""
+
+    compared: pd.DataFrame
+    note: str
+
+    @property
+    def matches(self) -> pd.DataFrame:
+        return self._with_status("match")
+
+    @property
+    def near(self) -> pd.DataFrame:
+        return self._with_status("near-match")
+
+    def _with_status(self, status: str) -> pd.DataFrame:
+        if self.compared.empty:
+            return self.compared
+        return self.compared[self.compared["status"] == status].reset_index(drop=True)
+
+    def reasons(self) -> pd.DataFrame:
+        """One row per set of differing items: how many near-matches, of which detectors and
+        published tables (most frequent first)."""
+        near = self.near
+        if near.empty:
+            return pd.DataFrame(columns=["what differs", "rows", "detectors", "tables"])
+        grouped = near.groupby("differs", sort=False)
+        out = pd.DataFrame({
+            "what differs": list(grouped.groups),
+            "rows": grouped.size().to_numpy(),
+            "detectors": [", ".join(sorted(set(g["detector"].astype(str)))) for _, g in grouped],
+            "tables": [", ".join(sorted(set(g["table"].astype(str)))) for _, g in grouped],
+        })
+        return out.sort_values("rows", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def published_comparison(rows: pd.DataFrame) -> PublishedComparison:
+    """The results rows beside the published rows they can be compared with."""
     from oodbench.errors import EmptyInputError
     from oodbench.published import compare
 
     try:
         compared = compare(rows)
     except EmptyInputError as err:
-        return pd.DataFrame(columns=list(PUBLISHED_COLUMNS)), str(err)
+        return PublishedComparison(pd.DataFrame(columns=[*NEAR_COLUMNS, "status", "differs"]),
+                                   str(err))
     n_match = int((compared["status"] == "match").sum())
+    n_near = len(compared) - n_match
     note = (f"{n_match} of {len(compared)} result rows match a published row (same detector "
             "configuration, weights, benchmark and OOD set, metric convention, fit data, tuning "
-            "protocol and ID set): the published value stands beside yours. The others are "
-            "near-matches: 'not comparable' says exactly what differs, and their published "
-            "value is withheld (`oodbench published compare --allow-mismatch` shows it).")
-    return compared, note
+            "protocol and ID set): the published value stands beside yours."
+            + (f" {n_near} {'is a near-match' if n_near == 1 else 'are near-matches'}, counted "
+               "below by what differs; their published value is withheld (`oodbench published "
+               "compare --allow-mismatch` shows it)." if n_near else ""))
+    return PublishedComparison(compared, note)
 
 
-def _published_html(rows: pd.DataFrame) -> str:
-    compared, note = published_comparison(rows)
-    body = _table_html(compared, PUBLISHED_COLUMNS) if len(compared) else ""
-    return (f'<section id="published"><h2>Published results</h2><p class=note>{_e(note)}</p>'
-            f"{body}</section>")
+def _published_html(published: PublishedComparison) -> str:
+    out = ['<section id="published"><h2>Published results</h2>',
+           f"<p class=note>{_e(published.note)}</p>"]
+    if len(published.matches):
+        out += ["<h3>Matches</h3>", _table_html(published.matches, PUBLISHED_COLUMNS)]
+    near = published.near
+    if len(near):
+        out += ["<h3>Near-matches, by what differs</h3>",
+                _table_html(published.reasons(), ["what differs", "rows", "detectors", "tables"]),
+                f"<details><summary>The {len(near)} near-matches, row by row</summary>",
+                _table_html(near, NEAR_COLUMNS), "</details>"]
+    return "\n".join(out + ["</section>"])
+
+
+def _published_markdown(published: PublishedComparison) -> list[str]:
+    out = ["## Published results", "", published.note, ""]
+    if len(published.matches):
+        out += [_markdown_table(published.matches, PUBLISHED_COLUMNS), ""]
+    near = published.near
+    if len(near):
+        out += ["Near-matches, by what differs:", "",
+                _markdown_table(published.reasons(), ["what differs", "rows", "detectors",
+                                                      "tables"]), "",
+                f"<details><summary>The {len(near)} near-matches, row by row</summary>", "",
+                _markdown_table(near, NEAR_COLUMNS), "", "</details>", ""]
+    return out
 
 
 def _histograms_html(
@@ -298,7 +397,7 @@ def _histogram_cells(
                      for h in board[(board["model"] == m) & (board["detector"] == d)]["hyperparams"]]
         for model, det, hp in picks:
             match = ok[(ok["benchmark"] == bench) & (ok["model"] == model)
-                       & (ok["detector"] == det) & (ok["hyperparams"] == hp)]
+                       & (ok["detector"] == det) & ok["hyperparams"].isin([hp])]
             if len(match):
                 chosen.append((str(match["cell"].iloc[0]), f"{model} · {det} · {bench}"))
     return chosen if pairs is not None else chosen[:MAX_DEFAULT_HISTOGRAMS]
@@ -309,10 +408,11 @@ def tuned_cells(rows: pd.DataFrame) -> pd.DataFrame:
     chosen hyper-parameters and the criterion's value there (from the ``tuning`` column)."""
     if "tuning" not in rows:
         return pd.DataFrame()
-    tuned = rows[rows["tuning"].fillna("").astype(str) != ""].drop_duplicates("cell")
+    records = rows["tuning"].map(params)
+    tuned = rows[records.map(bool)].drop_duplicates("cell")
     out = []
     for r in tuned.itertuples():
-        record = json.loads(str(r.tuning))
+        record = params(r.tuning)
         out.append({"model": r.model, "detector": r.detector, "benchmark": r.benchmark,
                     "protocol": record.get("protocol", ""), "search": record.get("search", ""),
                     "criterion": record.get("criterion", ""),
@@ -383,8 +483,8 @@ def _problems_table(rows: pd.DataFrame) -> str:
 
 
 def _configuration_html(rows: pd.DataFrame, configuration: str) -> str:
-    versions = sorted(set(rows["versions"].dropna().astype(str)))
-    pretty = [", ".join(f"{k} {v}" for k, v in json.loads(v).items()) for v in versions]
+    versions = sorted(set(rows["versions"].map(params)))
+    pretty = [", ".join(f"{k} {v}" for k, v in v.items()) for v in versions if v]
     out = ['<section id="configuration"><h2>Configuration</h2>']
     out.append(f"<pre>{_e(configuration)}</pre>" if configuration
                else "<p class=note>No experiment file next to the results.</p>")
@@ -428,13 +528,15 @@ def _figure_html(fig: object, caption: str) -> str:
 
 # -- Markdown -------------------------------------------------------------------------------
 def render_markdown(rows: pd.DataFrame, *, title: str = "oodbench report",
-                    html_name: str = "report.html", table: ResultsTable | None = None) -> str:
+                    html_name: str = "report.html", table: ResultsTable | None = None,
+                    note: str = "", published: PublishedComparison | None = None) -> str:
     """A Markdown summary: leaderboards, near/far means, failures and unreadable images (figures
     are in the HTML)."""
     cells = rows.drop_duplicates("cell")["status"].value_counts()
     out = [f"# {title}", "",
            f"{int(cells.get('ok', 0))} cells finished, {int(cells.get('failed', 0))} failed, "
            f"{int(cells.get('skipped', 0))} skipped. Figures and details: [{html_name}]({html_name}).",
+           *(["", note] if note else []),
            "", "Scores are confidences (higher = more in-distribution). Leaderboard values are "
            "means over each benchmark's OOD groups (C-OOD: severity levels).", ""]
     for name in lb.benchmarks(rows):
@@ -452,10 +554,7 @@ def render_markdown(rows: pd.DataFrame, *, title: str = "oodbench report",
     tuned = tuned_cells(rows)
     if len(tuned):
         out += ["## Tuned hyper-parameters", "", _markdown_table(tuned, list(tuned.columns)), ""]
-    compared, note = published_comparison(rows)
-    out += ["## Published results", "", note, ""]
-    if len(compared):
-        out += [_markdown_table(compared, PUBLISHED_COLUMNS), ""]
+    out += _published_markdown(published or published_comparison(rows))
     failed = lb.problems(rows, "failed")
     out += ["## Failures", ""]
     if failed.empty:
@@ -502,7 +601,7 @@ def _is_text(df: pd.DataFrame, column: str) -> bool:
 def _number(value: object, column: str) -> str:
     if value is None or (isinstance(value, float) and np.isnan(value)) or value is pd.NA:
         return "–"
-    if column in ("rank", "groups"):
+    if column in ("rank", "groups") or isinstance(value, (int, np.integer)):
         return str(int(value))  # type: ignore[call-overload]
     return f"{float(value):.4f}"  # type: ignore[arg-type]
 

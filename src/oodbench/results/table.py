@@ -1,27 +1,37 @@
 """The tidy results table: one row per model x detector x benchmark x OOD group x metric.
 
-Stored as ``<folder>/results.parquet`` (plus per-cell score arrays in ``<folder>/scores/``).
-A *cell* is one (model, detector configuration, benchmark) triple; every row carries the key of
-the cell that produced it, the time the cell finished and its status:
+Stored in ``<folder>/results/``, one Parquet part per cell (:mod:`oodbench.results.store`), plus
+per-cell score arrays in ``<folder>/scores/``. A *cell* is one (model, detector configuration,
+benchmark) triple; every row carries the key of the cell that produced it, the time the cell
+finished and its status:
 
     ``ok``       the cell ran; one row per (group, metric)
     ``failed``   the cell raised; one row with the error message (``metric`` is empty)
     ``skipped``  the detector does not apply to the model; one row with the reason
 
-Parquet files cannot be appended in place, so :meth:`ResultsTable.append` rewrites the file
-through a temporary file and an atomic rename: a crash never leaves a half-written table.
-Re-running a cell appends a new attempt; :func:`dedupe` keeps only the latest attempt of each
+:meth:`ResultsTable.append` writes each cell's rows into its own part (atomically) and
+:meth:`ResultsTable.is_finished` looks one cell up: neither reads the rest of the table.
+Re-running a cell adds a new attempt; :func:`dedupe` keeps only the latest attempt of each
 cell, and a cell counts as finished when its latest attempt is ``ok`` or ``skipped``.
+
+:meth:`ResultsTable.read` shows the cells of the experiment last run into the folder
+(:mod:`oodbench.results.experiments`); ``include_earlier=True`` adds the cells of its earlier
+versions, labelled. A folder written by an older oodbench (one ``results.parquet``) is read as
+it is and moved into the store by the first write (an append, or recording an experiment),
+which prints a line saying so.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import platform
+import sys
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -29,42 +39,26 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from oodbench.atomic_files import new_file_mode
 from oodbench.errors import DataError, InvalidInputError, NotWritableError
+from oodbench.params import Params, params, to_text
+from oodbench.results import experiments
+from oodbench.results.columns import COLUMNS, NESTED, SCHEMA, STATUSES, conform, conforms, empty
+from oodbench.results.store import CellStore, from_arrow, to_arrow
 
-#: column -> pandas dtype of the long table, in order
-SCHEMA: dict[str, str] = {
-    "model": "string",
-    "detector": "string",
-    "hyperparams": "string",  # canonical JSON (sorted keys)
-    "benchmark": "string",
-    "group": "string",  # OOD group (a named set, or "level_3" for a C-OOD severity level)
-    "kind": "string",  # near / far, "" when the benchmark does not say
-    "level": "Int64",  # C-OOD severity level (0 = easiest), <NA> elsewhere
-    "metric": "string",
-    "value": "float64",
-    "n_id": "Int64",
-    "n_ood": "Int64",
-    "status": "string",  # ok / failed / skipped
-    "error": "string",
-    "cell": "string",  # key of the (model, detector config, benchmark) cell
-    "seconds": "float64",  # wall time of the cell
-    "time": "string",  # UTC ISO-8601 time the cell finished (one value per attempt)
-    "versions": "string",  # JSON of the package versions that produced the row
-    "experiment": "string",
-    # provenance of the number: how it was made
-    "preset": "string",  # detector protocol preset ("paper", "openood", "cood", ...), "" = none
-    "fit_data": "string",  # what the detector was fitted on ("train", "id_val", "none", ...)
-    "tuning": "string",  # JSON: tuning protocol and chosen hyper-parameters, "" = not tuned
-    "seed": "Int64",  # the benchmark's seed (C-OOD split), <NA> when it has none
-    # uncertainty of ``value`` (95 % confidence interval; <NA> when not computed)
-    "ci_low": "float64",
-    "ci_high": "float64",
-}
-COLUMNS = tuple(SCHEMA)
-STATUSES = ("ok", "failed", "skipped")
+__all__ = ["COLUMNS", "FILE_NAME", "NESTED", "SCHEMA", "STATUSES", "ResultsTable", "ResultsView",
+           "check_writable", "conform", "dedupe", "empty", "from_wide", "now", "status_row",
+           "to_wide", "with_text", "writing"]
+
+#: the store folder inside an output folder
+STORE_DIR = "results"
+#: the single-file table of oodbench before the store: read, and moved into the store on write
 FILE_NAME = "results.parquet"
+#: what that file is renamed to once its rows are in the store
+MIGRATED_NAME = "results.parquet.migrated"
 SCORES_DIR = "scores"
 #: unreadable images the extractions behind the results skipped (per source)
 SKIPPED_FILE = "skipped_images.json"
@@ -73,20 +67,19 @@ SKIPPED_FILE = "skipped_images.json"
 _ID_COLUMNS = {"detector", "hyperparams", "group", "kind", "level", "n_id", "n_ood", "seed"}
 #: wide columns ``<metric>_ci_low`` / ``<metric>_ci_high``: the interval of that metric's row
 _INTERVAL_SUFFIXES = ("_ci_low", "_ci_high")
-#: provenance columns a benchmark's wide rows may carry; passed through to every long row
-_PROVENANCE = ("preset", "fit_data", "tuning")
 _VERSIONED = ("oodbench", "torch", "torchvision", "timm", "numpy", "scikit-learn", "open_clip_torch")
 
 
-def package_versions() -> str:
-    """The versions of the packages that shape the numbers, as a JSON string."""
+@functools.lru_cache(maxsize=1)
+def package_versions() -> Params:
+    """The versions of the packages that shape the numbers (read once per process)."""
     versions = {"python": platform.python_version()}
     for name in _VERSIONED:
         try:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             continue
-    return json.dumps(versions, sort_keys=True)
+    return Params(versions)
 
 
 def _new_tmp(folder: Path, prefix: str, suffix: str) -> str:
@@ -116,7 +109,7 @@ def _replaced(dest: Path, prefix: str) -> Iterator[str]:
 
 #: how to get out of a read-only results folder, per writer
 RESULTS_FIX = ("make it writable, or set [experiment] output to a writable folder (finished "
-               "cells can be copied there with results.parquet)")
+               "cells can be copied there with the results/ folder)")
 
 
 @contextlib.contextmanager
@@ -150,33 +143,6 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="microseconds")
 
 
-def empty() -> pd.DataFrame:
-    """An empty table with the full schema."""
-    return pd.DataFrame({c: pd.Series(dtype=t) for c, t in SCHEMA.items()})
-
-
-def conform(rows: pd.DataFrame) -> pd.DataFrame:
-    """``rows`` with exactly the schema's columns and dtypes (missing optional ones filled)."""
-    required = {"model", "detector", "benchmark", "cell", "status", "time"}
-    missing = required - set(rows.columns)
-    if missing:
-        raise InvalidInputError(
-            f"results rows lack the column(s) {', '.join(sorted(missing))}; every row needs "
-            f"{', '.join(sorted(required))}"
-        )
-    bad = set(rows["status"].dropna().unique()) - set(STATUSES)
-    if bad:
-        raise InvalidInputError(f"results status must be one of {STATUSES}; got {sorted(bad)}")
-    out = pd.DataFrame(index=rows.index)
-    for column, dtype in SCHEMA.items():
-        if column in rows.columns:
-            out[column] = rows[column].astype(dtype)
-        else:
-            missing_value = np.nan if dtype == "float64" else pd.NA
-            out[column] = pd.Series(missing_value, index=rows.index, dtype=dtype)
-    return out.reset_index(drop=True)
-
-
 def from_wide(
     wide: pd.DataFrame,
     *,
@@ -186,9 +152,13 @@ def from_wide(
     seconds: float,
     time: str,
     experiment: str = "",
-    versions: str | None = None,
+    versions: Mapping[str, str] | None = None,
+    tuning: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
     """Turn a benchmark's wide result (one row per detector x group) into long ``ok`` rows.
+
+    ``hyperparams`` (and ``tuning``, unless given here: the record of a tuning run) of the wide
+    rows may be mappings or the JSON text benchmarks write; they become ``Params``.
 
     ``<metric>_ci_low`` / ``<metric>_ci_high`` columns become the ``ci_low`` / ``ci_high`` of
     that metric's row. Every other numeric column that does not identify the row (``auroc``,
@@ -213,14 +183,15 @@ def from_wide(
     base = pd.DataFrame(
         {
             "detector": wide["detector"].astype(str),
-            "hyperparams": wide["hyperparams"].astype(str) if "hyperparams" in wide else "{}",
+            "hyperparams": wide["hyperparams"] if "hyperparams" in wide else None,
             "group": wide["group"].astype(str),
             "kind": wide["kind"].astype(str) if "kind" in wide else "",
             "level": wide["level"] if "level" in wide else pd.NA,
             "n_id": wide["n_id"] if "n_id" in wide else pd.NA,
             "n_ood": wide["n_ood"] if "n_ood" in wide else pd.NA,
             "seed": wide["seed"] if "seed" in wide else pd.Series(pd.NA, index=wide.index, dtype="Int64"),
-            **{c: wide[c].astype(str) if c in wide else "" for c in _PROVENANCE},
+            **{c: wide[c].astype(str) if c in wide else "" for c in ("preset", "fit_data")},
+            "tuning": wide["tuning"] if tuning is None and "tuning" in wide else None,
         }
     )
     long = base.join(wide[metric_columns]).melt(
@@ -234,9 +205,19 @@ def from_wide(
     long = long.assign(
         model=model, benchmark=benchmark, cell=cell, seconds=float(seconds), time=time,
         status="ok", error="", experiment=experiment,
-        versions=versions if versions is not None else package_versions(),
+        versions=[params(versions) if versions is not None else package_versions()] * len(long),
     )
+    if tuning is not None:
+        long["tuning"] = [params(tuning)] * len(long)
     return conform(long)
+
+
+def with_text(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` with the nested columns (``hyperparams``, ``tuning``, ``versions``) as their
+    canonical JSON text, the form older results files held: for writing a results DataFrame to a
+    Parquet or CSV file by hand (the store keeps them typed)."""
+    return rows.assign(**{c: [to_text(params(v)) for v in rows[c]] for c in NESTED
+                          if c in rows.columns})
 
 
 def to_wide(table: pd.DataFrame) -> pd.DataFrame:
@@ -263,7 +244,7 @@ def status_row(
     *,
     model: str,
     detector: str,
-    hyperparams: str,
+    hyperparams: Mapping[str, Any] | str,
     benchmark: str,
     cell: str,
     status: str,
@@ -271,16 +252,17 @@ def status_row(
     seconds: float,
     time: str,
     experiment: str = "",
-    versions: str | None = None,
+    versions: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
     """One row recording a ``failed`` or ``skipped`` cell and why."""
-    row = {
-        "model": model, "detector": detector, "hyperparams": hyperparams, "benchmark": benchmark,
-        "group": "", "kind": "", "metric": "", "value": np.nan, "status": status, "error": error,
-        "cell": cell, "seconds": float(seconds), "time": time, "experiment": experiment,
-        "versions": versions if versions is not None else package_versions(),
-    }
-    return conform(pd.DataFrame([row]))
+    row = pd.DataFrame([{
+        "model": model, "detector": detector, "benchmark": benchmark, "group": "", "kind": "",
+        "metric": "", "value": np.nan, "status": status, "error": error, "cell": cell,
+        "seconds": float(seconds), "time": time, "experiment": experiment,
+    }])
+    row["hyperparams"] = [params(hyperparams)]
+    row["versions"] = [params(versions) if versions is not None else package_versions()]
+    return conform(row)
 
 
 def dedupe(table: pd.DataFrame) -> pd.DataFrame:
@@ -293,55 +275,187 @@ def dedupe(table: pd.DataFrame) -> pd.DataFrame:
     return kept.drop_duplicates(subset=keys, keep="last").reset_index(drop=True)
 
 
+class ResultsWarning(UserWarning):
+    """Something about a results folder the reader should know (it could not be updated)."""
+
+
+@dataclass(frozen=True)
+class ResultsView:
+    """What a view of a results folder shows: ``rows`` (the current experiment's cells, or
+    every cell with ``include_earlier``), how many cells of earlier versions of the experiment
+    are in the folder (``earlier``) and whether they are among the rows (``included``)."""
+
+    rows: pd.DataFrame
+    earlier: int = 0
+    included: bool = False
+
+    @property
+    def note(self) -> str:
+        """One line about the earlier cells ("" when there are none)."""
+        if not self.earlier:
+            return ""
+        n = self.earlier
+        cells = f"{n} cell{'s' if n != 1 else ''} from an earlier version of this experiment"
+        if self.included:
+            return f"{cells} {'are' if n != 1 else 'is'} included, labelled [earlier version, ...]"
+        return f"{cells} {'are' if n != 1 else 'is'} kept but not shown: --all to include them"
+
+
 class ResultsTable:
-    """The results of one output folder: ``results.parquet`` and ``scores/<cell>.npz``.
+    """The results of one output folder: the store ``results/`` and ``scores/<cell>.npz``.
 
     >>> table = ResultsTable("results/")          # doctest: +SKIP
     >>> table.append(rows); table.read()          # doctest: +SKIP
+    >>> table.is_finished(cell_key)               # doctest: +SKIP
     """
 
     def __init__(self, folder: str | os.PathLike[str]):
         self.folder = Path(folder)
-        self.path = self.folder / FILE_NAME
+        self.path = self.folder / STORE_DIR
+        self.legacy_path = self.folder / FILE_NAME
         self.scores_dir = self.folder / SCORES_DIR
+        self.store = CellStore(self.path)
 
     def __repr__(self) -> str:
         return f"ResultsTable({str(self.folder)!r})"
 
+    def exists(self) -> bool:
+        """Whether the folder holds results (the store, or an older ``results.parquet``)."""
+        return self.legacy_path.is_file() or self.store.has_data()
+
     # -- rows ---------------------------------------------------------------------------------
-    def read(self, *, latest: bool = True) -> pd.DataFrame:
-        """Every row (only each cell's latest attempt when ``latest``); empty when none yet."""
-        if not self.path.exists():
-            return empty()
+    def read(self, *, latest: bool = True, include_earlier: bool = False,
+             cells: Collection[str] | None = None) -> pd.DataFrame:
+        """The rows of the current experiment's cells (only each cell's latest attempt when
+        ``latest``; with ``include_earlier``, the cells of its earlier versions too, their
+        ``benchmark`` labelled; with ``cells``, exactly those cells); empty when there are none
+        yet. A folder without a recorded experiment shows every cell."""
+        return self.view(latest=latest, include_earlier=include_earlier, cells=cells).rows
+
+    def view(self, *, latest: bool = True, include_earlier: bool = False,
+             cells: Collection[str] | None = None) -> ResultsView:
+        """:meth:`read` with the count of the earlier cells, for the one-line note."""
+        rows = self._all_rows()
+        rows = dedupe(rows) if latest else rows.drop_duplicates(
+            ["cell", "group", "metric", "time"], keep="last").reset_index(drop=True)
+        if cells is not None:
+            return ResultsView(rows[rows["cell"].isin(list(cells))].reset_index(drop=True))
+        record = experiments.load(self.store)
+        if record.current is None or rows.empty:
+            return ResultsView(rows)
+        current = rows["cell"].isin(record.current.cells).to_numpy()
+        earlier = int(rows.loc[~current, "cell"].nunique())
+        if not include_earlier:
+            return ResultsView(rows[current].reset_index(drop=True), earlier)
+        labels = {c: record.label(c) for c in rows.loc[~current, "cell"].unique()}
+        rows = rows.copy()
+        rows.loc[~current, "benchmark"] = [f"{b} [{labels[c]}]" for b, c in
+                                           zip(rows.loc[~current, "benchmark"],
+                                               rows.loc[~current, "cell"])]
+        return ResultsView(rows, earlier, included=True)
+
+    def _all_rows(self) -> pd.DataFrame:
+        """Every stored row (and those of an older ``results.parquet`` not moved yet)."""
+        frames = []
+        if self.legacy_path.is_file():
+            frames.append(self._legacy_rows())
         try:
-            table = pd.read_parquet(self.path)
+            stored = self.store.read()
+        except pa.ArrowException as err:
+            raise DataError(
+                f"cannot read the results in {self.path}: {err}. Move the damaged file it names "
+                "out of the folder (its cell will run again)"
+            ) from err
+        frames.append(from_arrow(stored))
+        rows = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+        return rows.reset_index(drop=True)
+
+    def _legacy_rows(self) -> pd.DataFrame:
+        try:
+            table = pd.read_parquet(self.legacy_path)
         except Exception as err:  # pyarrow raises several types for a damaged file
             raise DataError(
-                f"cannot read the results table {self.path}: {err}. Move it away to start a "
-                "fresh table (finished cells will then run again)"
+                f"cannot read the results table {self.legacy_path}: {err}. Move it away to start "
+                "a fresh table (finished cells will then run again)"
             ) from err
-        table = conform(table)
-        return dedupe(table) if latest else table
+        return conform(table)
+
+    def migrate(self) -> int:
+        """Move the rows of an older ``results.parquet`` into the store (renamed to
+        ``results.parquet.migrated`` afterwards) and print a line saying so; the number of
+        cells moved (0: nothing to move)."""
+        if not self.legacy_path.is_file():
+            return 0
+        self.path.mkdir(parents=True, exist_ok=True)
+        with self.store.lock(shared=False):
+            if not self.legacy_path.is_file():  # another process moved it meanwhile
+                return 0
+            rows = self._legacy_rows()
+            if len(rows):
+                self.store.write_batch(to_arrow(rows), label="migrated-")
+            os.replace(self.legacy_path, self.folder / MIGRATED_NAME)
+        n = int(rows["cell"].nunique())
+        print(f"results: moved the {n} cells of {self.legacy_path} into {self.path} (one file "
+              f"per cell); the old file is kept as {MIGRATED_NAME}", file=sys.stderr)
+        return n
 
     def append(self, rows: pd.DataFrame) -> None:
-        """Add ``rows`` (conformed to the schema) and rewrite the file atomically."""
+        """Add ``rows`` (conformed to the schema): each cell's rows go to its own part,
+        atomically; the rest of the table is not read."""
         if rows.empty:
             return
-        new = conform(rows)
-        old = self.read(latest=False)
-        table = new if old.empty else pd.concat([old, new], ignore_index=True)
-        with _replaced(self.path, ".results-") as tmp:
-            table.to_parquet(tmp, index=False)
+        new = to_arrow(rows if conforms(rows) else conform(rows))
+        with writing(self.folder, "the results"):
+            self.migrate()
+            cells = pc.unique(new.column("cell")).to_pylist()
+            for cell in cells:
+                part = new if len(cells) == 1 else new.filter(pc.equal(new.column("cell"), cell))
+                self.store.write(str(cell), part)
+            self.store.compact()
 
     def finished_cells(self) -> set[str]:
-        """Keys of the cells whose latest attempt is ``ok`` or ``skipped``."""
-        table = self.read()
-        done = table[table["status"].isin(["ok", "skipped"])]
-        return set(done["cell"].astype(str))
+        """Keys of the cells whose latest attempt is ``ok`` or ``skipped`` (current or not)."""
+        latest = self.store.latest()
+        if self.legacy_path.is_file():
+            old = dedupe(self._legacy_rows()).drop_duplicates("cell")
+            for cell, t, status in zip(old["cell"], old["time"], old["status"]):
+                if cell not in latest or latest[cell][0] < str(t):
+                    latest[str(cell)] = (str(t), str(status))
+        return {c for c, (_, status) in latest.items() if status in ("ok", "skipped")}
 
     def is_finished(self, cell: str) -> bool:
         """Whether ``cell`` has a finished latest attempt (re-runs skip it)."""
-        return cell in self.finished_cells()
+        if self.legacy_path.is_file():
+            return cell in self.finished_cells()
+        found = self.store.statuses(cell)
+        return found is not None and found[1] in ("ok", "skipped")
+
+    # -- the current experiment ---------------------------------------------------------------
+    def set_experiment(self, cells: Sequence[str], name: str = "") -> bool:
+        """Make ``cells`` the current experiment of the folder (what every view shows); ``False``
+        when they already are (nothing written). An older ``results.parquet`` is moved into the
+        store first (:meth:`migrate`)."""
+        with writing(self.folder, "the results"):
+            if self.current_cells() == frozenset(cells):
+                return False
+            self.migrate()
+            return experiments.record(self.store, list(cells), name, now())
+
+    def earlier_cells(self) -> int:
+        """How many cells in the folder are not the current experiment's (0 when none is
+        recorded); reads only the cell keys."""
+        current = self.current_cells()
+        if current is None:
+            return 0
+        cells = set(self.store.latest())
+        if self.legacy_path.is_file():
+            cells |= set(self._legacy_rows()["cell"].astype(str))
+        return len(cells - current)
+
+    def current_cells(self) -> frozenset[str] | None:
+        """The cell keys of the experiment last run into the folder (``None``: not recorded)."""
+        current = experiments.load(self.store).current
+        return None if current is None else current.cells
 
     # -- skipped images -------------------------------------------------------------------------
     def skipped_images(self) -> dict[str, dict[str, Any]]:

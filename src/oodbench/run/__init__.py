@@ -5,8 +5,9 @@
     df = oodbench.run("experiment.toml")              # the same: this package is callable
     oodbench.results.wide(df)["auroc"]                # one column per metric
 
-``run_experiment`` plans the grid (:mod:`oodbench.run.plan`), skips the cells already finished
-in ``<output>/results.parquet``, runs the rest (:class:`~oodbench.run.local.LocalExecutor`, or
+``run_experiment`` plans the grid (:mod:`oodbench.run.plan`), records its cells as the output
+folder's current experiment (what every view of the folder shows), skips the cells already
+finished in ``<output>/results/``, runs the rest (:class:`~oodbench.run.local.LocalExecutor`, or
 :class:`~oodbench.run.ray_executor.RayExecutor` with ``executor="ray"``) and returns the latest
 rows of every cell of the experiment. The CLI equivalent is ``oodbench run EXPERIMENT.toml``.
 
@@ -103,21 +104,38 @@ def run_experiment(
 
     prepared = prepare(experiment)
     exp, plan, table, pending = prepared.experiment, prepared.plan, prepared.table, prepared.pending
-    if pending.models:
+    keys = [c.key for c in plan.cells]
+    if not pending.models:
+        record_experiment(table, keys, exp.name)
+    else:
         resources = Resources(exp)
         if check:  # the output folder among the other problems
             raise_problems(check_plan(pending, resources, keep_first_model=executor == "local"))
         check_writable(exp.output)
         save_configuration(exp)
+        record_experiment(table, keys, exp.name)
         extract_bars = progress if extract_progress is None else extract_progress
         runner = _executor(executor, progress, extract_bars, dict(extract_options or {}), resources)
         try:
             runner.run(pending, table)
         except KeyboardInterrupt as err:
             raise interrupted(exp, plan, pending, table, err) from err
-    keys = {c.key for c in plan.cells}
-    rows = table.read()
-    return rows[rows["cell"].isin(keys)].reset_index(drop=True)
+    return table.read(cells=keys)
+
+
+def record_experiment(table: Any, keys: list[str], name: str) -> None:
+    """Make the plan's cells the folder's current experiment (what its report, leaderboard and
+    comparisons show); a folder that cannot be written keeps its record, with a warning."""
+    import warnings
+
+    from oodbench.errors import NotWritableError
+    from oodbench.results.table import ResultsWarning
+
+    try:
+        table.set_experiment(keys, name)
+    except NotWritableError as err:
+        warnings.warn(f"{err}; its views (oodbench report, ...) still show the experiment last "
+                      "recorded there", ResultsWarning, stacklevel=3)
 
 
 def interrupted(exp: Any, plan: Any, pending: Any, table: Any, err: KeyboardInterrupt) -> Any:

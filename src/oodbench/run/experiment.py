@@ -6,7 +6,7 @@ of the TOML file. A complete, commented example is ``examples/experiment.toml``:
 
     [experiment]
     name = "resnets"
-    output = "results/resnets"      # results.parquet, scores/, report.html go here
+    output = "results/resnets"      # results/, scores/, report.html go here
     device = "auto"                 # "cpu", "cuda", "cuda:1", "auto"
     batch_size = 64
     preset = "openood"              # detector presets: "paper", "openood", "cood", "cood_code"

@@ -7,8 +7,10 @@ benchmark with one detector at a time, so one failing cell is recorded (status `
 error) and the rest goes on. Every extraction goes through the activation cache with the same
 ``capture`` for all of a model's detectors, so each (model, source) pair is one forward pass.
 
-Each finished cell is appended to ``results.parquet`` at once (nothing is lost on a crash), its
-per-sample scores go to ``scores/<cell>.npz``, and a failure's traceback to ``failures.log``.
+Each finished cell is appended to the results store at once (its own file: nothing is lost on a
+crash), its per-sample scores go to ``scores/<cell>.npz``, and a failure's traceback to
+``failures.log``. The warnings of the cells are shown once per run, each with the number of
+cells that raised it.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import functools
 import time
 import traceback
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,12 +29,13 @@ from oodbench import detectors
 from oodbench.benchmarks.base import GroupScores, scores_key, skipped_images
 from oodbench.benchmarks.kinds import kind_of
 from oodbench.extract import extract
+from oodbench.params import Params
 from oodbench.results import table as results_table
 from oodbench.results.table import ResultsTable
 from oodbench.run import build
 from oodbench.run.build import build_benchmark, build_source, run_tuning
 from oodbench.run.experiment import Experiment
-from oodbench.run.plan import Cell, DetectorConfig, ModelPlan, Plan, canonical_json
+from oodbench.run.plan import Cell, DetectorConfig, ModelPlan, Plan
 
 
 @dataclass
@@ -44,6 +48,8 @@ class CellResult:
     scores: GroupScores | None = None
     traceback: str = ""
     skipped_images: dict[str, Any] = field(default_factory=dict)
+    #: (category, message) of each warning the cell raised (once each)
+    warnings: tuple[tuple[type[Warning], str], ...] = ()
 
     @property
     def status(self) -> str:
@@ -145,39 +151,52 @@ def run_model(
 ) -> None:
     """Run every cell of one model, handing each :class:`CellResult` to ``sink`` as it finishes.
 
-    ``extract_options`` override the experiment's keyword arguments of ``extract``.
+    ``extract_options`` override the experiment's keyword arguments of ``extract``. The warnings
+    a cell raises are kept on its result (``CellResult.warnings``), not shown: the executor
+    shows each once per run, with the number of cells that raised it (:class:`WarningTally`).
     """
     resources = resources or Resources(experiment)
     options = {**experiment.extract_options, **(extract_options or {}),
                "capture": model_plan.capture, "progress": progress}
+    run_cell = _cell_runner(model_plan, experiment, resources, options)
+    for cell in model_plan.cells:
+        if on_start is not None:
+            on_start(cell)
+        with warnings.catch_warnings(record=True) as caught:
+            result = run_cell(cell)
+        result.warnings = tuple(dict.fromkeys((w.category, str(w.message)) for w in caught))
+        sink(result)
+
+
+def _cell_runner(model_plan: ModelPlan, experiment: Experiment, resources: Resources,
+                 options: dict[str, Any]) -> Callable[[Cell], CellResult]:
+    """What runs one cell of ``model_plan``: the model is loaded, each source extracted and
+    each detector configuration made once, on first use, for all its cells."""
     model_lazy = _Lazy(functools.partial(resources.load_model, model_plan.model))
     fit_lazy = _Lazy(lambda: extract(model_lazy.get(), resources.id_fit(), **options))
     val_lazy = _Lazy(lambda: extract(model_lazy.get(), resources.id_val(), **options))
     made: dict[DetectorConfig, _Lazy] = {}  # one detector per configuration
 
-    def tuned(cell: Cell) -> tuple[Any, str]:
+    def tuned(cell: Cell) -> tuple[Any, Mapping[str, Any] | None]:
         """The detector with the hyper-parameters ``cell.tune`` chooses (unfitted: the benchmark
         fits it on the whole [id].fit) and the ``tuning`` record."""
         spec = next(d.tune for d in experiment.detectors
-                    if d.tune is not None and canonical_json(d.tune.describe()) == cell.tune)
+                    if d.tune is not None and Params(d.tune.describe()) == cell.tune)
         model = model_lazy.get()
         result = run_tuning(spec, cell.detector, cell.params, model, fit_lazy.get(),
                             lambda source: extract(model, source, **options),
                             val_lazy.get() if experiment.id_val is not None else None)
         det = detectors.create(cell.detector, preset=cell.preset or None, **result.detector.hyperparams)
-        return det, result.tuning_record()
+        return det, result.record()
 
-    for cell in model_plan.cells:
-        if on_start is not None:
-            on_start(cell)
+    def run_cell(cell: Cell) -> CellResult:
         start = time.perf_counter()
         try:
             model = model_lazy.get()
             reason = not_applicable(cell.config, model, experiment,
                                     resources.benchmark(cell.benchmark.name))
             if reason is not None:
-                sink(status_result(cell, "skipped", reason, experiment, start))
-                continue
+                return status_result(cell, "skipped", reason, experiment, start)
             if cell.config not in made:
                 made[cell.config] = _Lazy(functools.partial(tuned if cell.tune else untuned, cell))
             det, tuning = made[cell.config].get()
@@ -186,26 +205,47 @@ def run_model(
             fit = fit_lazy.get() if role == "train" else None
             val = val_lazy.get() if role == "id_val" and experiment.id_val is not None else None
             measured = bench.measure(model, [det], fit_activations=fit, id_val=val, **options)
-            wide = measured.rows
-            if tuning:
-                wide["tuning"] = tuning
             rows = results_table.from_wide(
-                wide, model=cell.model.name, benchmark=cell.benchmark.name, cell=cell.key,
-                seconds=time.perf_counter() - start, time=results_table.now(),
-                experiment=experiment.name,
+                measured.rows, model=cell.model.name, benchmark=cell.benchmark.name,
+                cell=cell.key, seconds=time.perf_counter() - start, time=results_table.now(),
+                experiment=experiment.name, tuning=tuning,
             )
             skipped = {**measured.skipped_images,
                        **skipped_images(*(a for a in (fit, val) if a is not None))}
-            sink(CellResult(cell, rows, measured.scores.get(scores_key(det)),
-                            skipped_images=skipped))
+            return CellResult(cell, rows, measured.scores.get(scores_key(det)),
+                              skipped_images=skipped)
         except Exception as err:
             message = f"{type(err).__name__}: {err}".replace("\n", " ")
-            sink(status_result(cell, "failed", message, experiment, start, traceback.format_exc()))
+            return status_result(cell, "failed", message, experiment, start,
+                                 traceback.format_exc())
+
+    return run_cell
 
 
-def untuned(cell: Cell) -> tuple[Any, str]:
-    """The cell's detector with its own hyper-parameters, and an empty ``tuning`` record."""
-    return cell.config.create(), ""
+def untuned(cell: Cell) -> tuple[Any, Mapping[str, Any] | None]:
+    """The cell's detector with its own hyper-parameters, and no ``tuning`` record."""
+    return cell.config.create(), None
+
+
+class WarningTally:
+    """The warnings of a run's cells, each shown once at the end with how many cells raised it
+    (a warning every cell raises, such as a large k or corrupt images, is one line, not one
+    per cell)."""
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[type[Warning], str], int] = {}
+        self.cells = 0
+
+    def add(self, result: CellResult) -> None:
+        self.cells += 1
+        for key in result.warnings:
+            self.counts[key] = self.counts.get(key, 0) + 1
+
+    def show(self) -> None:
+        """Each warning once, with its count: ``... (in 12 of 40 cells)``."""
+        for (category, message), n in self.counts.items():
+            warnings.warn(f"{message} (in {n} of {self.cells} cells)", category, stacklevel=2)
+        self.counts.clear()
 
 
 def failed(cell: Cell, message: str, experiment: Experiment) -> CellResult:
@@ -271,6 +311,7 @@ class LocalExecutor:
 
         console = self.console or Console(stderr=True)
         resources = self.resources or Resources(plan.experiment)
+        tally = WarningTally()
         total = len(plan.cells)
         lines = self.progress and not (console.is_terminal if self.console else interactive())
         with Progress(TextColumn("[bold]cells[/]"), BarColumn(), MofNCompleteColumn(),
@@ -288,12 +329,18 @@ class LocalExecutor:
 
             def sink(result: CellResult) -> None:
                 write_result(table, result)
+                tally.add(result)
                 if result.status == "failed":
                     bar.console.print(f"[red]failed[/] {escape(result.cell.label())}: "
                                       f"{escape(str(result.rows['error'].iloc[0]))}")
                 bar.advance(task)
 
-            for model_plan in plan.models:
-                run_model(model_plan, plan.experiment, sink, resources=resources, on_start=start,
-                          progress=self.extract_progress, extract_options=self.extract_options)
-            bar.update(task, description="done")
+            try:
+                for model_plan in plan.models:
+                    run_model(model_plan, plan.experiment, sink, resources=resources,
+                              on_start=start, progress=self.extract_progress,
+                              extract_options=self.extract_options)
+                bar.update(task, description="done")
+            finally:
+                bar.stop()
+                tally.show()  # also when interrupted: the warnings of the cells that ran

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -25,6 +26,7 @@ from oodbench.benchmarks.base import capture_for
 from oodbench.benchmarks.kinds import BenchmarkEntry, kind_of
 from oodbench.data.download import file_digest
 from oodbench.models.spec import ModelSpec
+from oodbench.params import Params, plain
 from oodbench.run.build import describe_model
 from oodbench.run.detector_spec import ALL_DETECTORS
 from oodbench.run.experiment import Experiment
@@ -41,23 +43,24 @@ class DetectorConfig:
     what the detector declares (read from the one detector the plan built)."""
 
     name: str
-    hyperparams: str  # canonical JSON with every hyper-parameter (defaults filled in)
+    hyperparams: Params  # every hyper-parameter (defaults filled in)
     preset: str = ""  # the preset the configuration started from ("" = none)
-    tune: str = ""  # canonical JSON of the entry's ``tune`` table ("" = not tuned)
+    tune: Params = Params()  # the entry's ``tune`` table (empty = not tuned)
     requires: frozenset[str] = frozenset()
     fit_data: str = "none"
     fits_on_data: bool = False
 
     @classmethod
-    def of(cls, name: str, params: dict[str, Any], preset: str, tune: str = "") -> DetectorConfig:
+    def of(cls, name: str, params: Mapping[str, Any], preset: str,
+           tune: Mapping[str, Any] | None = None) -> DetectorConfig:
         """The configuration of ``create(name, preset=preset, **params)``."""
         det = detectors.create(name, preset=preset or None, **params)
-        return cls(name, canonical_json(det.hyperparams), preset, tune, frozenset(det.requires),
-                   str(det.fit_data), bool(det.fits_on_data))
+        return cls(name, Params(det.hyperparams), preset, Params(tune or {}),
+                   frozenset(det.requires), str(det.fit_data), bool(det.fits_on_data))
 
     @property
     def params(self) -> dict[str, Any]:
-        return dict(json.loads(self.hyperparams))
+        return dict(self.hyperparams)
 
     def fits_on(self, role: str) -> bool:
         """Whether the detector fits on ``role`` data (``"train"`` or ``"id_val"``)."""
@@ -82,11 +85,11 @@ class Cell:
         return self.config.name
 
     @property
-    def hyperparams(self) -> str:
+    def hyperparams(self) -> Params:
         return self.config.hyperparams
 
     @property
-    def tune(self) -> str:
+    def tune(self) -> Params:
         return self.config.tune
 
     @property
@@ -104,7 +107,7 @@ class Cell:
         from oodbench.detectors.label import configuration_label
 
         params = self.params
-        tune = json.loads(self.tune) if self.tune else {}
+        tune = self.tune
         space = tune.get("space")
         if isinstance(space, str):  # a named space ("paper"): its dimensions, by name
             space = {name: f"the {space!r} space" for name in paper_space_names(self.detector)}
@@ -180,22 +183,21 @@ def detector_configurations(experiment: Experiment) -> list[tuple[str, dict[str,
             entries = [(spec.name, config) for config in spec.configurations()]
         for name, config in entries:
             full = detectors.create(name, preset=preset, **config).hyperparams
-            key = (name, canonical_json(full), preset or "")
+            key = (name, Params(full).text, preset or "")
             if key not in seen:
                 seen.add(key)
                 out.append((name, full, preset or ""))
     return out
 
 
-def tuned_detectors(experiment: Experiment) -> list[tuple[str, dict[str, Any], str, str]]:
-    """(name, full fixed hyper-parameters, preset, canonical JSON of ``tune``) of every tuned
-    entry."""
+def tuned_detectors(experiment: Experiment) -> list[tuple[str, dict[str, Any], str, Params]]:
+    """(name, full fixed hyper-parameters, preset, the ``tune`` table) of every tuned entry."""
     out = []
     for spec in experiment.detectors:
         if spec.tune is not None:
             preset = spec.chosen_preset(experiment.preset)
             full = detectors.create(spec.name, preset=preset, **spec.hyperparams).hyperparams
-            out.append((spec.name, full, preset or "", canonical_json(spec.tune.describe())))
+            out.append((spec.name, full, preset or "", Params(spec.tune.describe())))
     return out
 
 
@@ -219,10 +221,10 @@ def make_plan(experiment: Experiment) -> Plan:
         for bench in experiment.benchmarks:
             for config in configs:
                 ident = {"model": model_ident, "detector": config.name,
-                         "hyperparams": config.params, "benchmark": bench.describe(),
+                         "hyperparams": plain(config.hyperparams), "benchmark": bench.describe(),
                          "id": id_sources}
-                if config.tune:
-                    ident["tune"] = config.tune
+                if config.tune:  # (as the keys have always held it: its canonical text)
+                    ident["tune"] = config.tune.text
                 if config.preset:
                     ident["preset"] = config.preset
                 cells.append(Cell(model, config, bench,
@@ -238,5 +240,5 @@ def make_plan(experiment: Experiment) -> Plan:
 
 
 def canonical_json(value: Any) -> str:
-    """JSON with sorted keys (the form hyper-parameters take in results and keys)."""
+    """JSON with sorted keys: the text a cell key is the digest of."""
     return json.dumps(value, sort_keys=True, default=str)

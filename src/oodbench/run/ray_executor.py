@@ -3,7 +3,8 @@
 Each task runs :func:`oodbench.run.local.run_model` for one model on a worker (asking for
 ``num_gpus`` GPUs and ``num_cpus`` CPUs) and returns its :class:`~oodbench.run.local.CellResult`
 list; the driver appends each model's results to the table as its task finishes, so finished
-models are kept when a later one fails. The cells of several models run concurrently.
+models are kept when a later one fails (each cell is one file of the store: appending does not
+grow with the table). The warnings of the cells are shown by the driver, once each. The cells of several models run concurrently.
 
 Inside a model's task each extraction is itself spread over the cluster
 (``extract(..., executor="ray")``, :mod:`oodbench.extract.ray_shards`): its shards are Ray tasks
@@ -24,7 +25,7 @@ from typing import Any
 from oodbench.extract.ray_shards import import_ray
 from oodbench.results.table import ResultsTable
 from oodbench.run.experiment import Experiment
-from oodbench.run.local import CellResult, failed, write_result
+from oodbench.run.local import CellResult, WarningTally, failed, write_result
 from oodbench.run.plan import ModelPlan, Plan
 
 
@@ -61,12 +62,18 @@ class RayExecutor:
         task = ray.remote(num_gpus=self.num_gpus, num_cpus=self.num_cpus)(_run_model_task)
         refs = {task.remote(m, plan.experiment, self.extract_options): m for m in plan.models}
         pending = list(refs)
-        while pending:
-            done, pending = ray.wait(pending, num_returns=1)
-            try:
-                results = ray.get(done[0])
-            except ray.exceptions.RayError as err:  # the worker died: the model's cells failed
-                message = f"Ray task failed: {type(err).__name__}: {err}".replace("\n", " ")
-                results = [failed(cell, message, plan.experiment) for cell in refs[done[0]].cells]
-            for result in results:
-                write_result(table, result)
+        tally = WarningTally()
+        try:
+            while pending:
+                done, pending = ray.wait(pending, num_returns=1)
+                try:
+                    results = ray.get(done[0])
+                except ray.exceptions.RayError as err:  # the worker died: its cells failed
+                    message = f"Ray task failed: {type(err).__name__}: {err}".replace("\n", " ")
+                    results = [failed(cell, message, plan.experiment)
+                               for cell in refs[done[0]].cells]
+                for result in results:
+                    write_result(table, result)
+                    tally.add(result)
+        finally:
+            tally.show()

@@ -35,12 +35,15 @@ class TuneResult:
     best_value: float
     provenance: dict[str, Any] = field(default_factory=dict)
 
+    def record(self) -> dict[str, Any]:
+        """The ``tuning`` column of the results table: the provenance, the chosen
+        hyper-parameters and the criterion's value there."""
+        return {**self.provenance, "criterion": self.criterion, "best_params": self.best_params,
+                "best_value": self.best_value}
+
     def tuning_record(self) -> str:
-        """The ``tuning`` column of the results table: canonical JSON of the provenance, the
-        chosen hyper-parameters and the criterion's value there."""
-        return json.dumps({**self.provenance, "criterion": self.criterion,
-                           "best_params": self.best_params, "best_value": self.best_value},
-                          sort_keys=True, default=str)
+        """:meth:`record` as canonical JSON (``Detector.tuning``)."""
+        return json.dumps(self.record(), sort_keys=True, default=str)
 
 
 def best_row(rows: list[dict[str, Any]], criterion: str, larger_is_better: bool) -> int:

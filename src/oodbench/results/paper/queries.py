@@ -4,7 +4,6 @@ paper's truncated figures, and a user's own rows ranked among the published mode
 from __future__ import annotations
 
 import fnmatch
-import json
 from collections.abc import Mapping, Sequence
 from decimal import ROUND_DOWN, ROUND_HALF_EVEN, Decimal
 from typing import Any
@@ -18,6 +17,7 @@ from oodbench.errors import (
     ProtocolMismatchError,
     UnknownNameError,
 )
+from oodbench.params import params
 from oodbench.published.compare import configuration_check
 from oodbench.published.cood import PaperKappa, kappa_for, load
 from oodbench.results.paper.protocol import levels_of, paper_positions, protocol_checks
@@ -139,7 +139,7 @@ def reproduces(kappa: PaperKappa, hyperparams: Mapping[str, Any]) -> bool:
     """Whether a detector run with ``hyperparams`` computes the published ``kappa``: the
     configuration check of :mod:`oodbench.published.compare` (every value the preset and the
     given hyper-parameters set is the same)."""
-    yours = {"detector": kappa.detector, "hyperparams": json.dumps(dict(hyperparams))}
+    yours = {"detector": kappa.detector, "hyperparams": params(hyperparams)}
     return configuration_check(kappa.published_row(), yours).status == "same"
 
 
@@ -180,8 +180,9 @@ def rank(
     ``k`` read ``knn (k=1)`` and ``knn (k=3)``). A row is compared with the published level
     nearest to its place on the paper's 0..10 severity axis (:func:`paper_positions`: the
     hardest of two levels with the paper's level 10, not its level 1); ``paper_level`` says
-    which, a column present when it differs from some row's own ``level``. When the
-    results carry ``hyperparams`` (JSON), ``like_for_like`` says whether the row's detector
+    which, a column present when it differs from some row's own ``level``. When the results
+    carry ``hyperparams`` (``Params``, or the JSON text of a CSV), ``like_for_like`` says
+    whether the row's detector
     configuration is the one behind the published numbers (:func:`reproduces`, the
     configuration check of ``oodbench.published.compare``; e.g. ODIN with
     ``preset="cood_code"``).
@@ -234,7 +235,7 @@ def rank(
         if "hyperparams" in model_results.columns and paper_kappa is not None:
             same_detector = paper_kappa.detector == row["detector"]
             out["like_for_like"] = same_detector and reproduces(paper_kappa,
-                json.loads(str(row["hyperparams"])))
+                                                                params(row["hyperparams"]))
         if ref is None or ref.empty:
             out.update(n_published=0, position=np.nan, percentile_rank=np.nan,
                        published_best=np.nan, published_median=np.nan, best_model=None)
