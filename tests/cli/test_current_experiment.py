@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from oodbench import published
 from oodbench.cli.main import main
-from oodbench.cli.report import leaderboard_tables
+from oodbench.cli.report import leaderboard_frames
 from oodbench.results import leaderboard as lb
 from oodbench.results import wide
 from oodbench.results.report import render_markdown
@@ -109,7 +109,7 @@ def test_each_edit_rerun_into_the_same_folder_shows_the_new_experiment(folder):
             seen.setdefault(str(cell), cell_rows.reset_index(drop=True))
         earlier = set(seen) - keys
 
-        report = invoke("report", str(out), "--top", "50")
+        report = invoke("report", str(out), "--top", "50", "--format", "table")  # as `run` prints it
         assert report.exit_code == 0, (what, report.output)
         assert table_lines(report.output) == table_lines(run.output), what  # value for value
         view = table.view()
@@ -133,11 +133,11 @@ def test_each_edit_rerun_into_the_same_folder_shows_the_new_experiment(folder):
         for cell, cell_rows in back.groupby("cell"):
             values = cell_rows.drop(columns="benchmark").reset_index(drop=True)
             pd.testing.assert_frame_equal(values, seen[str(cell)].drop(columns="benchmark"))
-        titles = [t.title for t in leaderboard_tables(every, top=None)]
+        titles = [title for _, title, _, _ in leaderboard_frames(every, top=None)]
         assert sum("[earlier version, run " in str(t) for t in titles) == len(
             set(back["benchmark"])), what  # each earlier benchmark under its own label
         if what == "a removed benchmark":  # once through the command line
-            shown = invoke("report", str(out), "--all", "--top", "50")
+            shown = invoke("report", str(out), "--all", "--top", "50", "--format", "table")
             assert "cood [earlier version, run " in shown.output, shown.output
             assert "are included, labelled [earlier version, ...]" in shown.output
 

@@ -212,7 +212,7 @@ def test_rank_png_is_the_file_asked_for_with_labelled_rows_at_their_levels(tmp_p
     import io
     import json
 
-    from oodbench.results.table import from_wide
+    from oodbench.results.table import from_wide, with_text
 
     configs = [("msp", {}), ("mc_dropout", {"passes": 2}), ("knn", {"k": 1}), ("knn", {"k": 3})]
     wide = pd.DataFrame([{"detector": name, "hyperparams": json.dumps(hp), "group": f"level_{i}",
@@ -221,14 +221,16 @@ def test_rank_png_is_the_file_asked_for_with_labelled_rows_at_their_levels(tmp_p
                          for name, hp in configs for i in (0, 1)])
     out = tmp_path / "run-output"
     out.mkdir()
-    from_wide(wide, model="m", benchmark="cood", cell="c", seconds=1.0,
-              time="t").to_parquet(out / "results.parquet")
+    cells = [from_wide(wide[wide["hyperparams"] == json.dumps(hp)].query("detector == @name"),
+                       model="m", benchmark="cood", cell=f"c{i}", seconds=1.0, time="t")
+             for i, (name, hp) in enumerate(configs)]  # one cell per configuration, as a run
+    with_text(pd.concat(cells, ignore_index=True)).to_parquet(out / "results.parquet")
     figures = tmp_path / "figures"
     figures.mkdir()
     result = CliRunner().invoke(main, ["paper", "rank", str(out), "--allow-mismatch", "--png",
                                        str(figures / "rank.png"), "--format", "csv"])
     assert result.exit_code == 0, result.output
-    assert [p.name for p in figures.iterdir()] == ["rank.png"]
+    assert [p.name for p in figures.iterdir()] == ["rank.png"], result.stderr
     assert (figures / "rank.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert f"wrote {figures / 'rank.png'} (kappa mc_dropout, softmax)" in result.stderr
     assert "no curve for knn" in result.stderr

@@ -43,7 +43,7 @@ class World:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     from oodbench.extract import extract
-    from oodbench.results.table import ResultsTable, from_wide
+    from oodbench.results.table import ResultsTable, from_wide, with_text
     from tests.extract._toy import RandomImages, TinyNet
     from tests.published.test_compare import _row
 
@@ -60,8 +60,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
                          "auroc": [0.95, 0.70], "n_id": [50_000] * 2, "n_ood": [5, 5],
                          "n_classes": [1000] * 2, "n_levels": [11] * 2})
     (root / "cood").mkdir()
-    from_wide(wide, model="m", benchmark="cood", cell="c", seconds=1.0,
-              time="t").to_parquet(root / "cood" / "results.parquet")
+    with_text(from_wide(wide, model="m", benchmark="cood", cell="c", seconds=1.0,
+                        time="t")).to_parquet(root / "cood" / "results.parquet")
     return World(root / "cache", key, root / "compared", root / "cood")
 
 
@@ -152,7 +152,7 @@ def _paper_rank(w: World) -> Case:
     from oodbench.cli.paper import _read_results
     from oodbench.results import paper
 
-    ranked = paper.rank(paper.load(), _read_results(w.cood), allow_mismatch=True)
+    ranked = paper.rank(paper.load(), _read_results(w.cood)[0], allow_mismatch=True)
     return Case(["paper", "rank", str(w.cood), "--allow-mismatch"],
                 [[r.detector, r.kappa, str(r.level), cell_text(r.auroc),
                   cell_text(r.percentile_rank)] for r in ranked.itertuples()])
