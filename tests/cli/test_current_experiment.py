@@ -109,7 +109,8 @@ def test_each_edit_rerun_into_the_same_folder_shows_the_new_experiment(folder):
             seen.setdefault(str(cell), cell_rows.reset_index(drop=True))
         earlier = set(seen) - keys
 
-        report = invoke("report", str(out), "--top", "50", "--format", "table")  # as `run` prints it
+        # the tables only: the figures of each report are tested in tests/results/test_report.py
+        report = invoke("report", str(out), "--top", "50", "--format", "table", "--no-figures")
         assert report.exit_code == 0, (what, report.output)
         assert table_lines(report.output) == table_lines(run.output), what  # value for value
         view = table.view()
@@ -137,7 +138,8 @@ def test_each_edit_rerun_into_the_same_folder_shows_the_new_experiment(folder):
         assert sum("[earlier version, run " in str(t) for t in titles) == len(
             set(back["benchmark"])), what  # each earlier benchmark under its own label
         if what == "a removed benchmark":  # once through the command line
-            shown = invoke("report", str(out), "--all", "--top", "50", "--format", "table")
+            shown = invoke("report", str(out), "--all", "--top", "50", "--format", "table",
+                           "--no-figures")
             assert "cood [earlier version, run " in shown.output, shown.output
             assert "are included, labelled [earlier version, ...]" in shown.output
 

@@ -13,8 +13,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from click.testing import CliRunner
 from PIL import Image
 
+from oodbench.cli.main import main
 from oodbench.errors import MissingDataError
 from oodbench.results import leaderboard as lb
 from oodbench.results import table as rt
@@ -138,6 +140,24 @@ def test_report_contents(results, tmp_path):
     near = next(ln for ln in md.splitlines() if "| resnet | knn | sets | textures | auroc |" in ln)
     assert "| not comparable: backbone and weights: published ResNet-50 (cross-entropy" in near
     assert "yours resnet; benchmark: published openood-v1.5-imagenet" in near
+
+
+def test_report_without_figures_has_the_same_tables_and_says_so(results, tmp_path):
+    folder, _ = results
+    full = write_report(folder, out=tmp_path / "full").html.read_text()
+    bare = write_report(folder, out=tmp_path / "bare", figures=False).html.read_text()
+    assert "<img" in full and "<img" not in bare
+    # one note per figure section: each benchmark's curves or heat maps, and the histograms
+    assert bare.count("Figures left out (written with --no-figures).") == 2 + 1
+    tables = re.compile(r"<table.*?</table>", re.S)
+    assert tables.findall(bare) == tables.findall(full)
+    no_hist = CliRunner().invoke(main, ["report", str(folder), "--out", str(tmp_path / "x"),
+                                        "--no-figures", "--hist", "vit:knn"])
+    assert no_hist.exit_code == 2 and "--no-figures" in no_hist.output
+    cli = CliRunner().invoke(main, ["report", str(folder), "--out", str(tmp_path / "cli"),
+                                    "--no-figures", "--format", "tsv"])
+    assert cli.exit_code == 0, cli.output
+    assert "<img" not in (tmp_path / "cli" / "report.html").read_text()
 
 
 def test_report_puts_the_published_value_beside_a_match(tmp_path):

@@ -77,8 +77,12 @@ def _parse_pair(text: str) -> tuple[str, str]:
 @table_options
 @click.option("--all", "include_earlier", is_flag=True,
               help="Also the cells of earlier versions of the experiment (labelled).")
+@click.option("--no-figures", is_flag=True,
+              help="Leave out the figures (curves, heat maps, histograms): the same tables, "
+                   "much faster for a large study.")
 def report_cmd(results_dir: Path, out: Path | None, pairs: tuple[str, ...], title: str | None,
-               top: int, fmt: str | None, wide: bool, include_earlier: bool) -> None:
+               top: int, fmt: str | None, wide: bool, include_earlier: bool,
+               no_figures: bool) -> None:
     """Write a self-contained HTML report and a Markdown summary of RESULTS_DIR.
 
     RESULTS_DIR is the output folder of `oodbench run` (it holds results/). The report shows
@@ -86,8 +90,12 @@ def report_cmd(results_dir: Path, out: Path | None, pairs: tuple[str, ...], titl
     """
     from oodbench.results.report import write_report
 
+    if no_figures and pairs:
+        raise InvalidInputError("--hist draws histograms and --no-figures leaves them out: "
+                                "give one of the two")
     files = write_report(results_dir, out=out, title=title, include_earlier=include_earlier,
-                         histograms=[_parse_pair(p) for p in pairs] or None)
+                         histograms=[_parse_pair(p) for p in pairs] or None,
+                         figures=not no_figures)
     print_leaderboards(files.view.rows, top=top, fmt=fmt, wide=wide)
     if files.view.note:
         aside(files.view.note, fmt)

@@ -26,7 +26,7 @@ from oodbench.extract.loader import (
     to_device,
 )
 from oodbench.extract.progress import progress_bar
-from oodbench.extract.runtime import autocast, place_model, precision_name
+from oodbench.extract.runtime import autocast, place_model, precision_name, uses_channels_last
 from oodbench.models.classifier import Classifier
 
 #: the output of one or more batches: per-row arrays and the skipped-image records
@@ -55,7 +55,7 @@ class ForwardPass:
 
     @property
     def channels_last(self) -> bool:
-        return self.device.type == "cuda" and self.amp_dtype is not None
+        return uses_channels_last(self.model, self.device, self.amp_dtype)
 
     def shards(
         self, todo: Sequence[tuple[int, int, int]], done: int
@@ -107,7 +107,7 @@ class ForwardPass:
         arrays = {"source_indices": batch.indices}
         for name, tensor in out.items():
             dtype = self.feature_map_dtype if name == "feature_map" else torch.float32
-            arrays[name] = tensor.to(dtype).cpu().numpy()
+            arrays[name] = np.ascontiguousarray(tensor.to(dtype).cpu().numpy())
         self._check(arrays, batch.indices, ids)
         return arrays
 

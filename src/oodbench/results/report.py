@@ -100,6 +100,7 @@ def write_report(
     histograms: Sequence[tuple[str, str]] | None = None,
     title: str | None = None,
     include_earlier: bool = False,
+    figures: bool = True,
 ) -> ReportFiles:
     """Write ``report.html`` and ``report.md`` for a results folder (into ``out``, default the folder).
 
@@ -112,6 +113,9 @@ def write_report(
         include_earlier: also the cells of earlier versions of the experiment (labelled);
             by default the report shows the experiment last run into the folder and says how
             many earlier cells it leaves out.
+        figures: draw the figures (severity curves or heat maps, score histograms); without
+            them the report has the same tables and says the figures were left out, in a
+            fraction of the time (matplotlib draws each figure in about 0.2-0.5 s).
     """
     folder = Path(results)
     table = ResultsTable(folder)
@@ -129,7 +133,7 @@ def write_report(
     check_writable(target, "the report", fix)  # before the figures are drawn
     published = published_comparison(rows)  # once, for both files
     page = render_html(rows, table=table, title=name, configuration=config, histograms=histograms,
-                       note=view.note, published=published)
+                       note=view.note, published=published, figures=figures)
     html_path, md_path = target / "report.html", target / "report.md"
     with writing(target, "the report", fix):
         html_path.write_text(page, encoding="utf-8")
@@ -149,10 +153,12 @@ def render_html(
     histograms: Sequence[tuple[str, str]] | None = None,
     note: str = "",
     published: PublishedComparison | None = None,
+    figures: bool = True,
 ) -> str:
     """The whole report as one HTML string (figures inline); ``note``: the line about the
     cells of earlier versions of the experiment (:attr:`ResultsView.note`); ``published``: the
-    comparison with the published results (computed when not given)."""
+    comparison with the published results (computed when not given); ``figures=False``: the
+    tables only, each figure section saying so."""
     names = lb.benchmarks(rows)
     skipped_images = table.skipped_images() if table is not None else {}
     parts = [f"<h1>{_e(title)}</h1>", _summary_html(rows, skipped_images, note)]
@@ -161,10 +167,10 @@ def render_html(
             ("failures", "Failures"), ("configuration", "Configuration")]
     parts.append("<nav>" + "".join(f'<a href="#{a}">{_e(t)}</a>' for a, t in nav) + "</nav>")
     for i, name in enumerate(names):
-        parts.append(_benchmark_html(rows, name, f"bench-{i}", table))
+        parts.append(_benchmark_html(rows, name, f"bench-{i}", table, figures))
     parts.append(_tuning_html(rows))
     parts.append(_published_html(published or published_comparison(rows)))
-    parts.append(_histograms_html(rows, table, histograms))
+    parts.append(_histograms_html(rows, table, histograms, figures))
     parts.append(_problems_html(rows, skipped_images))
     parts.append(_configuration_html(rows, configuration))
     body = "\n".join(parts)
@@ -207,8 +213,12 @@ def _with_tests(rows: pd.DataFrame, name: str, table: ResultsTable | None) -> pd
     return board
 
 
+#: what a figure section says in a report written without figures
+NO_FIGURES = "<p class=note>Figures left out (written with --no-figures).</p>"
+
+
 def _benchmark_html(rows: pd.DataFrame, name: str, anchor: str,
-                    table: ResultsTable | None = None) -> str:
+                    table: ResultsTable | None = None, figures: bool = True) -> str:
     board = _with_tests(rows, name, table)
     severity = lb.is_severity(rows, name)
     n_groups = int(board["groups"].max()) if len(board) else 0
@@ -225,16 +235,16 @@ def _benchmark_html(rows: pd.DataFrame, name: str, anchor: str,
                             "vs_above"]),
     ]
     models = list(dict.fromkeys(board["model"]))
-    figures = []
-    for model in models:
+    drawn = []
+    for model in models if figures else []:
         fig = (plots.severity_curves(rows, name, model) if severity
                else plots.group_heatmap(rows, name, model))
         if fig is not None:
             caption = (severity_caption(rows, name, model) if severity
                        else "AUROC per detector and OOD group")
-            figures.append(_figure_html(fig, f"{model}: {caption}"))
+            drawn.append(_figure_html(fig, f"{model}: {caption}"))
     heading = "Severity curves" if severity else "AUROC per OOD group"
-    out += [f"<h3>{heading}</h3>", *figures]
+    out += [f"<h3>{heading}</h3>", *(drawn if figures else [NO_FIGURES])]
     nf = lb.near_far(rows, name)
     if len(nf):
         out += ["<h3>Near-OOD and far-OOD means</h3>",
@@ -355,10 +365,13 @@ def _published_markdown(published: PublishedComparison) -> list[str]:
 
 
 def _histograms_html(
-    rows: pd.DataFrame, table: ResultsTable | None, pairs: Sequence[tuple[str, str]] | None
+    rows: pd.DataFrame, table: ResultsTable | None, pairs: Sequence[tuple[str, str]] | None,
+    figures: bool = True,
 ) -> str:
     out = ['<section id="histograms"><h2>Score distributions</h2>']
-    figures = []
+    if not figures:
+        return "\n".join([*out, NO_FIGURES, "</section>"])
+    drawn = []
     if table is not None:
         for cell, label in _histogram_cells(rows, pairs):
             scores = table.load_scores(cell)
@@ -366,11 +379,11 @@ def _histograms_html(
                 continue
             id_scores, ood = scores
             fig = plots.score_histogram(id_scores, ood, title=label)
-            figures.append(_figure_html(fig, f"ID against OOD scores: {label}"))
-    if figures:
+            drawn.append(_figure_html(fig, f"ID against OOD scores: {label}"))
+    if drawn:
         out += ["<p class=note>Densities of the detector's score on the ID test set (grey) and "
                 "on OOD groups (C-OOD: the easiest to the hardest level). Less overlap = better "
-                "detection.</p>", "<div class=grid>", *figures, "</div>"]
+                "detection.</p>", "<div class=grid>", *drawn, "</div>"]
     else:
         out.append("<p class=note>No per-sample scores were kept for the chosen pairs.</p>")
     return "\n".join(out + ["</section>"])
