@@ -161,7 +161,10 @@ train = {{ folder = "data/id_train" }}
 
 
 @pytest.mark.parametrize(("loss", "train_extra", "model", "outliers", "where", "message"), [
-    ("npos", "epochs = 10", CLIP_MODEL, False, "[train].loss_options.start_epoch", NPOS_NEVER),
+    ("npos", "epochs = 10\nschedule = \"constant\"", CLIP_MODEL, False,
+     "[train].loss_options.start_epoch", NPOS_NEVER),
+    ("npos", "epochs = 10", CLIP_MODEL, False, "[train]",
+     "milestones must be increasing epochs in (0, epochs=10); got [60]"),
     ("doe", "epochs = 5", CNN_MODEL, True, "[train].loss_options.warmup", DOE_NEVER),
     ("cma", "epochs = 2\nwarmup_epochs = 1", CLIP_MODEL, False, "[train].warmup_epochs",
      CMA_UNUSED),
