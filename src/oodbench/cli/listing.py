@@ -23,6 +23,7 @@ def list_cmd(what: str, fmt: str | None, wide: bool) -> None:
             "needs": lambda row: ", ".join(row["requires"]),
             "fits on": lambda row: row["defaults"].get("fit_data", ""),
             "presets": lambda row: ", ".join(row["presets"]),
+            "defaults need tuning": lambda row: "tune first" if row["untuned_defaults"] else "",
         }), fmt, title="detectors (score: higher = more in-distribution)", key=("name",),
             drop_first=("paper", "defaults"), wide=wide)
     elif what == "losses":

@@ -33,7 +33,6 @@ from oodbench.errors import InvalidInputError
 from oodbench.losses.base import Loss, SwitchEpoch, register
 from oodbench.losses.logitnorm import LogitNorm
 
-
 #: ``head_templates``: the official 18 templates, or the model's own
 HEAD_TEMPLATES = ("npos", "model")
 

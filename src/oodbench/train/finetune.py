@@ -123,8 +123,6 @@ def train(
         settings, trainable=trainable, outliers=outliers, outlier_batch_size=outlier_batch_size))
     amp = recipe.amp if amp is None else amp
     outlier_batch_size = outlier_batch_size or recipe.outlier_batch_size
-    if transform is None and recipe.augmentation is not None:
-        transform = recipe.transform(model.transform)
     if criterion.trainer in METHOD_TRAINERS:
         return METHOD_TRAINERS[criterion.trainer](
             model, source, criterion, settings, out=out, seed=seed, resume=resume,
@@ -142,7 +140,7 @@ def train(
     dev = resolve_device(f"cuda:{local_rank}" if world > 1 and torch.cuda.is_available() else device)
     amp_dtype = resolve_amp(amp, dev)
     out_batch = outlier_batch_size or 2 * batch_size
-    load = transform or model.transform
+    load = transform or recipe.transform(model.transform)
     initial_digest = model.weights_digest()
     hooks = hooks_for(criterion)
     method_config = hooks.prepare(Run(model, modules, source, rows, batch_size, seed, dev,

@@ -28,11 +28,9 @@ from typing import Any
 import torch
 
 from oodbench.errors import InvalidInputError
+from oodbench.models.preprocessing import input_size, normalisation, rgb
 from oodbench.train.optim import FIELDS as OPTIM_FIELDS
 from oodbench.train.optim import FINETUNE, OptimSettings
-
-#: torchvision's interpolation modes by the names the recipes use
-INTERPOLATIONS = ("bilinear", "bicubic")
 
 
 @dataclass(frozen=True)
@@ -56,37 +54,7 @@ class RandomResizedCropAugmentation:
         mode = getattr(T.InterpolationMode, self.interpolation.upper())
         return T.Compose([
             T.RandomResizedCrop(size, scale=self.scale, interpolation=mode),
-            T.Lambda(_rgb), T.ToTensor(), T.Normalize(mean, std)])
-
-
-def _rgb(image: Any) -> Any:
-    return image.convert("RGB")
-
-
-def input_size(transform: Any) -> int | tuple[int, ...]:
-    """The output size of the ``CenterCrop`` of a torchvision ``Compose``."""
-    from torchvision import transforms as T
-
-    for step in getattr(transform, "transforms", ()):
-        if isinstance(step, T.CenterCrop):
-            size = tuple(int(v) for v in step.size)
-            return size[0] if len(set(size)) == 1 else size
-    raise InvalidInputError(
-        f"the method's training augmentation crops to the model's input size, but its transform "
-        f"{type(transform).__name__} has no torchvision CenterCrop step; pass transform= to train")
-
-
-def normalisation(transform: Any) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """``(mean, std)`` of the ``Normalize`` step of a torchvision ``Compose``, else a one-line
-    ``InvalidInputError`` naming the fix."""
-    from torchvision import transforms as T
-
-    for step in getattr(transform, "transforms", ()):
-        if isinstance(step, T.Normalize):
-            return tuple(float(v) for v in step.mean), tuple(float(v) for v in step.std)
-    raise InvalidInputError(
-        f"the method's training augmentation takes the model's normalisation, but its transform "
-        f"{type(transform).__name__} has no torchvision Normalize step; pass transform= to train")
+            T.Lambda(rgb), T.ToTensor(), T.Normalize(mean, std)])
 
 
 @dataclass(frozen=True)
@@ -94,6 +62,7 @@ class MethodDefaults:
     """What a method trains with unless told otherwise.
 
     Attributes:
+        method: the method's name (for messages).
         optim: optimiser, schedule, batch, epochs (:class:`OptimSettings`).
         amp: the precision (``"off"``: float32, ``"auto"``: oodbench's bf16/fp16 on CUDA).
         augmentation: the training transform (``None``: the model's eval transform).
@@ -103,6 +72,7 @@ class MethodDefaults:
         differences: where oodbench's run of the recipe differs from the official one, and why.
     """
 
+    method: str = "generic"
     optim: OptimSettings = FINETUNE
     amp: str = "auto"
     augmentation: RandomResizedCropAugmentation | None = None
@@ -116,7 +86,25 @@ class MethodDefaults:
         changes = {k: v for k, v in given.items() if k in OPTIM_FIELDS and v is not None}
         if changes.get("schedule", "step") != "step" and "milestones" not in changes:
             changes["milestones"] = ()
+        if (changes.get("schedule", self.optim.schedule) == "step"
+                and "milestones" not in changes):
+            self._check_milestones_reached(int(changes.get("epochs", self.optim.epochs)))
         return replace(self.optim, **changes)
+
+    def _check_milestones_reached(self, epochs: int) -> None:
+        """A run shorter than the recipe's learning-rate steps is refused, naming the fix."""
+        recipe = self.optim
+        late = [m for m in recipe.milestones if m >= epochs]
+        if not late:
+            return
+        scaled = sorted({round(m * epochs / recipe.epochs) for m in recipe.milestones})
+        hint = (f" (the recipe's at the same share of the run: milestones = {scaled})"
+                if all(0 < m < epochs for m in scaled) else "")
+        raise InvalidInputError(
+            f"the {self.method} recipe multiplies the learning rate by {recipe.step_factor:g} at "
+            f"epoch {late[0]} of {recipe.epochs} (schedule 'step', milestones "
+            f"{list(recipe.milestones)}), which a run of epochs={epochs} never reaches: give "
+            f"milestones below epochs{hint}, or another schedule ('cosine', 'constant')")
 
     def transform(self, model_transform: Any) -> Any:
         """The training transform: the augmentation around the model's normalisation, or the
@@ -129,6 +117,7 @@ class MethodDefaults:
 GENERIC = MethodDefaults(sources={"optim": "oodbench.train.optim.FINETUNE (see its sources)"})
 
 CMA = MethodDefaults(
+    method="CMA",
     optim=OptimSettings(epochs=10, batch_size=512, lr=1e-5, weight_decay=0.1,
                         optimizer="adamw", schedule="cosine"),
     amp="off",
@@ -155,6 +144,7 @@ CMA = MethodDefaults(
 NPOS_HEAD_TEMPLATES = "npos"
 
 NPOS = MethodDefaults(
+    method="NPOS",
     optim=OptimSettings(epochs=100, batch_size=1000, lr=0.1, weight_decay=1e-4,
                         optimizer="sgd", schedule="step", milestones=(60,), step_factor=10.0),
     sources={
@@ -176,6 +166,7 @@ NPOS = MethodDefaults(
 )
 
 DOE = MethodDefaults(
+    method="DOE",
     optim=OptimSettings(epochs=10, batch_size=128, lr=0.01, weight_decay=5e-4,
                         optimizer="sgd", schedule="cosine"),
     outlier_batch_size=256,
@@ -198,6 +189,7 @@ DOE = MethodDefaults(
 
 #: UM and UMAP share the official training configs (their losses differ)
 UNLEASHING_MASK = MethodDefaults(
+    method="Unleashing Mask (UM / UMAP)",
     optim=OptimSettings(epochs=100, batch_size=256, lr=0.1, weight_decay=1e-4,
                         optimizer="sgd", schedule="cosine"),
     sources={

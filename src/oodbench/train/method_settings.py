@@ -34,7 +34,6 @@ from oodbench.train.optim import FIELDS as OPTIM_FIELDS
 from oodbench.train.optim import OptimSettings
 
 
-
 def defaults(loss: str) -> dict[str, Any]:
     """The default of every training setting a method may leave unused, for ``loss`` (its
     recipe's optimiser settings, :func:`oodbench.train.method_defaults.defaults_for`)."""
