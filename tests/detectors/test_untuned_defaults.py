@@ -5,11 +5,11 @@ they do not, and ``oodbench list detectors`` marks them from the declaration."""
 from __future__ import annotations
 
 import re
-import tomllib
 import warnings
 
 import numpy as np
 import pytest
+import tomllib
 from click.testing import CliRunner
 
 import oodbench

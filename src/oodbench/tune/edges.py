@@ -65,7 +65,7 @@ def edge_hits(space: Mapping[str, Dimension], best: Mapping[str, Any]
     lies at an edge of ``space`` (see the module docstring)."""
     hits = []
     for name, dim in space.items():
-        value = best.get(name)
+        value: Any = best.get(name)
         if not _number(value):
             continue
         if isinstance(dim, Range):
