@@ -69,6 +69,7 @@ def test_doe_recipe_is_the_official_one():
     assert DOE.optim == OptimSettings(epochs=10, batch_size=128, lr=0.01, weight_decay=5e-4,
                                       optimizer="sgd", schedule="cosine")
     assert DOE.outlier_batch_size == 256
+    assert DOE.amp == "off"  # the official code runs in float32 (no autocast)
     assert losses.create("doe").warmup == 5
 
 
@@ -80,6 +81,7 @@ def test_unleashing_mask_recipe_is_the_official_one():
                                                   weight_decay=1e-4, optimizer="sgd",
                                                   schedule="cosine")
     assert defaults_for("um") is defaults_for("umap") is UNLEASHING_MASK
+    assert UNLEASHING_MASK.amp == "off"  # no autocast / GradScaler in the official code
     assert losses.create("umap").keep == 0.8
     assert losses.create("um").estimate_keep == losses.create("umap").estimate_keep == 0.965
 

@@ -90,7 +90,7 @@ class Detector(ABC):
         untuned_defaults: the hyper-parameters whose class defaults are no published
             configuration (only the centre of a paper's search box: PLF, VRA+); fitting with all
             of them at their defaults and no tuning raises an :class:`UntunedDefaultsWarning`,
-            and ``oodbench list detectors`` marks the detector ("tune first").
+            and ``oodbench list detectors`` marks the detector ("defaults need tuning" in its presets column).
 
     Fields every detector has besides its own: ``fit_data`` (keyword only; ``None`` = the class's
     ``default_fit_data``, ``"none"`` for detectors that fit on no ID data), and the provenance

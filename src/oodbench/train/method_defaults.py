@@ -169,8 +169,10 @@ DOE = MethodDefaults(
     method="DOE",
     optim=OptimSettings(epochs=10, batch_size=128, lr=0.01, weight_decay=5e-4,
                         optimizer="sgd", schedule="cosine"),
+    amp="off",
     outlier_batch_size=256,
     sources={
+        "amp": "QizhouWang/DOE doe_final.py (no autocast or half precision anywhere: float32)",
         "epochs": "QizhouWang/DOE doe_final.py:25 (--epochs 10; warmup 5: line 46)",
         "lr": "QizhouWang/DOE doe_final.py:26 (--learning_rate 0.01)",
         "batch_size": "QizhouWang/DOE doe_final.py:27 (--batch_size 128)",
@@ -192,7 +194,9 @@ UNLEASHING_MASK = MethodDefaults(
     method="Unleashing Mask (UM / UMAP)",
     optim=OptimSettings(epochs=100, batch_size=256, lr=0.1, weight_decay=1e-4,
                         optimizer="sgd", schedule="cosine"),
+    amp="off",
     sources={
+        "amp": "tmlr-group/Unleashing-Mask (no autocast or GradScaler in any file: float32)",
         "optim": "tmlr-group/Unleashing-Mask configs/smallscale/densenet_cifar10.yaml and "
                  "densenet_cifar10_UMAP.yaml:10-22 (sgd, lr 0.1, cosine_lr, epochs 100, "
                  "weight_decay 1e-4, momentum 0.9, batch_size 256); args.py:38 (no warm-up)",
