@@ -24,7 +24,9 @@ arXiv 1608.03983) down to 0:
 W = ``warmup_epochs`` x steps per epoch, or ``round(warmup_fraction x S)`` (at most one of
 the two is non-zero).
 
-Defaults (the fields of :class:`OptimSettings`, = :data:`FINETUNE`) and where they come from:
+Defaults (the fields of :class:`OptimSettings`, = :data:`FINETUNE`) and where they come from
+(a loss with a published recipe -- cma, npos, doe, um, umap -- starts from its recipe instead:
+:mod:`oodbench.train.method_defaults`):
 
 * ``batch_size=128, lr=0.1, weight_decay=5e-4``, SGD with momentum 0.9: the CIFAR training
   setup of LogitNorm (Wei et al., ICML 2022, Sec. 4.1, and their code's ``train.py``), the
