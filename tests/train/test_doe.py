@@ -18,7 +18,13 @@ from oodbench.data.digits import DigitsSource
 from oodbench.errors import InvalidInputError
 from oodbench.models.small_cnn import SmallCNN
 from oodbench.train import train
-from oodbench.train.doe import DOEHooks, perturbation, perturbed_parameters, scale_gradient
+from oodbench.train.doe import (
+    DOEHooks,
+    dropout_off,
+    perturbation,
+    perturbed_parameters,
+    scale_gradient,
+)
 from oodbench.train.hooks import Batch
 from tests.train._method_run import method_run
 
@@ -353,3 +359,12 @@ def test_doe_step_leaves_pos_embed_and_cls_token_unperturbed():
     oe_pos, oe_weight = net.seen[1]
     assert torch.equal(oe_pos, pos)
     assert not torch.equal(oe_weight, weight)
+
+
+def test_dropout_off_covers_timms_drop_modules_and_restores_modes():
+    from timm.layers import DropPath, PatchDropout
+
+    net = nn.Sequential(nn.Dropout(0.5), DropPath(0.5), PatchDropout(0.5), nn.BatchNorm1d(3)).train()
+    with dropout_off(net):
+        assert [m.training for m in net] == [False, False, False, True]  # BatchNorm untouched
+    assert all(m.training for m in net)

@@ -49,10 +49,15 @@ def perturbed_parameters(runner: torch.nn.Module, params: list[torch.nn.Paramete
     return [p for p in params if id(p) in named]
 
 
+#: timm's random-drop modules that are not ``nn.Dropout``s (stochastic depth, token and block
+#: dropping); in eval mode each is the identity
+TIMM_DROP_MODULES = frozenset({"DropPath", "PatchDropout", "DropBlock2d"})
+
+
 def _is_dropout(module: torch.nn.Module) -> bool:
-    """Dropout of any kind, and timm's stochastic depth (``DropPath``)."""
+    """Dropout of any kind, and timm's :data:`TIMM_DROP_MODULES`."""
     return (isinstance(module, torch.nn.modules.dropout._DropoutNd)
-            or type(module).__name__ == "DropPath")
+            or type(module).__name__ in TIMM_DROP_MODULES)
 
 
 @contextmanager
