@@ -19,6 +19,7 @@ epochs = 2
 batch_size = 8
 lr = 0.01
 optimizer = "sgd"
+schedule = "cosine"
 device = "cpu"
 num_workers = 0
 output = "run"

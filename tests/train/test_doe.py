@@ -18,7 +18,13 @@ from oodbench.data.digits import DigitsSource
 from oodbench.errors import InvalidInputError
 from oodbench.models.small_cnn import SmallCNN
 from oodbench.train import train
-from oodbench.train.doe import DOEHooks, perturbation, scale_gradient
+from oodbench.train.doe import (
+    DOEHooks,
+    dropout_off,
+    perturbation,
+    perturbed_parameters,
+    scale_gradient,
+)
 from oodbench.train.hooks import Batch
 from tests.train._method_run import method_run
 
@@ -275,3 +281,90 @@ def test_doe_without_outliers_is_an_error_before_training(tmp_path):
     with pytest.raises(InvalidInputError, match="needs an outlier source") as err:
         train(SmallCNN(6), DigitsSource(range(6)), out=tmp_path / "d", loss="doe", progress=False)
     assert "\n" not in str(err.value) and not (tmp_path / "d").exists()
+
+
+class _TokenNet(nn.Module):
+    """A ViT-like stand-in: a position embedding and a class token (parameters of 2+ dimensions
+    whose names do not contain "weight"), dropout, a weight matrix; records every forward's
+    position embedding and weight."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(3)
+        self.pos_embed = nn.Parameter(torch.randn(1, 36))
+        self.cls_token = nn.Parameter(torch.randn(1, 1, 4))
+        self.drop = nn.Dropout(0.5)
+        self.fc = nn.Linear(36 + 4, 5)
+        self.seen: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.seen.append((self.pos_embed.detach().clone(), self.fc.weight.detach().clone()))
+        tokens = torch.cat([x.flatten(1) + self.pos_embed, self.cls_token[0].expand(len(x), 4)], 1)
+        return self.fc(self.drop(tokens))
+
+
+def _official_proxy_direction(net: nn.Module, x: torch.Tensor, n: int) -> dict[str, torch.Tensor]:
+    """doe_final.py:144-173 re-stated: a proxy copy *without dropout* (``dropRate=0``) in train
+    mode takes one SGD step of lr 1 down (d l_sur / d scale)^2; ``diff_in_weights`` keeps the
+    parameters of more than one dimension with "weight" in their name."""
+    proxy = copy.deepcopy(net)
+    for m in proxy.modules():
+        if isinstance(m, nn.Dropout):
+            m.p = 0.0
+    proxy.train()
+    scale = torch.ones(1, requires_grad=True)
+    out = proxy(x) * scale
+    l_sur = (out[n:].mean(1) - torch.logsumexp(out[n:], dim=1)).mean()
+    reg = torch.sum(torch.autograd.grad(l_sur, [scale], create_graph=True)[0] ** 2)
+    opt = torch.optim.SGD(proxy.parameters(), lr=1)
+    opt.zero_grad()
+    reg.backward()
+    opt.step()
+    expected = {}
+    for (k, old), (_, new) in zip(net.state_dict().items(), proxy.state_dict().items()):
+        if old.ndim > 1 and "weight" in k:
+            diff = new - old
+            expected[k] = old.norm() / (diff.norm() + OFFICIAL_EPS) * diff
+    return expected
+
+
+def test_perturbation_runs_without_dropout_on_weight_named_matrices_only():
+    """Only ``fc.weight`` is perturbed (not ``pos_embed`` / ``cls_token``), and the direction is
+    the dropout-free proxy's: with dropout on it would differ from it (and between calls)."""
+    net = _TokenNet().train()
+    x_in, x_out, _ = _data()
+    x = torch.cat([x_in, x_out])
+    weights = perturbed_parameters(net, list(net.parameters()))
+    assert [k for k, p in net.named_parameters() if any(p is w for w in weights)] == ["fc.weight"]
+    expected = _official_proxy_direction(net, x, 6)
+    assert list(expected) == ["fc.weight"]
+    first = perturbation(net, x, 6, weights)
+    second = perturbation(net, x, 6, weights)
+    assert net.drop.training  # dropout is back on for the loop's own passes
+    # float32 autograd through the second-order graph against the proxy's first-order step
+    torch.testing.assert_close(first[0], expected["fc.weight"], rtol=1e-4, atol=1e-6)
+    assert torch.equal(first[0], second[0])  # no dropout mask drawn: the same direction
+
+
+def test_doe_step_leaves_pos_embed_and_cls_token_unperturbed():
+    """In the OE pass at theta + gamma P (the step's second forward) the position embedding
+    is theta's while the weight matrix is moved."""
+    from oodbench.losses import create
+
+    net = _TokenNet().train()
+    pos, weight = net.pos_embed.detach().clone(), net.fc.weight.detach().clone()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    DOEHooks(create("doe", warmup=0)).step(_batch(net, opt, epoch=0))
+    assert len(net.seen) == 3  # perturbation, OE at theta + gamma P, CE at theta
+    oe_pos, oe_weight = net.seen[1]
+    assert torch.equal(oe_pos, pos)
+    assert not torch.equal(oe_weight, weight)
+
+
+def test_dropout_off_covers_timms_drop_modules_and_restores_modes():
+    from timm.layers import DropPath, PatchDropout
+
+    net = nn.Sequential(nn.Dropout(0.5), DropPath(0.5), PatchDropout(0.5), nn.BatchNorm1d(3)).train()
+    with dropout_off(net):
+        assert [m.training for m in net] == [False, False, False, True]  # BatchNorm untouched
+    assert all(m.training for m in net)

@@ -161,7 +161,12 @@ train = {{ folder = "data/id_train" }}
 
 
 @pytest.mark.parametrize(("loss", "train_extra", "model", "outliers", "where", "message"), [
-    ("npos", "epochs = 10", CLIP_MODEL, False, "[train].loss_options.start_epoch", NPOS_NEVER),
+    ("npos", "epochs = 10\nschedule = \"constant\"", CLIP_MODEL, False,
+     "[train].loss_options.start_epoch", NPOS_NEVER),
+    ("npos", "epochs = 10", CLIP_MODEL, False, "[train]",
+     "the NPOS recipe multiplies the learning rate by 10 at epoch 60 of 100 (schedule 'step', "
+     "milestones [60]), which a run of epochs=10 never reaches: give milestones below epochs "
+     "(the recipe's at the same share of the run: milestones = [6]), or another schedule"),
     ("doe", "epochs = 5", CNN_MODEL, True, "[train].loss_options.warmup", DOE_NEVER),
     ("cma", "epochs = 2\nwarmup_epochs = 1", CLIP_MODEL, False, "[train].warmup_epochs",
      CMA_UNUSED),

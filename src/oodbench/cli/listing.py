@@ -22,7 +22,7 @@ def list_cmd(what: str, fmt: str | None, wide: bool) -> None:
         show(_registry_frame(detectors.available(), {
             "needs": lambda row: ", ".join(row["requires"]),
             "fits on": lambda row: row["defaults"].get("fit_data", ""),
-            "presets": lambda row: ", ".join(row["presets"]),
+            "presets": _presets,
         }), fmt, title="detectors (score: higher = more in-distribution)", key=("name",),
             drop_first=("paper", "defaults"), wide=wide)
     elif what == "losses":
@@ -47,6 +47,19 @@ def list_cmd(what: str, fmt: str | None, wide: bool) -> None:
         named = pd.DataFrame(list(benchmarks.available().items()),
                              columns=["name", "description"])
         show(named, fmt, title="benchmarks", key=("name",), wide=wide)
+
+
+#: the mark of a detector whose defaults need tuning (``Detector.untuned_defaults``)
+TUNE_FIRST = "defaults need tuning"
+
+
+def _presets(row: dict[str, Any]) -> str:
+    """A detector's presets, and :data:`TUNE_FIRST` when its class declares defaults that are
+    no published configuration (shown in this column so that it stays on a narrow terminal)."""
+    shown = ", ".join(row["presets"])
+    if row["untuned_defaults"]:
+        shown = f"{shown}; {TUNE_FIRST}" if shown else TUNE_FIRST
+    return shown
 
 
 def _registry_frame(rows: list[dict[str, Any]],

@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import typing
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -65,6 +66,10 @@ def _nearest_int(value: Any) -> str:
         return "1"
 
 
+class UntunedDefaultsWarning(UserWarning):
+    """A detector whose defaults need tuning (``Detector.untuned_defaults``) ran untuned."""
+
+
 class NotFittedError(OodbenchError, RuntimeError):
     """``score`` was called before ``fit`` on a detector that needs training statistics."""
 
@@ -82,6 +87,10 @@ class Detector(ABC):
         default_fit_data: the role of ID data its paper fits on (``FIT_DATA``).
         score_only_hyperparams: hyper-parameters that change only ``score``, not what ``fit``
             learns (KNN's k: the bank is the same); a tuning grid over them fits once.
+        untuned_defaults: the hyper-parameters whose class defaults are no published
+            configuration (only the centre of a paper's search box: PLF, VRA+); fitting with all
+            of them at their defaults and no tuning raises an :class:`UntunedDefaultsWarning`,
+            and ``oodbench list detectors`` marks the detector ("defaults need tuning" in its presets column).
 
     Fields every detector has besides its own: ``fit_data`` (keyword only; ``None`` = the class's
     ``default_fit_data``, ``"none"`` for detectors that fit on no ID data), and the provenance
@@ -93,6 +102,7 @@ class Detector(ABC):
     paper: ClassVar[str] = ""
     default_fit_data: ClassVar[str] = "train"
     score_only_hyperparams: ClassVar[frozenset[str]] = frozenset()
+    untuned_defaults: ClassVar[tuple[str, ...]] = ()
 
     fit_data: str | None = field(default=None, kw_only=True)
     preset: str = field(default="", init=False, repr=False, compare=False)
@@ -189,9 +199,28 @@ class Detector(ABC):
                 f"detector {self.name!r} needs a CLIP model's text encoder: call "
                 "fit(train, model=oodbench.models.load('clip:<arch>/<pretrained tag>'))"
             )
+        self._warn_untuned()
         self._fit(data, model)
         self._fitted = True
         return self
+
+    def runs_untuned(self) -> bool:
+        """True when every one of ``untuned_defaults`` is at its class default and the detector
+        was not tuned (``tuning`` empty)."""
+        if not self.untuned_defaults or self.tuning:
+            return False
+        defaults = {f.name: f.default for f in dataclasses.fields(self) if f.init}
+        return all(getattr(self, name) == defaults[name] for name in self.untuned_defaults)
+
+    def _warn_untuned(self) -> None:
+        if self.runs_untuned():
+            warnings.warn(
+                f"detector {self.name!r} runs with its untuned defaults "
+                f"({', '.join(f'{k}={getattr(self, k)!r}' for k in self.untuned_defaults)}), "
+                "which are only the centre of its paper's search box, not a published "
+                "configuration, and can score below chance; tune it (oodbench.tune("
+                f"{self.name!r}, 'paper', ...) or tune = {{ ... }} in the experiment) or give "
+                "its hyper-parameters", UntunedDefaultsWarning, stacklevel=3)
 
     def _fit_activations(
         self, train: Activations | None, id_val: Activations | None
@@ -296,7 +325,8 @@ def create(name: str, *, preset: str | None = None, **hyperparams: Any) -> Detec
 
 def available() -> list[dict[str, Any]]:
     """One entry per registered detector: name, required inputs, defaults (with ``fit_data``
-    for detectors that fit on ID data), the presets it has, and paper."""
+    for detectors that fit on ID data), the presets it has, paper, and the hyper-parameters
+    whose defaults need tuning (``untuned_defaults``)."""
     from oodbench.detectors.presets import presets_of
 
     rows = []
@@ -304,7 +334,7 @@ def available() -> list[dict[str, Any]]:
         rows.append(
             {"name": name, "requires": sorted(cls.requires), "defaults": cls().hyperparams,
              "presets": presets_of(name), "paper": cls.paper,
-             "summary": summary(cls)}
+             "untuned_defaults": list(cls.untuned_defaults), "summary": summary(cls)}
         )
     return rows
 

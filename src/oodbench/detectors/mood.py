@@ -26,6 +26,13 @@ modelling on ImageNet-22k and fine-tuned on ImageNet-1k, MOOD's own checkpoint: 
 ``oodbench.models.load("timm:beit_large_patch16_224", num_classes=1000, weights=PATH)``.
 timm's ``beit_large_patch16_224.in22k_ft_in22k_in1k`` is another checkpoint (fine-tuned on
 22k, then 1k), so its numbers are not the row's.
+
+Preprocessing as published (:mod:`oodbench.models.preprocessing`): the official code evaluates
+at ``Resize(256) + CenterCrop(224)`` (crop 0.875) where timm's config gives 0.9 --
+``model.transform = mood_eval_transform(model)`` -- and fits the Gaussian on training features
+extracted with the fine-tuning's *training* augmentation (RandAugment, colour jitter, random
+erasing): ``with using_transform(model, mood_train_transform(model)): fit =
+oodbench.extract(model, train_source)``.
 """
 
 from __future__ import annotations

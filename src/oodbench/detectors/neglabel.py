@@ -14,6 +14,15 @@ Score, for normalised image embedding f, positives p_i, negatives n_j, tau = 0.0
 
     S(f) = sum_i e^{cos(f,p_i)/tau} / (sum_i e^{cos(f,p_i)/tau} + sum_j e^{cos(f,n_j)/tau})
 
+**A fixed negative list** (``negatives = "FILE"``): instead of mining, the prompts of a file are
+the negatives, each encoded as it stands (no template applied): a ``.npy`` array of strings, or
+a ``.txt`` file with one prompt per line (blank lines skipped). This is how CMA (Kim et al.,
+CVPR 2025) scores as published: the official ``inference.py`` (ma-kjh/CMA-OoDD, lines 41 and
+62-124) encodes the 10,000 prompts of ``Neglabel/neg_label_10000.npy`` as they are (8,500 "The
+nice X" nouns, 1,500 "This is a X photo" adjectives), the ID classes as "The nice {}", and
+scores the softmax mass of the ID columns of ``[cos(f, ID), cos(f, neg)] / 0.01`` -- one group,
+T = 0.01: :data:`CMA_SCORING` (with ``negatives`` the path of that file).
+
 Grouping: the last ``M mod n_groups`` negatives are dropped, the rest permuted (seeded), split into
 ``n_groups`` (100) equal groups, S computed against each group, and the mean taken. Computed
 stably as ``mean_g sigmoid(LSE_i(pos) - LSE_j(neg_g))``. With ``n_groups=1`` all negatives are
@@ -24,7 +33,10 @@ insensitive to that at ImageNet scale).
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -51,6 +63,50 @@ def mine_negative_labels(
     return order[: int(len(candidates) * fraction)].numpy()
 
 
+#: NegLabel as CMA's official inference.py scores (lines 41, 62-64, 72-73, 117-128): one group,
+#: T = 0.01, ID prompts "The nice {}"; give ``negatives`` the path of ``neg_label_10000.npy``
+CMA_SCORING = {"n_groups": 1, "temperature": 0.01, "positive_prompt": "The nice {}"}
+#: the file types ``negatives`` reads
+NEGATIVE_SUFFIXES = (".npy", ".txt")
+
+
+def read_negative_prompts(path: str | Path) -> list[str]:
+    """The prompts of a fixed negative list: a 1-D ``.npy`` array of strings or a ``.txt`` file
+    with one prompt per line (blank lines skipped); a one-line ``InvalidInputError`` for a
+    missing, empty or malformed file."""
+    file = Path(path)
+    where = f"neglabel: negatives file {str(file)!r}"
+    if file.suffix not in NEGATIVE_SUFFIXES:
+        raise InvalidInputError(f"{where}: expected a .npy array of strings or a .txt file with "
+                                "one prompt per line")
+    if not file.is_file():
+        raise InvalidInputError(f"{where} does not exist; give the path of the negative list "
+                                "(e.g. CMA's Neglabel/neg_label_10000.npy)")
+    if file.suffix == ".txt":
+        try:
+            prompts = [line.strip() for line in file.read_text(encoding="utf-8").splitlines()]
+        except UnicodeDecodeError as err:
+            raise InvalidInputError(f"{where} is not UTF-8 text ({err.reason})") from None
+        prompts = [p for p in prompts if p]
+    else:
+        try:
+            array = np.load(file, allow_pickle=False)
+        except (ValueError, OSError) as err:
+            raise InvalidInputError(f"{where} is not a readable .npy array of strings "
+                                    f"({str(err).splitlines()[0]})") from None
+        if array.ndim != 1 or array.dtype.kind not in "US":
+            raise InvalidInputError(f"{where} holds a {array.dtype} array of shape "
+                                    f"{array.shape}; expected a 1-D array of strings")
+        prompts = [str(p.decode() if isinstance(p, bytes) else p).strip() for p in array]
+        empty = [i for i, p in enumerate(prompts) if not p]
+        if empty:
+            raise InvalidInputError(f"{where}: entry {empty[0]} is empty ({len(empty)} empty "
+                                    "entries); every entry must be a prompt")
+    if not prompts:
+        raise InvalidInputError(f"{where} holds no prompts")
+    return prompts
+
+
 @register
 @dataclass
 class NegLabel(Detector):
@@ -69,8 +125,14 @@ class NegLabel(Detector):
     noun_prompt: str = "the nice {}"
     adj_prompt: str = "This is a {} photo"
     vocabulary: str | None = None
+    negatives: str | None = None
     seed: int = 0
     chunk_size: int = 4096
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.negatives is not None:
+            read_negative_prompts(self.negatives)  # a bad file is an error now, not at fit
 
     def _fit(self, train: Activations | None, model: object) -> None:
         if not 0 < self.neg_fraction <= 1 or not 0 <= self.percentile <= 1 or self.n_groups < 1:
@@ -83,6 +145,37 @@ class NegLabel(Detector):
             raise InvalidInputError("neglabel needs the CLIP classifier's class names (model.class_names)")
         encode = model.encode_text  # type: ignore[attr-defined]
         positives = encode([self.positive_prompt.format(c) for c in names]).cpu()
+        if self.negatives is not None:
+            negatives, kept_words = self._fixed_negatives(encode)
+        else:
+            negatives, kept_words = self._mined_negatives(encode, positives)
+        if len(negatives) < self.n_groups:
+            where = ("the negatives file holds" if self.negatives is not None else "neglabel mined")
+            raise InvalidInputError(
+                f"neglabel: {where} {len(negatives)} negative labels, fewer than "
+                f"n_groups={self.n_groups}: use a larger list (vocabulary / neg_fraction), or "
+                "fewer groups"
+            )
+        self.positives_ = positives.double()
+        self.negatives_ = negatives.double()
+        self.negative_words_ = kept_words
+        usable = len(negatives) - len(negatives) % self.n_groups
+        gen = torch.Generator().manual_seed(self.seed)
+        self.group_order_ = torch.randperm(usable, generator=gen) if self.n_groups > 1 else None
+
+    def _fixed_negatives(self, encode: Any) -> tuple[torch.Tensor, list[str]]:
+        """The prompts of ``negatives``, encoded as they stand (no mining)."""
+        if self.vocabulary is not None:
+            raise InvalidInputError(
+                "neglabel: give vocabulary (mine negatives from it) or negatives (a fixed list), "
+                "not both: a fixed list is used as it is, so the vocabulary would be unused")
+        prompts = read_negative_prompts(str(self.negatives))
+        self.negatives_sha256_ = hashlib.sha256(Path(str(self.negatives)).read_bytes()).hexdigest()
+        return encode(prompts).cpu(), prompts
+
+    def _mined_negatives(self, encode: Any, positives: torch.Tensor
+                         ) -> tuple[torch.Tensor, list[str]]:
+        """The WordNet words farthest from the ID labels (see the module docstring)."""
         words = load_vocabulary(self.vocabulary)
         kept_words: list[str] = []
         kept: list[torch.Tensor] = []
@@ -91,18 +184,7 @@ class NegLabel(Detector):
             idx = mine_negative_labels(positives, emb, fraction=self.neg_fraction, percentile=self.percentile)
             kept.append(emb[idx])
             kept_words += [words[pos][i] for i in idx]
-        negatives = torch.cat(kept)
-        if len(negatives) < self.n_groups:
-            raise InvalidInputError(
-                f"neglabel mined {len(negatives)} negative labels, fewer than n_groups={self.n_groups}: "
-                "use a larger vocabulary or neg_fraction, or fewer groups"
-            )
-        self.positives_ = positives.double()
-        self.negatives_ = negatives.double()
-        self.negative_words_ = kept_words
-        usable = len(negatives) - len(negatives) % self.n_groups
-        gen = torch.Generator().manual_seed(self.seed)
-        self.group_order_ = torch.randperm(usable, generator=gen) if self.n_groups > 1 else None
+        return torch.cat(kept), kept_words
 
     def _score(self, acts: Activations) -> np.ndarray:
         feats = as_tensor(acts.features)  # type: ignore[arg-type]

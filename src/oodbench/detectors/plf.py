@@ -132,6 +132,8 @@ class PLF(Detector):
              "2506.14194, not read) in the parameterisation of Mondal et al., arXiv 2602.05935, "
              "App. A")
     score_only_hyperparams = frozenset({"y_start", "y_end", "delta_y", "m1", "m2"})
+    #: the box's centre, no published configuration (presets.toml: paper protocol unavailable)
+    untuned_defaults = ("y_start", "y_end", "delta_y", "q1", "u", "m1", "m2")
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -98,6 +98,8 @@ class VRAPlus(Detector):
     paper = ("Xu, Lian, Liu & Tao, NeurIPS 2023, arXiv 2302.11716; parameterised as in Mondal et "
              "al., arXiv 2602.05935, App. A")
     score_only_hyperparams = frozenset({"gamma"})
+    #: the box's centre, no published configuration (presets.toml: paper protocol unavailable)
+    untuned_defaults = ("eta_alpha", "u", "gamma")
 
     def __post_init__(self) -> None:
         super().__post_init__()

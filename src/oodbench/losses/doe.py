@@ -12,7 +12,9 @@ cross-entropy to uniform, ``logsumexp z - mean_c z_c``, weight 1). After that, e
 1. **perturbation**: ``g = d L_sur(s z_out) / d s`` at ``s = 1`` with ``L_sur = -L_OE``
    (``g = mean_out(mean_c z_c - sum_c p_c z_c)``); the direction is one step of size 1 down
    ``g^2``, ``D_W = -d g^2 / d W``, for every weight matrix W (parameters of 2 or more
-   dimensions), rescaled to W's norm: ``P_W = ||W|| / (||D_W|| + 1e-20) * D_W``; averaged over
+   dimensions whose name contains "weight", as the official ``diff_in_weights``: not a ViT's
+   ``pos_embed`` or ``cls_token``), computed with dropout off (the official proxy model has
+   ``dropRate=0``), rescaled to W's norm: ``P_W = ||W|| / (||D_W|| + 1e-20) * D_W``; averaged over
    steps, ``P <- 0.6 P + 0.4 P_new`` (the first step takes ``P_new``);
 2. **OE step at theta + gamma P**, gamma drawn uniformly from {1e-1, 1e-2, 1e-3, 1e-4}: the
    gradient of ``L_OE`` there (clipped to norm 1), then theta is restored *exactly* (copied back)

@@ -33,6 +33,9 @@ from oodbench.errors import InvalidInputError
 from oodbench.losses.base import Loss, SwitchEpoch, register
 from oodbench.losses.logitnorm import LogitNorm
 
+#: ``head_templates``: the official 18 templates, or the model's own
+HEAD_TEMPLATES = ("npos", "model")
+
 
 @register
 class NPOS(Loss):
@@ -55,15 +58,22 @@ class NPOS(Loss):
         self, tau: float = 8.0, weight: float = 0.1, queue_size: int = 1000, boundary: int = 300,
         k: int = 400, samples: int = 1500, sigma: float = 0.1, keep: int = 2,
         start_epoch: int = 40, frozen_blocks: int = 10, mlp_hidden: int = 32,
-        mlp_lr_ratio: float = 0.1,
+        mlp_lr_ratio: float = 0.1, head_templates: str = "npos",
     ):
         """``tau``: LogitNorm's t; ``weight``: the outlier loss's weight; per class a FIFO
         queue of ``queue_size`` ID embeddings, its ``boundary`` points with the largest
         ``k``-th-NN distance, ``samples`` Gaussian draws (std ``sigma``) around one of them, of
         which the ``keep`` with the largest k-NN distance become outliers, from epoch
         ``start_epoch`` (0-based) on; the first ``frozen_blocks`` vision blocks stay frozen;
-        phi has ``mlp_hidden`` hidden units and ``mlp_lr_ratio`` times the learning rate."""
+        phi has ``mlp_hidden`` hidden units and ``mlp_lr_ratio`` times the learning rate;
+        ``head_templates``: the prompt templates of the zero-shot head trained against,
+        ``"npos"`` (the official 18, ``oodbench.models.clip.NPOS_TEMPLATES``; the model's head
+        is rebuilt with them) or ``"model"`` (the model's own templates)."""
         super().__init__()
+        if head_templates not in HEAD_TEMPLATES:
+            raise InvalidInputError(
+                f"npos: head_templates must be one of {HEAD_TEMPLATES}; got {head_templates!r}")
+        self.head_templates = head_templates
         for key, value in (("queue_size", queue_size), ("boundary", boundary), ("k", k),
                            ("samples", samples), ("keep", keep), ("mlp_hidden", mlp_hidden)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -97,8 +97,22 @@ def activation_mismatch(arch: str, tag: str | None) -> str | None:
             f"model's); {fix}")
 
 
+#: the 18 prompt templates of NPOS' zero-shot head (deeplearning-wisc/npos
+#: CLIP_based/OOD/CLIP/CLIP_ft.py:196-215): "a photo of a {}." and eight variants, each with
+#: "a" and with "the"
+NPOS_TEMPLATES: tuple[str, ...] = tuple(
+    phrase.format(article=article) + " {}."
+    for article in ("a", "the")
+    for phrase in ("a photo of {article}", "a blurry photo of {article}",
+                   "a black and white photo of {article}", "a low contrast photo of {article}",
+                   "a high contrast photo of {article}", "a bad photo of {article}",
+                   "a good photo of {article}", "a photo of {article} small",
+                   "a photo of {article} big"))
+
+
 def resolve_templates(templates: str | Sequence[str | Template] | None) -> list[Template]:
-    """Prompt templates: ``"openai"`` (80, default), ``"simple"`` (7), or your own.
+    """Prompt templates: ``"openai"`` (80, default), ``"simple"`` (7), ``"npos"`` (NPOS' 18,
+    :data:`NPOS_TEMPLATES`), or your own.
 
     Your own may be callables or format strings with one ``{}`` (``"a photo of a {}."``).
     """
@@ -107,9 +121,12 @@ def resolve_templates(templates: str | Sequence[str | Template] | None) -> list[
         return list(open_clip.OPENAI_IMAGENET_TEMPLATES)
     if templates == "simple":
         return list(open_clip.SIMPLE_IMAGENET_TEMPLATES)
+    if templates == "npos":
+        return [t.format for t in NPOS_TEMPLATES]
     if isinstance(templates, str):
         raise InvalidInputError(
-            f"templates={templates!r}: use 'openai', 'simple' or a list of format strings with '{{}}'"
+            f"templates={templates!r}: use 'openai', 'simple', 'npos' or a list of format "
+            "strings with '{}'"
         )
     out: list[Template] = []
     for t in templates:

@@ -131,8 +131,8 @@ def run_training(config: TrainConfig | str | Path, *, progress: bool = True) -> 
     return train(
         load_model(config.model), build_source(config.data.train), out=training_output(config),
         loss=s.loss, loss_options=s.loss_options, trainable=s.trainable, seed=s.seed,
-        device=s.device, amp=s.amp, num_workers=s.num_workers,
-        outlier_batch_size=s.outlier_batch_size,
+        device=s.device, amp=s.resolved_amp(), num_workers=s.num_workers,
+        outlier_batch_size=s.resolved_outlier_batch_size(),
         outliers=None if config.data.outliers is None else build_source(config.data.outliers),
         optim=s.optim(), progress=progress,
     )

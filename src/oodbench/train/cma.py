@@ -9,7 +9,9 @@ batch and their labels: image embeddings u = encode_image(x), text embeddings v 
 once per distinct class of the batch and its embeddings are repeated (the official code encodes
 one prompt per sample: the same values and the same gradient). Defaults of the paper: AdamW,
 lr 1e-5, weight decay 0.1, batch 512, 10 epochs, 500 warm-up steps then cosine to 0 (the
-official ``CosineAnnealingWarmupRestarts``; oodbench's warm-up is ``(s + 1) / W``).
+official ``CosineAnnealingWarmupRestarts``; oodbench's warm-up is ``(s + 1) / W``), float32,
+RandomResizedCrop(224, scale 0.9-1, bicubic): :data:`oodbench.train.method_defaults.CMA`, the
+default of ``train(loss="cma")`` (``transform=None`` takes the recipe's augmentation).
 
 Under ``torchrun`` every rank all-gathers the embeddings of the others with their gradients
 (:func:`oodbench.train.ddp.gather_with_grad`) and computes the loss of the whole global batch,
@@ -37,7 +39,7 @@ from oodbench.extract.runtime import autocast, place_model, resolve_amp
 from oodbench.losses.cma import CMA
 from oodbench.models.classifier import Classifier
 from oodbench.train import checkpoint as ckpt
-from oodbench.train import ddp
+from oodbench.train import ddp, method_defaults
 from oodbench.train.labels import select_classes
 from oodbench.train.method_loop import (
     Placement,
@@ -83,7 +85,7 @@ def train_cma(
         [criterion.train_prompt.format(name) for name in clip_model.class_names]).to(place.device)
     labels = np.asarray(source.labels, dtype=np.int64)
     scaler = torch.amp.GradScaler("cuda") if amp_dtype == torch.float16 else None
-    load = transform or model.transform
+    load = transform or method_defaults.CMA.transform(model.transform)
 
     def run_epoch(epoch: int, advance: Callable[[int, float], None]) -> dict[str, Any]:
         global_batches, local = place.epoch_batches(epoch)

@@ -11,12 +11,13 @@
     loss = "logitnorm"              # oodbench.losses.available(); options in loss_options
     loss_options = { tau = 0.04 }
     trainable = "all"               # "head", "last_block" or "all"
-    epochs = 30                     # the optimiser keys: oodbench.train.optim.OptimSettings,
-    batch_size = 128                # with its defaults (10 epochs, batch 128, lr 0.1, ...)
-    lr = 0.1
-    optimizer = "sgd"               # or "adamw"
-    schedule = "cosine"             # or "constant"
-    warmup_epochs = 0               # or warmup_fraction = 0.1 (of all steps)
+    epochs = 30                     # the optimiser keys: oodbench.train.optim.OptimSettings;
+    batch_size = 128                # each key left out takes the loss's published recipe
+    lr = 0.1                        # (oodbench.train.method_defaults: cma, npos, doe, um,
+    optimizer = "sgd"               # umap), else the generic defaults (10 epochs, batch 128,
+    schedule = "cosine"             # lr 0.1, ...); schedule "cosine", "constant" or "step"
+    warmup_epochs = 0               # (with milestones = [60], step_factor = 10);
+                                    # or warmup_fraction = 0.1 (of all steps)
     seed = 0
     # output = "runs/resnet18-logitnorm"   default: the training cache (see below)
 
@@ -48,8 +49,9 @@ from oodbench.data.spec import SourceSpec
 from oodbench.errors import ConfigError, NoOpSettingError, OodbenchError
 from oodbench.models.spec import ModelSpec
 from oodbench.schema import At, ConfigPath, Schema, parse, read_toml
+from oodbench.train.method_defaults import defaults_for
 from oodbench.train.optim import FIELDS as OPTIM_FIELDS
-from oodbench.train.optim import FINETUNE, OptimSettings
+from oodbench.train.optim import OptimSettings
 
 
 class TrainConfigError(ConfigError):
@@ -60,25 +62,29 @@ class TrainSettings(Schema):
     """The ``[train]`` table: loss, what trains, optimiser, schedule, seed, output.
 
     The optimiser keys are the fields of :class:`~oodbench.train.optim.OptimSettings`, flat in
-    the table, with its defaults (:data:`~oodbench.train.optim.FINETUNE`, the defaults of
-    ``oodbench.train.train``); :meth:`optim` turns them into one."""
+    the table; a key left out (``None``) takes the loss's published recipe
+    (:func:`oodbench.train.method_defaults.defaults_for`, the defaults of
+    ``oodbench.train.train``), as do ``amp`` and ``outlier_batch_size``; :meth:`optim` turns
+    them into one."""
 
     name: StrictStr = ""
     output: ConfigPath | None = None
     loss: StrictStr = "ce"
     loss_options: dict[str, Any] = Field(default_factory=dict)
     trainable: Literal["head", "last_block", "all"] = "all"
-    epochs: StrictInt = FINETUNE.epochs
-    batch_size: StrictInt = FINETUNE.batch_size
-    lr: float = FINETUNE.lr
-    weight_decay: float = FINETUNE.weight_decay
-    optimizer: Literal["sgd", "adamw"] = "sgd"
-    schedule: Literal["cosine", "constant"] = "cosine"
-    warmup_epochs: StrictInt = FINETUNE.warmup_epochs
-    warmup_fraction: float = FINETUNE.warmup_fraction
+    epochs: StrictInt | None = None
+    batch_size: StrictInt | None = None
+    lr: float | None = None
+    weight_decay: float | None = None
+    optimizer: Literal["sgd", "adamw"] | None = None
+    schedule: Literal["cosine", "constant", "step"] | None = None
+    warmup_epochs: StrictInt | None = None
+    warmup_fraction: float | None = None
+    milestones: list[StrictInt] | None = None
+    step_factor: float | None = None
     seed: StrictInt = 0
     device: StrictStr = "auto"
-    amp: Literal["auto", "off", "bf16", "fp16"] = "auto"
+    amp: Literal["auto", "off", "bf16", "fp16"] | None = None
     num_workers: StrictInt | Literal["auto"] = "auto"
     outlier_batch_size: StrictInt | None = None
 
@@ -105,14 +111,29 @@ class TrainSettings(Schema):
         return self
 
     def optim(self) -> OptimSettings:
-        """The table's optimiser settings (``InvalidInputError`` when they are invalid)."""
-        return OptimSettings(**{k: getattr(self, k) for k in OPTIM_FIELDS})
+        """The table's optimiser settings over the loss's recipe (``InvalidInputError`` when
+        they are invalid)."""
+        given = {k: getattr(self, k) for k in OPTIM_FIELDS}
+        if given["milestones"] is not None:
+            given["milestones"] = tuple(given["milestones"])
+        return defaults_for(self.loss).merge(given)
+
+    def resolved_amp(self) -> str:
+        """``amp``, else the loss's recipe's."""
+        return self.amp or defaults_for(self.loss).amp
+
+    def resolved_outlier_batch_size(self) -> int | None:
+        """``outlier_batch_size``, else the loss's recipe's (``None``: twice the batch)."""
+        return self.outlier_batch_size or defaults_for(self.loss).outlier_batch_size
 
     def record(self) -> dict[str, Any]:
         """What decides the weights, for a run's content key: every key but name, output,
-        device and num_workers; the optimiser's as :meth:`OptimSettings.as_dict` records it."""
+        device and num_workers, as resolved against the loss's recipe; the optimiser's as
+        :meth:`OptimSettings.as_dict` records it."""
         out = {k: v for k, v in self.model_dump().items()
                if k not in ("name", "output", "device", "num_workers", *OPTIM_FIELDS)}
+        out["amp"] = self.resolved_amp()
+        out["outlier_batch_size"] = self.resolved_outlier_batch_size()
         return {**out, **self.optim().as_dict()}
 
 

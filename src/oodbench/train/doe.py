@@ -3,10 +3,19 @@
     perturbation(runner, x, n_in, params)  P_new for every weight matrix (the scale-gradient step)
     DOEHooks.step                          warm-up: CE + OE; then OE at theta + gamma P,
                                            theta restored exactly, CE at theta
+
+As the official proxy (QizhouWang/DOE doe_final.py:144, ``WideResNet(..., dropRate=0)``, put in
+train mode at line 161, so BatchNorm uses the batch's statistics), the perturbation pass runs
+with every dropout and drop-path module off and BatchNorm as the loop has it; and only the
+parameters the official ``diff_in_weights`` moves are perturbed (utils/utils_awp.py:13-15:
+more than one dimension *and* ``"weight"`` in the parameter's name), so a ViT's ``pos_embed``
+and ``cls_token`` stay where they are (:func:`perturbed_parameters`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,17 +41,52 @@ def _buffers(module: torch.nn.Module) -> list[torch.Tensor]:
     return [b for b in module.buffers()]
 
 
+def perturbed_parameters(runner: torch.nn.Module, params: list[torch.nn.Parameter]
+                         ) -> list[torch.nn.Parameter]:
+    """The parameters of ``params`` DOE perturbs, in ``params``' order: those with more than one
+    dimension whose name in ``runner`` contains ``"weight"`` (utils/utils_awp.py:13-15)."""
+    named = {id(p) for name, p in runner.named_parameters() if p.ndim >= 2 and "weight" in name}
+    return [p for p in params if id(p) in named]
+
+
+#: timm's random-drop modules that are not ``nn.Dropout``s (stochastic depth, token and block
+#: dropping); in eval mode each is the identity
+TIMM_DROP_MODULES = frozenset({"DropPath", "PatchDropout", "DropBlock2d"})
+
+
+def _is_dropout(module: torch.nn.Module) -> bool:
+    """Dropout of any kind, and timm's :data:`TIMM_DROP_MODULES`."""
+    return (isinstance(module, torch.nn.modules.dropout._DropoutNd)
+            or type(module).__name__ in TIMM_DROP_MODULES)
+
+
+@contextmanager
+def dropout_off(runner: torch.nn.Module) -> Iterator[None]:
+    """Every dropout / drop-path module of ``runner`` in eval mode for the block (the official
+    proxy has ``dropRate=0``); the others keep their mode (BatchNorm stays in train mode)."""
+    switched = [m for m in runner.modules() if _is_dropout(m) and m.training]
+    for m in switched:
+        m.eval()
+    try:
+        yield
+    finally:
+        for m in switched:
+            m.train()
+
+
 def perturbation(
     runner: torch.nn.Module, x: torch.Tensor, n_in: int, weights: list[torch.nn.Parameter],
     share: float = 1.0,
 ) -> list[torch.Tensor]:
     """``P_W = ||W|| / (||D_W|| + EPS) * D_W`` with ``D_W = -d g^2 / d W`` for each of ``weights``
-    (``g``: :func:`scale_gradient` of the outlier rows ``x[n_in:]``). BatchNorm running
-    statistics are left as they were (the official code runs this pass on a proxy copy)."""
+    (``g``: :func:`scale_gradient` of the outlier rows ``x[n_in:]``), with dropout off. BatchNorm
+    running statistics are left as they were (the official code runs this pass on a proxy
+    copy)."""
     saved = [b.detach().clone() for b in _buffers(runner)]
     for w in weights:
         w.grad = None
-    logits = runner(x)
+    with dropout_off(runner):
+        logits = runner(x)
     (scale_gradient(logits[n_in:]) ** 2 * share).backward()
     with torch.no_grad():
         for b, old in zip(_buffers(runner), saved):
@@ -60,8 +104,6 @@ class DOEHooks(LoopHooks):
 
     average_: list[torch.Tensor] | None = None
 
-    def _weights(self, params: list[torch.nn.Parameter]) -> list[torch.nn.Parameter]:
-        return [p for p in params if p.ndim >= 2]
 
     def _clipped_step(self, batch: Batch, loss: torch.Tensor, restore: list[torch.Tensor] | None = None) -> None:
         batch.optimizer.zero_grad(set_to_none=True)
@@ -69,7 +111,7 @@ class DOEHooks(LoopHooks):
         torch.nn.utils.clip_grad_norm_(batch.params, self.criterion.clip_norm)  # type: ignore[arg-type]
         if restore is not None:
             with torch.no_grad():
-                for w, theta in zip(self._weights(batch.params), restore):
+                for w, theta in zip(perturbed_parameters(batch.runner, batch.params), restore):
                     w.copy_(theta)
         batch.optimizer.step()
 
@@ -83,7 +125,7 @@ class DOEHooks(LoopHooks):
             loss = F.cross_entropy(logits[:n], batch.y) + uniform_cross_entropy(logits[n:]).mean()
             self._clipped_step(batch, loss)
             return loss.detach()
-        weights = self._weights(batch.params)
+        weights = perturbed_parameters(batch.runner, batch.params)
         rng = np.random.default_rng([batch.seed, batch.epoch, batch.index, 0xD0E])
         gamma = c.gammas[int(rng.integers(len(c.gammas)))]
         with batch.autocast():

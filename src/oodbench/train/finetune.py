@@ -9,6 +9,10 @@
   frozen modules stay in eval mode (BatchNorm statistics do not move).
 * **Optimiser and schedule**: :class:`~oodbench.train.optim.OptimSettings` (SGD/AdamW, cosine
   with linear warm-up, per step).
+* **Each method's published recipe is its default** (:mod:`oodbench.train.method_defaults`):
+  ``loss="cma"`` without ``optim=`` trains with CMA's AdamW 1e-5 / batch 512 / 10 epochs in
+  float32 with its RandomResizedCrop, NPOS, DOE, UM and UMAP with theirs; other losses with
+  oodbench's generic fine-tuning settings (:data:`~oodbench.train.optim.FINETUNE`).
 * **Seeded data order**: epoch ``e`` visits the labelled rows in the order
   ``default_rng([seed, e]).permutation``, and dropout draws from ``torch.manual_seed`` of the same
   pair, so a run is a function of its config.
@@ -51,12 +55,12 @@ from oodbench.extract.runtime import autocast, place_model, resolve_amp, resolve
 from oodbench.losses.base import Loss
 from oodbench.models.classifier import Classifier
 from oodbench.train import checkpoint as ckpt
-from oodbench.train import ddp, doe, method_settings, unleashing_mask
+from oodbench.train import ddp, doe, method_defaults, method_settings, unleashing_mask
 from oodbench.train.cma import train_cma
 from oodbench.train.hooks import Batch, LoopHooks, Run
 from oodbench.train.labels import select_classes
 from oodbench.train.npos import train_npos
-from oodbench.train.optim import FINETUNE, OptimSettings
+from oodbench.train.optim import OptimSettings
 from oodbench.train.optim import resolve as optim_settings
 from oodbench.train.parts import network, trainable_modules
 from oodbench.train.progress import training_bar
@@ -78,7 +82,7 @@ def train(
     seed: int = 0,
     resume: bool = True,
     device: str | torch.device = "auto",
-    amp: str = "auto",
+    amp: str | None = None,
     num_workers: int | str = "auto",
     transform: Callable[..., torch.Tensor] | None = None,
     outliers: Source | None = None,
@@ -96,22 +100,29 @@ def train(
         loss, loss_options: a loss of :func:`oodbench.losses.available` and its options.
         trainable: ``"head"``, ``"last_block"`` or ``"all"``.
         optim: the optimiser settings (:class:`OptimSettings`; ``batch_size`` is global, over
-            all DDP ranks); default :data:`~oodbench.train.optim.FINETUNE` (10 epochs, batch
-            128, SGD lr 0.1, cosine). The old keywords ``epochs=``, ``batch_size=``, ``lr=``,
-            ... still work (changing ``FINETUNE``) with a ``DeprecatedArgumentWarning``.
+            all DDP ranks); default the loss's published recipe
+            (:func:`oodbench.train.method_defaults.defaults_for`), else
+            :data:`~oodbench.train.optim.FINETUNE` (10 epochs, batch 128, SGD lr 0.1, cosine).
+            The old keywords ``epochs=``, ``batch_size=``, ``lr=``, ... still work (changing
+            that default) with a ``DeprecatedArgumentWarning``.
         resume: continue from ``out`` when it holds a checkpoint of the same config
             (``False``: start again and overwrite it).
-        amp: ``"auto"`` (bf16/fp16 autocast on CUDA, off on CPU), ``"off"``, ``"bf16"``, ``"fp16"``.
+        amp: ``"auto"`` (bf16/fp16 autocast on CUDA, off on CPU), ``"off"``, ``"bf16"``,
+            ``"fp16"``; default the recipe's (CMA: ``"off"``), else ``"auto"``.
         transform: PIL image -> tensor for training (e.g. with augmentation); default the
-            model's own eval transform.
+            recipe's augmentation (CMA's RandomResizedCrop) around the model's normalisation,
+            else the model's own eval transform.
         outliers: outlier images for losses that need them (``oe``); each step reads
-            ``outlier_batch_size`` of them (default ``2 * batch_size``).
+            ``outlier_batch_size`` of them (default the recipe's, else ``2 * batch_size``).
     """
-    settings = optim_settings(optim, FINETUNE, deprecated, "train")
+    recipe = method_defaults.defaults_for(loss)
+    settings = optim_settings(optim, recipe.optim, deprecated, "train")
     epochs, batch_size = settings.epochs, settings.batch_size
     criterion = losses.create(loss, **dict(loss_options or {}))
     method_settings.check(criterion, method_settings.run_settings(
         settings, trainable=trainable, outliers=outliers, outlier_batch_size=outlier_batch_size))
+    amp = recipe.amp if amp is None else amp
+    outlier_batch_size = outlier_batch_size or recipe.outlier_batch_size
     if criterion.trainer in METHOD_TRAINERS:
         return METHOD_TRAINERS[criterion.trainer](
             model, source, criterion, settings, out=out, seed=seed, resume=resume,
@@ -129,7 +140,7 @@ def train(
     dev = resolve_device(f"cuda:{local_rank}" if world > 1 and torch.cuda.is_available() else device)
     amp_dtype = resolve_amp(amp, dev)
     out_batch = outlier_batch_size or 2 * batch_size
-    load = transform or model.transform
+    load = transform or recipe.transform(model.transform)
     initial_digest = model.weights_digest()
     hooks = hooks_for(criterion)
     method_config = hooks.prepare(Run(model, modules, source, rows, batch_size, seed, dev,

@@ -7,7 +7,8 @@ Every loss declares (:class:`oodbench.losses.base.Loss`):
   ``trainable`` / ``outliers`` / ``outlier_batch_size`` and the fields of
   :class:`~oodbench.train.optim.OptimSettings`), each with what it does instead. ``outliers``
   and ``outlier_batch_size`` are unused by every loss without ``needs_outliers``. A setting
-  given a value other than its default (:data:`DEFAULTS`) is refused, e.g. ``warmup_epochs``
+  given a value other than its default (:func:`defaults`: the method's published recipe,
+  :mod:`oodbench.train.method_defaults`) is refused, e.g. ``warmup_epochs``
   with ``loss="cma"`` (whose warm-up is its own ``warmup_steps``);
 * ``switch_epochs``: the options naming the epoch from which part of the method switches on
   (NPOS ``start_epoch``: its outlier loss; DOE ``warmup``: its perturbed step); a value >= the
@@ -28,14 +29,21 @@ from typing import Any
 from oodbench import losses
 from oodbench.errors import NoOpSettingError
 from oodbench.losses.base import Loss
+from oodbench.train.method_defaults import defaults_for
 from oodbench.train.optim import FIELDS as OPTIM_FIELDS
 from oodbench.train.optim import OptimSettings
 
-#: the default of every training setting a method may leave unused
-DEFAULTS: dict[str, Any] = {
-    **{name: getattr(OptimSettings(), name) for name in OPTIM_FIELDS},
-    "trainable": "all", "outliers": None, "outlier_batch_size": None,
-}
+
+def defaults(loss: str) -> dict[str, Any]:
+    """The default of every training setting a method may leave unused, for ``loss`` (its
+    recipe's optimiser settings, :func:`oodbench.train.method_defaults.defaults_for`)."""
+    optim = defaults_for(loss).optim
+    return {**{name: getattr(optim, name) for name in OPTIM_FIELDS},
+            "trainable": "all", "outliers": None, "outlier_batch_size": None}
+
+
+#: the defaults of a loss without a published recipe
+DEFAULTS: dict[str, Any] = defaults("")
 
 
 def unused_settings(criterion: Loss) -> dict[str, str]:
@@ -65,11 +73,12 @@ def check(criterion: Loss, settings: Mapping[str, Any]) -> None:
     """Refuse ``settings`` (from :func:`run_settings`) when ``criterion`` would leave one of
     them unused, or when an option of ``switch_epochs`` is >= ``settings["epochs"]``."""
     label = f"loss {criterion.name!r}"
+    default = defaults(criterion.name)
     for name, reason in unused_settings(criterion).items():
-        value = settings.get(name, DEFAULTS[name])
-        if value != DEFAULTS[name]:
+        value = settings.get(name, default[name])
+        if value != default[name]:
             fix = ("give no outlier source" if name == "outliers"
-                   else f"leave {name} at its default {DEFAULTS[name]!r}")
+                   else f"leave {name} at its default {default[name]!r}")
             raise NoOpSettingError(
                 f"{label} does not use {_shown(name, value)}: {reason}; {fix}", name)
     epochs = settings["epochs"]

@@ -17,8 +17,10 @@ Per step: the batch's raw embeddings enter the class queues; once they are full 
 BCE of phi. The official optimiser is SGD with Nesterov momentum 0.9, lr 0.1, weight decay
 1e-4, phi at ``mlp_lr_ratio`` (0.1) times the learning rate, batch 1000, 100 epochs; oodbench
 sets Nesterov on SGD's groups and phi's learning-rate ratio, and takes the schedule from the
-config (the official ``MultiStepLR(milestones=[60], gamma=10)``, a tenfold *increase* at epoch
-60, has no counterpart; use ``schedule = "constant"`` for the first 60 epochs' behaviour).
+config; its default is the official recipe (:data:`oodbench.train.method_defaults.NPOS`: batch
+1000, weight decay 1e-4, 100 epochs, the official ``MultiStepLR(milestones=[60], gamma=10)``, a
+tenfold *increase* at epoch 60, as ``schedule="step"``). The zero-shot head is rebuilt with the
+official 18 prompt templates (``head_templates="npos"``; ``"model"`` keeps the model's own).
 Without augmentation (the cache fixes each image's tokens, as in the official feature files).
 
 Under ``torchrun`` every rank gathers the whole global batch's logits (with gradients) and
@@ -49,6 +51,7 @@ from oodbench.errors import InvalidInputError
 from oodbench.extract.runtime import autocast, place_model, resolve_amp
 from oodbench.losses.npos import NPOS
 from oodbench.models.classifier import Classifier
+from oodbench.models.clip import resolve_templates
 from oodbench.train import checkpoint as ckpt
 from oodbench.train import ddp
 from oodbench.train.frozen_cache import frozen_outputs
@@ -127,6 +130,9 @@ def train_npos(
     """Fine-tune a CLIP ViT classifier with NPOS (see the module docstring); the files under
     ``out`` are those of :func:`oodbench.train.train`, plus the frozen blocks' cache."""
     clip_model = require_clip(model, "npos")
+    if criterion.head_templates == "npos":
+        clip_model.templates = resolve_templates("npos")
+        clip_model.refresh_text_head()
     split = VisionSplit(cast(nn.Module, clip_model.clip.visual), criterion.frozen_blocks,
                         model.spec)
     n_classes = clip_model.num_classes

@@ -11,17 +11,22 @@ The same type is what a training config's ``[train]`` table becomes
 block with. Each entry point starts from a named preset of this module and changes only the
 fields it is given.
 
-SGD (momentum 0.9) or AdamW; per-step schedule "cosine" (after a linear warm-up) or
-"constant". The cosine schedule is SGDR's single cycle (Loshchilov & Hutter, ICLR 2017,
+SGD (momentum 0.9) or AdamW; per-step schedule "cosine" (after a linear warm-up),
+"constant", or "step": the learning rate multiplied by ``step_factor`` at the start of each
+epoch of ``milestones`` (PyTorch's ``MultiStepLR`` stepped once per epoch, as NPOS' official
+recipe, :mod:`oodbench.train.method_defaults`). The cosine schedule is SGDR's single cycle (Loshchilov & Hutter, ICLR 2017,
 arXiv 1608.03983) down to 0:
 
     factor(s) = (s + 1) / W                                 for s < W (warm-up steps)
     factor(s) = 0.5 * (1 + cos(pi * (s - W) / (S - W)))     for W <= s < S (S = all steps)
+    factor(s) = step_factor ** #{m in milestones: s >= m * steps per epoch}     ("step")
 
 W = ``warmup_epochs`` x steps per epoch, or ``round(warmup_fraction x S)`` (at most one of
 the two is non-zero).
 
-Defaults (the fields of :class:`OptimSettings`, = :data:`FINETUNE`) and where they come from:
+Defaults (the fields of :class:`OptimSettings`, = :data:`FINETUNE`) and where they come from
+(a loss with a published recipe -- cma, npos, doe, um, umap -- starts from its recipe instead:
+:mod:`oodbench.train.method_defaults`):
 
 * ``batch_size=128, lr=0.1, weight_decay=5e-4``, SGD with momentum 0.9: the CIFAR training
   setup of LogitNorm (Wei et al., ICML 2022, Sec. 4.1, and their code's ``train.py``), the
@@ -57,7 +62,7 @@ import torch
 from oodbench.errors import InvalidInputError
 
 OPTIMIZERS = ("sgd", "adamw")
-SCHEDULES = ("cosine", "constant")
+SCHEDULES = ("cosine", "constant", "step")
 SGD_MOMENTUM = 0.9
 
 
@@ -78,8 +83,24 @@ class OptimSettings:
     schedule: str = "cosine"
     warmup_epochs: int = 0
     warmup_fraction: float = 0.0
+    milestones: tuple[int, ...] = ()
+    step_factor: float = 0.1
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "milestones", tuple(self.milestones))
+        if any(isinstance(m, bool) or not isinstance(m, int) or not 0 < m < self.epochs
+               for m in self.milestones) or list(self.milestones) != sorted(set(self.milestones)):
+            raise InvalidInputError(
+                f"milestones must be increasing epochs in (0, epochs={self.epochs}); got "
+                f"{list(self.milestones)!r} (a step at or after the last epoch would never be "
+                "taken): give milestones below epochs, or another schedule ('cosine', "
+                "'constant')")
+        if (self.schedule == "step") != bool(self.milestones):
+            raise InvalidInputError(
+                "milestones go with schedule='step' (and it needs at least one); got "
+                f"schedule={self.schedule!r}, milestones={list(self.milestones)!r}")
+        if not self.step_factor > 0:
+            raise InvalidInputError(f"step_factor must be > 0; got {self.step_factor!r}")
         for name in ("epochs", "batch_size"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -107,11 +128,15 @@ class OptimSettings:
             raise InvalidInputError(f"schedule must be one of {SCHEDULES}; got {self.schedule!r}")
 
     def as_dict(self) -> dict[str, Any]:
-        """The settings for a run's record. ``warmup_fraction`` is left out at 0 (it came
-        later), so the records and cache keys of runs made before it still match."""
+        """The settings for a run's record. ``warmup_fraction`` is left out at 0, and
+        ``milestones`` / ``step_factor`` unless the schedule is "step" (they came later), so the
+        records and cache keys of runs made before them still match."""
         out = asdict(self)
+        out["milestones"] = list(self.milestones)
         if not self.warmup_fraction:
             del out["warmup_fraction"]
+        if self.schedule != "step":
+            del out["milestones"], out["step_factor"]
         return out
 
     def warmup_steps(self, steps_per_epoch: int) -> int:
@@ -131,8 +156,10 @@ class OptimSettings:
     ) -> torch.optim.lr_scheduler.LambdaLR:
         total = self.epochs * steps_per_epoch
         warmup = self.warmup_steps(steps_per_epoch)
+        boundaries = tuple(m * steps_per_epoch for m in self.milestones)
         return torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lambda step: lr_factor(step, total, warmup, self.schedule)
+            optimizer, lambda step: lr_factor(step, total, warmup, self.schedule,
+                                              boundaries, self.step_factor)
         )
 
 
@@ -175,11 +202,15 @@ def resolve(optim: OptimSettings | None, default: OptimSettings, legacy: Mapping
     return replace(default, **legacy)
 
 
-def lr_factor(step: int, total: int, warmup: int, schedule: str) -> float:
-    """The multiplier of the base learning rate at optimisation step ``step`` (see module)."""
+def lr_factor(step: int, total: int, warmup: int, schedule: str,
+              boundaries: tuple[int, ...] = (), step_factor: float = 0.1) -> float:
+    """The multiplier of the base learning rate at optimisation step ``step`` (see module);
+    ``boundaries``: the "step" schedule's milestones in optimisation steps."""
     if step < warmup:
         return (step + 1) / warmup
     if schedule == "constant":
         return 1.0
+    if schedule == "step":
+        return float(step_factor ** sum(step >= b for b in boundaries))
     progress = (step - warmup) / max(total - warmup, 1)
     return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))

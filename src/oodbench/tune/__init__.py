@@ -67,6 +67,7 @@ import copy
 import math
 import sys
 import types
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -75,6 +76,7 @@ import pandas as pd
 
 from oodbench import metrics
 from oodbench.detectors import Detector, create
+from oodbench.detectors.base import UntunedDefaultsWarning
 from oodbench.detectors.presets import preset_for
 from oodbench.errors import InvalidInputError
 from oodbench.extract.activations import Activations
@@ -83,6 +85,7 @@ from oodbench.tune import ood_val as _ood_val  # noqa: F401  (registers ood_val)
 from oodbench.tune import paper_protocol as _paper  # noqa: F401  (registers held_out_paper)
 from oodbench.tune.criteria import ID_CRITERIA, OOD_CRITERIA, id_metrics, resolve_criterion
 from oodbench.tune.dispatch import search as run_search
+from oodbench.tune.edges import warn_edges
 from oodbench.tune.paper_space import paper_space
 from oodbench.tune.protocol import PROTOCOLS, TuningProtocol, register
 from oodbench.tune.result import TuneResult
@@ -119,6 +122,25 @@ def tune(
     grid: Mapping[str, Sequence[Any]] | str,
     id_val: Activations,
     ood_val: Activations | None = None,
+    **kwargs: Any,
+) -> TuneResult:
+    """Pick the detector's hyper-parameters from ``grid`` (see :func:`_tune` for the arguments).
+
+    The candidates a search fits are not the detector's untuned run, so they raise no
+    ``UntunedDefaultsWarning``; a best value at the edge of the searched space raises an
+    :class:`~oodbench.tune.edges.EdgeOfSpaceWarning` (:mod:`oodbench.tune.edges`)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UntunedDefaultsWarning)
+        result, space = _tune(detector_or_name, grid, id_val, ood_val, **kwargs)
+    warn_edges(result.detector.name, parse_space(space, allow_ranges=True), result.best_params)
+    return result
+
+
+def _tune(
+    detector_or_name: Detector | str,
+    grid: Mapping[str, Sequence[Any]] | str,
+    id_val: Activations,
+    ood_val: Activations | None = None,
     *,
     fit: Activations | None = None,
     model: Any = None,
@@ -126,8 +148,9 @@ def tune(
     protocol: str = "ood_val",
     search: str | None = None,
     **options: Any,
-) -> TuneResult:
-    """Pick the detector's hyper-parameters from ``grid`` (see the module docstring).
+) -> tuple[TuneResult, Mapping[str, Any]]:
+    """Pick the detector's hyper-parameters from ``grid`` (see the module docstring); returns
+    the result and the space searched.
 
     Args:
         detector_or_name: a registry name (the grid overrides its defaults, or the
@@ -171,7 +194,7 @@ def tune(
         if grid_name != "custom":  # a named space: record which
             found.provenance["grid"] = grid_name
             found.detector.tuning = found.tuning_record()
-        return found
+        return found, space
     name, larger_is_better = resolve_criterion(criterion, ood_val is not None)
     build = detector_builder(detector_or_name, list(space))
 
@@ -228,7 +251,7 @@ def tune(
                     "grid": grid_name},
     )
     result.detector.tuning = result.tuning_record()
-    return result
+    return result, space
 
 
 class _CallableModule(types.ModuleType):
