@@ -1,11 +1,23 @@
-"""The import graph of a package, read from its source (every ``import``, at module level and
-inside functions and methods, ``TYPE_CHECKING`` blocks included), for the architecture test."""
+"""The import graph of a package, read from its source, for the architecture test.
+
+Every ``import`` counts, at module level and inside functions and methods, ``TYPE_CHECKING``
+blocks included; so do imports written as strings: ``importlib.import_module("a.b")``,
+``__import__("a.b")``, and any string constant that names a module of the package on its own,
+as a dotted path or a ``"module:attribute"`` reference (the tables that name what to import
+later: ``models.registry.FAMILIES``, a lazy ``__getattr__``'s table, ``resources.files(...)``).
+"""
 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
+
+#: the functions whose first argument is a module imported by name
+IMPORTERS = frozenset({"import_module", "__import__"})
+#: a string that is nothing but a dotted module path, optionally with ``:attribute``
+DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*(?::[A-Za-z_][\w.]*)?")
 
 
 def module_name(root: Path, path: Path) -> str:
@@ -21,11 +33,47 @@ def modules(root: Path, package: str) -> dict[str, Path]:
     return {module_name(root, p): p for p in sorted((root / package).rglob("*.py"))}
 
 
+def string_imports(tree: ast.AST, tops: set[str], module: str = "",
+                   known: set[str] | None = None) -> Iterator[tuple[str, int]]:
+    """``(dotted module name, line)`` for each import written as a string in ``tree`` whose first
+    name part is one of ``tops``: the argument of ``import_module`` / ``__import__``, and every
+    other string constant that is only a dotted path (``"a.b.c"``) or ``"a.b:function"`` naming
+    a module of ``known`` (any, when ``None``; ``"a.b.txt"`` is a file name, not ``a.b``),
+    except one naming a package that ``module`` itself belongs to (``package_file("a.b",
+    "x.toml")`` in ``a.b.c``: where its own data files lie, not a dependency)."""
+    seen: set[int] = set()
+    for node in ast.walk(tree):
+        text = None
+        if isinstance(node, ast.Call) and node.args and _callee(node.func) in IMPORTERS:
+            arg = node.args[0]
+            if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                text = arg.value
+                seen.add(id(arg))
+        elif (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in seen
+              and "." in node.value and DOTTED.fullmatch(node.value)
+              and not module.startswith(node.value + ".")
+              and (known is None or node.value.partition(":")[0] in known)):
+            text = node.value
+        if text is not None:
+            name = text.partition(":")[0]
+            if name.split(".")[0] in tops:
+                yield name, node.lineno
+
+
+def _callee(func: ast.expr) -> str:
+    """``import_module`` of ``importlib.import_module`` / ``import_module``; '' otherwise."""
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return func.id if isinstance(func, ast.Name) else ""
+
+
 def imported(tree: ast.AST, module: str, is_package: bool, known: set[str]) -> Iterator[tuple[str, int]]:
-    """``(imported module, line)`` for each import in ``tree`` of a module of ``known``; names
-    imported from a package (``from oodbench import losses``) count as the module when one of
-    that name exists, else as the package."""
+    """``(imported module, line)`` for each import in ``tree`` of a module of ``known``, string
+    imports included (:func:`string_imports`); names imported from a package (``from oodbench
+    import losses``) count as the module when one of that name exists, else as the package."""
     package = module if is_package else module.rpartition(".")[0]
+    for name, line in string_imports(tree, {k.split(".")[0] for k in known}, module, known):
+        yield _nearest(name, known), line
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:

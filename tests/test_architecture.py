@@ -1,9 +1,18 @@
 """The layer order of docs/architecture.md, checked on the package's import graph.
 
-Every import counts: module level, inside functions and methods, and under ``TYPE_CHECKING``.
-A module may import from its own layer's package and from any layer below; never from a layer
-above, never from another package of its own layer, and no two modules may import each other,
-directly or through others (no cycle, at the level of modules and of subpackages).
+Every import counts: module level, inside functions and methods, under ``TYPE_CHECKING``, and
+imports written as strings (``importlib.import_module("...")``, ``__import__("...")``, and the
+``"module"`` / ``"module:function"`` strings of tables that import later, such as
+``models.registry.FAMILIES``, the CLI's sub-commands and lazy ``__getattr__`` tables; see
+``tests/_imports.py``). A module may import from its own layer's package and from any layer
+below; never from a layer above, never from another package of its own layer, and no two modules
+may import each other, directly or through others (no cycle, at the level of modules and of
+subpackages).
+
+Outside the package, the repository's top-level ``benchmarks/`` (speed benchmarks and studies)
+and ``tests/`` never import each other, in either direction: reference oracles live in
+``tests/oracles/``, and a test of a benchmark script loads that file by path
+(``tests/_scripts.py``).
 """
 
 from __future__ import annotations
@@ -14,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests._imports import collapse, cycles, import_graph
+from tests._imports import collapse, cycles, import_graph, string_imports
 from tests.conftest import REPO
 
 DOC = REPO / "docs" / "architecture.md"
@@ -89,6 +98,18 @@ def test_a_clean_tree_passes(tmp_path):
     ({"low/other.py": "from pkg.low import base\n"},  # a cycle inside one subpackage
      ["import cycle between modules: pkg.low.base -> pkg.low.other"]),
     ({"new.py": "import pkg.low\n"}, ["pkg.new is in no layer"]),
+    # imports written as strings
+    ({"low/other.py": "import importlib\ndef f():\n    return importlib.import_module('pkg.mid_a')\n"},
+     ["pkg.low.other (line 3) imports pkg.mid_a: upward", "import cycle between modules",
+      "import cycle between subpackages: pkg.low -> pkg.mid_a"]),
+    ({"low/other.py": "def f():\n    return __import__('pkg.mid_b')\n"},
+     ["pkg.low.other (line 2) imports pkg.mid_b: upward",
+      "import cycle between subpackages: pkg.low -> pkg.mid_b"]),
+    ({"low/other.py": "TABLE = {'x': ('pkg.mid_b:load', 'a description')}\n"},  # "module:function"
+     ["pkg.low.other (line 1) imports pkg.mid_b: upward",
+      "import cycle between subpackages: pkg.low -> pkg.mid_b"]),
+    ({"mid_b.py": "LAZY = {'x': ('pkg.mid_a', 'x')}\n"},  # a dotted-module table
+     ["pkg.mid_b (line 1) imports pkg.mid_a: pkg.mid_b and pkg.mid_a share a layer"]),
 ])
 def test_the_architecture_test_catches_each_kind_of_violation(tmp_path, change, expected):
     found = violations(_package(tmp_path, {**CLEAN, **change}), "pkg", LAYERS)
@@ -97,18 +118,97 @@ def test_the_architecture_test_catches_each_kind_of_violation(tmp_path, change, 
         assert problem.startswith(text) or text in problem, (text, problem)
 
 
-def test_the_real_layers_catch_an_upward_import_added_to_the_package(tmp_path):
-    """The same check on a copy of the package with one function-level upward import added."""
+def test_strings_that_are_not_imports_are_left_alone():
+    """Prose, a file name, a package's own data anchor and a non-package name are not imports;
+    a string naming a module of the package is, wherever it stands."""
+    import ast
+
+    tree = ast.parse(textwrap.dedent('''
+        """See pkg.high for more."""
+        package_file("pkg.low", "x.toml")
+        open("pkg.high.txt")
+        NAMES = ["numpy.linalg", "pkg high"]
+        FAMILY = ("pkg.high.models:load", "pkg.mid_a")
+    '''))
+    known = {"pkg", "pkg.high", "pkg.high.models", "pkg.low", "pkg.low.other", "pkg.mid_a"}
+    found = list(string_imports(tree, {"pkg"}, module="pkg.low.other", known=known))
+    assert found == [("pkg.high.models", 6), ("pkg.mid_a", 6)], found
+
+
+def _copy_with(tmp_path: Path, addition: str) -> Path:
     import shutil
 
     shutil.copytree(REPO / "src" / "oodbench", tmp_path / "oodbench")
     metrics = tmp_path / "oodbench" / "metrics" / "ood.py"
-    metrics.write_text(metrics.read_text(encoding="utf-8")
-                       + "\n\ndef _report():\n    from oodbench.results import report\n",
-                       encoding="utf-8")
-    found = violations(tmp_path, "oodbench", read_layers(DOC))
-    assert any(p.startswith("oodbench.metrics.ood") and "upward" in p for p in found), found
+    metrics.write_text(metrics.read_text(encoding="utf-8") + addition, encoding="utf-8")
+    return tmp_path
+
+
+@pytest.mark.parametrize("addition", [
+    "\n\ndef _report():\n    from oodbench.results import report\n",
+    "\n\ndef _report():\n    import importlib\n\n    return importlib.import_module(\"oodbench.results.report\")\n",
+    "\n\ndef _report():\n    return __import__(\"oodbench.results.report\")\n",
+    "\n\n_REPORTS = {\"html\": \"oodbench.results.report:write_report\"}\n",
+], ids=["import", "import_module", "__import__", "module:function table"])
+def test_the_real_layers_catch_an_upward_import_added_to_the_package(tmp_path, addition):
+    """The same check on a copy of the package with one upward import added to
+    ``metrics/ood.py``, written as a statement or as a string."""
+    found = violations(_copy_with(tmp_path, addition), "oodbench", read_layers(DOC))
+    assert any(p.startswith("oodbench.metrics.ood") and "upward" in p
+               and "oodbench.results" in p for p in found), found
     assert any("cycle between subpackages" in p for p in found), found
+
+
+# -- benchmarks/ and tests/ ---------------------------------------------------------------------
+#: the two top-level trees that must not import each other, and the name each is imported by
+TREES = {"benchmarks": "benchmarks", "tests": "tests"}
+
+
+def cross_imports(root: Path) -> list[str]:
+    """Every import (statement or string) from ``root/benchmarks`` of ``tests`` and from
+    ``root/tests`` of the top-level ``benchmarks`` (``oodbench.benchmarks`` is the package's)."""
+    import ast
+
+    problems = []
+    for tree_name, other in (("benchmarks", "tests"), ("tests", "benchmarks")):
+        for path in sorted((root / tree_name).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+            names = [(a.name, n.lineno) for n in ast.walk(tree) if isinstance(n, ast.Import)
+                     for a in n.names]
+            names += [(n.module or "", n.lineno) for n in ast.walk(tree)
+                      if isinstance(n, ast.ImportFrom) and not n.level]
+            names += list(string_imports(tree, {other}))
+            for name, line in names:
+                if name.split(".")[0] == other:
+                    problems.append(f"{path.relative_to(root)} (line {line}) imports {name}: "
+                                    f"{tree_name}/ and {other}/ must not import each other")
+    return problems
+
+
+def test_benchmarks_and_tests_do_not_import_each_other():
+    assert cross_imports(REPO) == []
+
+
+@pytest.mark.parametrize("files, expected", [
+    ({"benchmarks/parity.py": "from tests.detectors.conftest import make_activations\n"},
+     ["benchmarks/parity.py (line 1) imports tests.detectors.conftest"]),
+    ({"tests/test_x.py": "def test():\n    from benchmarks import protocol_reference\n"},
+     ["tests/test_x.py (line 2) imports benchmarks"]),
+    ({"tests/test_y.py": "import importlib\nref = importlib.import_module('benchmarks.ref')\n"},
+     ["tests/test_y.py (line 2) imports benchmarks.ref"]),
+    ({"tests/test_z.py": "from oodbench import benchmarks\nfrom tests.benchmarks import x\n",
+      "benchmarks/b.py": "from oodbench.benchmarks import base\nimport real_detectors\n"}, []),
+])
+def test_the_tree_check_catches_each_direction(tmp_path, files, expected):
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    for tree in TREES:
+        (tmp_path / tree).mkdir(exist_ok=True)
+    found = cross_imports(tmp_path)
+    assert len(found) == len(expected), found
+    for text, problem in zip(expected, found):
+        assert problem.startswith(text), (text, problem)
 
 
 #: the longest a source file may grow before it is split by concern

@@ -1,6 +1,5 @@
 """The loss-table study's bookkeeping (benchmarks/loss_table.py) on synthetic logits."""
 
-import importlib.util
 import json
 
 import numpy as np
@@ -8,15 +7,12 @@ import pytest
 
 from oodbench.config import cache_dir
 from oodbench.metrics.delong import auroc_ci
-from tests.conftest import REPO
+from tests._scripts import load_script
 
 
 @pytest.fixture(scope="module")
 def table():
-    spec = importlib.util.spec_from_file_location("loss_table", REPO / "benchmarks" / "loss_table.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/loss_table.py")
 
 
 def _logits(rng, separation: float) -> dict[str, np.ndarray]:

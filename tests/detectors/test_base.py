@@ -32,14 +32,17 @@ def test_every_integer_field_of_every_detector_is_checked() -> None:
 
 
 def test_an_experiment_with_a_fractional_k_is_refused(tmp_path) -> None:
+    """Refused when the experiment is planned (the one ``create`` of each configuration checks
+    the values; the spec checks only the names), before anything runs."""
     from oodbench.run.experiment import ExperimentError, parse_experiment
+    from oodbench.run.plan import make_plan
 
     data = {"models": [{"spec": "timm:resnet18"}], "id": {"test": {"digits": [0, 1]},
                                                           "fit": {"digits": [0, 1]}},
             "benchmarks": [{"type": "custom", "groups": {"ood": {"digits": [5]}}}],
             "detectors": [{"name": "knn", "hyperparams": {"k": 1.5}}]}
     with pytest.raises(ExperimentError, match=r"\[\[detectors\]\] #1.*k must be an integer"):
-        parse_experiment(data, base_dir=tmp_path)
+        make_plan(parse_experiment(data, base_dir=tmp_path))
 
 
 def test_registration_checks_the_name_and_the_declared_inputs() -> None:

@@ -77,11 +77,11 @@ def test_timm_functional_dropout_matches_pytorch_ood():
 def test_vit_drop_rate_is_old_timms_drop_rate_and_the_c_ood_code_entropy():
     """``vit_drop_rate`` switches on exactly old timm's ``drop_rate`` sites of a timm ViT built
     without dropout: the scores equal the C-OOD code's MC-dropout entropy (re-stated in
-    benchmarks/protocol_reference.py) on the same ViT built with timm 1.x's ``pos_drop_rate =
+    tests/oracles/protocol_reference.py) on the same ViT built with timm 1.x's ``pos_drop_rate =
     proj_drop_rate = 0.1``, under the same dropout masks."""
-    from benchmarks import protocol_reference as ref
     from oodbench.detectors.mcdropout import legacy_vit_dropout_sites
     from tests.detectors._shaping_fixtures import tiny_vit_setup
+    from tests.oracles import protocol_reference as ref
 
     model, acts, reference, images = tiny_vit_setup(0)
     sites = legacy_vit_dropout_sites(model)

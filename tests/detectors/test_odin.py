@@ -142,8 +142,8 @@ def _rgb_live(n: int = 4):
 
 def test_openood_and_cood_code_presets_match_their_reference_computations():
     """``preset="openood"`` against OpenOOD's ``ODINPostprocessor`` and ``preset="cood_code"``
-    against the C-OOD code's ODIN, both re-stated in benchmarks/protocol_reference.py."""
-    from benchmarks import protocol_reference as ref
+    against the C-OOD code's ODIN, both re-stated in tests/oracles/protocol_reference.py."""
+    from tests.oracles import protocol_reference as ref
 
     model, source, acts = _rgb_live()
     x = transformed(model, source)

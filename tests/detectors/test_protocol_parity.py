@@ -1,8 +1,8 @@
 """Every detector with an OpenOOD v1.5 postprocessor equals it under ``preset="openood"`` (1e-5
 relative, or rank correlation 1 where OpenOOD's score is a monotone transform of ours), and the
 C-OOD presets equal the official C-OOD code, against the re-statements of
-benchmarks/protocol_reference.py on the same activations (the fidelity table of
-benchmarks/protocol_parity.py, here on small synthetic features and, heavy, on real ones).
+tests/oracles/protocol_reference.py on the same activations (the fidelity table of
+tests/oracles/protocol_parity.py, here on small synthetic features and, heavy, on real ones).
 
 Exceptions, each checked for its reason:
 - temperature_scaling: OpenOOD's L-BFGS (lr 0.01, 50 iterations from T = 1.5) stops short of the
@@ -23,7 +23,11 @@ import warnings
 
 import numpy as np
 import pytest
-from benchmarks.protocol_parity import (
+
+from oodbench.detectors import create
+from tests.detectors.conftest import make_activations
+from tests.oracles import protocol_reference as ref
+from tests.oracles.protocol_parity import (
     Case,
     Split,
     compare,
@@ -33,10 +37,7 @@ from benchmarks.protocol_parity import (
     run_case,
     synthetic_split,
 )
-
-from benchmarks import protocol_reference as ref
-from oodbench.detectors import create
-from tests.detectors.conftest import make_activations
+from tests.oracles.real_data import extract_all, sources
 
 
 def _label(case: Case) -> str:
@@ -111,8 +112,6 @@ def test_rankfeat_is_openoods_block4_term():
 def test_matches_the_reference_on_real_lite0_activations(lite0_imagenet_val, cifar10_test):
     """The same on EfficientNet-Lite0's activations of real ImageNet images (train / ID-val /
     ID test) against 200 CIFAR-10 test images."""
-    from benchmarks.real_detectors import extract_all, sources
-
     model, source, acts = lite0_imagenet_val
     _, ood_source = sources(source.root, cifar10_test, None, 200, seed=0)
     ood = extract_all(model, ood_source, batch_size=32, progress=False)

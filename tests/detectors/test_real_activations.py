@@ -7,17 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from benchmarks.real_detectors import (
-    detector_plan,
-    extract_all,
-    run_detector,
-    sources,
-    split_halves,
-)
 from sklearn.metrics import roc_auc_score
 
 from oodbench import models
 from oodbench.metrics import auroc
+from tests._scripts import load_script
 
 #: ImageNet images (half fit, half test) and CIFAR-10 images: small enough for ~1 minute on 2 CPUs
 N_ID, N_OOD = 120, 60
@@ -30,6 +24,9 @@ NOT_APPLICABLE = {"mc_dropout": "dropout", "mos": "group-softmax head"}
 
 @pytest.mark.heavy
 def test_every_detector_scores_real_activations(imagenet_val_1300, cifar10_test):
+    study = load_script("benchmarks/real_detectors.py")  # the script under test
+    sources, extract_all, split_halves = study.sources, study.extract_all, study.split_halves
+    detector_plan, run_detector = study.detector_plan, study.run_detector
     model = models.load("efficientnet_lite0")
     id_source, ood_source = sources(imagenet_val_1300, cifar10_test, N_ID, N_OOD, seed=0)
     id_all = extract_all(model, id_source, batch_size=32, progress=False)

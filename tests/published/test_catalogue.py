@@ -106,7 +106,7 @@ def test_every_row_names_real_oodbench_settings() -> None:
 
 
 def test_the_cood_table_keeps_the_official_file_text() -> None:
-    packed = resources.files("oodbench.results").joinpath("_data", "all_paper_results.csv.xz")
+    packed = resources.files("oodbench.published").joinpath("_data", "all_paper_results.csv.xz")
     raw = pd.read_csv(io.BytesIO(lzma.decompress(packed.read_bytes())), dtype=str,
                       keep_default_na=False)
     want = raw[(raw["model name"] == "vit_large_patch32_384")

@@ -70,19 +70,19 @@ def test_pending_drops_finished_cells_and_empty_models():
 
 def test_all_expands_to_every_registered_detector_but_clip_and_group_softmax_ones():
     configs = detector_configurations(experiment(["all", "msp"]))
-    names = [n for n, _, _ in configs]
+    names = [c.name for c in configs]
     registered = [r for r in detectors.available()]
     expected = [r["name"] for r in registered
                 if not {"text_embeddings", "groups"} & set(r["requires"])]
     # "msp", named by its own entry, is left out of "all" and comes where that entry stands
     assert names == [n for n in expected if n != "msp"] + ["msp"]
-    assert all(p == detectors.create(n).hyperparams and not preset for n, p, preset in configs)
+    assert all(c.params == detectors.create(c.name).hyperparams and not c.preset for c in configs)
 
 
 def test_all_leaves_out_the_detectors_other_entries_configure():
     """So the demo's "all" plus knn with k = 5 runs knn once, with k = 5 (issue 23 item 9)."""
     configs = detector_configurations(experiment(["all", {"name": "knn", "hyperparams": {"k": 5}}]))
-    assert [p["k"] for n, p, _ in configs if n == "knn"] == [5]
+    assert [c.params["k"] for c in configs if c.name == "knn"] == [5]
 
 
 def test_all_under_a_protocol_is_the_detectors_it_configures():
@@ -91,7 +91,7 @@ def test_all_under_a_protocol_is_the_detectors_it_configures():
 
     exp = parse_experiment(minimal(experiment={"name": "t", "protocol": "cood"}, detectors=["all"]))
     configs = detector_configurations(exp)
-    assert [(n, preset) for n, _, preset in configs] == [
+    assert [(c.name, c.preset) for c in configs] == [
         ("entropy", "cood"), ("maxlogit", "cood"), ("mc_dropout", "cood"), ("msp", "cood"),
         ("odin", "cood")]
     plan = make_plan(exp)

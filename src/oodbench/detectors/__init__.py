@@ -16,8 +16,10 @@ from oodbench.detectors.base import (
     Detector,
     NotFittedError,
     available,
+    check_configuration,
     create,
     detector_class,
+    hyperparameter_names,
     register,
 )
 from oodbench.detectors.presets import preset_for
@@ -27,5 +29,6 @@ for _mod in pkgutil.iter_modules(__path__):
         importlib.import_module(f"{__name__}.{_mod.name}")
 
 __all__ = [
-    "Detector", "NotFittedError", "available", "create", "detector_class", "preset_for", "register",
+    "Detector", "NotFittedError", "available", "check_configuration", "create", "detector_class",
+    "hyperparameter_names", "preset_for", "register",
 ]

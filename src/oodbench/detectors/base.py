@@ -30,7 +30,7 @@ import functools
 import typing
 import warnings
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -298,6 +298,29 @@ def detector_class(name: str) -> type[Detector]:
     return _REGISTRY.lookup(name)
 
 
+def hyperparameter_names(name: str) -> tuple[str, ...]:
+    """The hyper-parameters detector ``name`` declares (its dataclass fields), sorted."""
+    return tuple(sorted(f.name for f in dataclasses.fields(detector_class(name)) if f.init))
+
+
+def check_configuration(name: str, keys: Iterable[str] = (), preset: str | None = None) -> None:
+    """What :func:`create` checks before it builds anything, from the declarations alone: that
+    ``name`` is registered, that it declares every hyper-parameter of ``keys`` and, with a
+    ``preset``, that the preset configures it. The values are checked when the detector is
+    created (its ``__post_init__``)."""
+    valid = hyperparameter_names(name)
+    wrong = set(keys) - set(valid)
+    if wrong:
+        raise InvalidInputError(
+            f"detector {name!r} has no hyper-parameter {', '.join(sorted(wrong))}; "
+            f"it takes {', '.join(valid) or 'none'}"
+        )
+    if preset is not None:
+        from oodbench.detectors.presets import preset_for
+
+        preset_for(name, preset)
+
+
 def create(name: str, *, preset: str | None = None, **hyperparams: Any) -> Detector:
     """Build a detector by registry name, e.g. ``create("knn", k=50)``.
 
@@ -305,14 +328,8 @@ def create(name: str, *, preset: str | None = None, **hyperparams: Any) -> Detec
     ``"cood_code"``; see :mod:`oodbench.detectors.presets`): its hyper-parameters and fit data;
     explicit keyword arguments override them. ``None``: the class's defaults.
     """
+    check_configuration(name, hyperparams)
     cls = detector_class(name)
-    valid = {f.name for f in dataclasses.fields(cls) if f.init}
-    wrong = set(hyperparams) - valid
-    if wrong:
-        raise InvalidInputError(
-            f"detector {name!r} has no hyper-parameter {', '.join(sorted(wrong))}; "
-            f"it takes {', '.join(sorted(valid)) or 'none'}"
-        )
     if preset is None:
         return cls(**hyperparams)
     from oodbench.detectors.presets import preset_for

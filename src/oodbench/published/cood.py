@@ -123,7 +123,7 @@ def download(url: str = PAPER_RESULTS_URL, *, sha256: str | None = PAPER_RESULTS
 
 def bundled_bytes() -> bytes:
     """The official ``all_paper_results.csv``, decompressed from the package and checksummed."""
-    packed = resources.files("oodbench.results").joinpath("_data", BUNDLED_NAME)
+    packed = resources.files("oodbench.published").joinpath("_data", BUNDLED_NAME)
     try:
         data = lzma.decompress(packed.read_bytes())
     except (OSError, lzma.LZMAError) as err:

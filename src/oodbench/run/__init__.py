@@ -50,6 +50,7 @@ def prepare(experiment: str | Path | Mapping[str, Any] | Any) -> PreparedRun:
     from oodbench.results.table import ResultsTable
     from oodbench.run.experiment import Experiment, load_experiment, parse_experiment
     from oodbench.run.plan import make_plan
+    from oodbench.run.resolve import resolve
 
     if isinstance(experiment, PreparedRun):
         return experiment
@@ -59,7 +60,7 @@ def prepare(experiment: str | Path | Mapping[str, Any] | Any) -> PreparedRun:
         exp = parse_experiment(experiment, base_dir=Path.cwd())
     else:
         exp = load_experiment(experiment)
-    plan = make_plan(exp)
+    plan = make_plan(exp, resolve(exp))  # resolve: the one step that reads files (weights digests)
     table = ResultsTable(exp.output)
     return PreparedRun(exp, plan, table, plan.pending(table.finished_cells()))
 

@@ -13,12 +13,8 @@ from typing import Any
 
 from pydantic import Field, StrictStr, ValidationInfo, field_validator, model_validator
 
-from oodbench import detectors
-from oodbench.detectors.presets import protocols as preset_names
 from oodbench.errors import OodbenchError, UnknownNameError
 from oodbench.schema import DeprecatedKeyWarning, NonEmptyArray, Schema, context_of
-from oodbench.tune.paper_space import paper_space, paper_space_names
-from oodbench.tune.space import check_bounds, detector_builder, grid_points, parse_space
 from oodbench.tune.spec import TuneSpec
 
 #: names that expand to every registered detector that applies to a model
@@ -27,6 +23,8 @@ ALL_DETECTORS = "all"
 
 def check_preset(value: str | None) -> str | None:
     """``value`` when it is a known preset, ``""`` or ``None``; else a ``ValueError``."""
+    from oodbench.detectors.presets import protocols as preset_names
+
     if value and value not in preset_names():
         raise ValueError(str(UnknownNameError("preset", value, preset_names())))
     return value
@@ -89,10 +87,16 @@ class DetectorSpec(Schema):
         return self
 
     def check(self, preset: str | None) -> None:
-        """Raise ``ValueError`` unless every configuration builds under ``preset``."""
+        """Raise ``ValueError`` unless the detector exists, declares every hyper-parameter the
+        entry names, and ``preset`` configures it: from the declarations, without building a
+        detector (the plan builds each configuration once, which checks the values). A tuned
+        entry's search space is checked here, by building detectors over it
+        (``tune.space.check_bounds``: valid ranges are not declared as data yet)."""
+        from oodbench import detectors
+
         try:
-            for config in self.configurations():
-                detectors.create(self.name, preset=preset or None, **config)
+            detectors.check_configuration(self.name, [*self.hyperparams, *self.grid],
+                                          preset or None)
             if self.tune is not None:
                 self._check_tune()
         except OodbenchError as err:
@@ -107,6 +111,9 @@ class DetectorSpec(Schema):
         return chosen or None
 
     def _check_tune(self) -> None:
+        from oodbench.tune.paper_space import paper_space, paper_space_names
+        from oodbench.tune.space import check_bounds, detector_builder, grid_points, parse_space
+
         assert self.tune is not None
         if self.grid:
             raise ValueError("tune searches its own space; give either grid or tune, not both")

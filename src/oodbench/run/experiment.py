@@ -71,7 +71,6 @@ from oodbench.benchmarks.kinds.standard import StandardSpec
 from oodbench.data.spec import SourceSpec
 from oodbench.errors import ExperimentError, MissingDataError
 from oodbench.models.spec import ModelSpec
-from oodbench.run.build import describe_model
 from oodbench.run.detector_spec import ALL_DETECTORS, DetectorSpec, check_preset, renamed_key
 from oodbench.schema import At, ConfigPath, Schema, context_of, parse, read_toml
 from oodbench.tune.spec import TuneSpec
@@ -330,7 +329,10 @@ class Experiment(Schema):
             raise MissingDataError(f"{len(missing)} paths of the experiment do not exist:\n{listed}")
 
     def describe(self) -> dict[str, Any]:
-        """The whole configuration as JSON-able data (for the report)."""
+        """The whole configuration as JSON-able data (for the report; a ``train = "..."``
+        model's training key reads its config and fingerprints its images)."""
+        from oodbench.run.build import describe_model
+
         return {
             "name": self.name,
             "output": str(self.output),

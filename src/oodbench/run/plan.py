@@ -15,22 +15,26 @@ need (``capture``), so every detector reads the same cached pass.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from oodbench import detectors
 from oodbench.benchmarks.base import capture_for
 from oodbench.benchmarks.kinds import BenchmarkEntry, kind_of
-from oodbench.data.download import file_digest
+from oodbench.errors import ExperimentError, OodbenchError
 from oodbench.models.spec import ModelSpec
 from oodbench.params import Params, plain
-from oodbench.run.build import describe_model
 from oodbench.run.detector_spec import ALL_DETECTORS
 from oodbench.run.experiment import Experiment
 from oodbench.tune.paper_space import paper_space_names
+
+if TYPE_CHECKING:
+    from oodbench.detectors.base import Detector
+    from oodbench.run.resolve import Resolved
 
 #: detector inputs every classifier provides (text embeddings only CLIP models do)
 _CLASSIFIER_INPUTS = frozenset({"logits", "features", "feature_map", "head", "train", "model"})
@@ -40,7 +44,9 @@ _CLASSIFIER_INPUTS = frozenset({"logits", "features", "feature_map", "head", "tr
 class DetectorConfig:
     """A detector configuration as the plan fixed it, once: its name, every hyper-parameter
     (defaults and preset values filled in), the preset it started from, the tuning entry, and
-    what the detector declares (read from the one detector the plan built)."""
+    what the detector declares, read from the one detector the plan built (``prototype``,
+    unfitted; :meth:`create` hands out copies of it, so ``detectors.create`` runs once per
+    configuration and run)."""
 
     name: str
     hyperparams: Params  # every hyper-parameter (defaults filled in)
@@ -49,14 +55,15 @@ class DetectorConfig:
     requires: frozenset[str] = frozenset()
     fit_data: str = "none"
     fits_on_data: bool = False
+    prototype: Detector | None = field(default=None, compare=False, hash=False, repr=False)
 
     @classmethod
     def of(cls, name: str, params: Mapping[str, Any], preset: str,
            tune: Mapping[str, Any] | None = None) -> DetectorConfig:
-        """The configuration of ``create(name, preset=preset, **params)``."""
+        """The configuration of ``create(name, preset=preset, **params)``: that one call."""
         det = detectors.create(name, preset=preset or None, **params)
         return cls(name, Params(det.hyperparams), preset, Params(tune or {}),
-                   frozenset(det.requires), str(det.fit_data), bool(det.fits_on_data))
+                   frozenset(det.requires), str(det.fit_data), bool(det.fits_on_data), det)
 
     @property
     def params(self) -> dict[str, Any]:
@@ -66,9 +73,11 @@ class DetectorConfig:
         """Whether the detector fits on ``role`` data (``"train"`` or ``"id_val"``)."""
         return self.fits_on_data and self.fit_data == role
 
-    def create(self) -> Any:
-        """A new (unfitted) detector of this configuration."""
-        return detectors.create(self.name, preset=self.preset or None, **self.params)
+    def create(self) -> Detector:
+        """A new (unfitted) detector of this configuration: a copy of the one the plan built."""
+        if self.prototype is None:
+            return detectors.create(self.name, preset=self.preset or None, **self.params)
+        return copy.deepcopy(self.prototype)
 
 
 @dataclass(frozen=True)
@@ -155,22 +164,24 @@ class Plan:
                 f"{len(benches)} benchmark(s) = {len(cells)} cell(s)")
 
 
-def detector_configurations(experiment: Experiment) -> list[tuple[str, dict[str, Any], str]]:
-    """Every (detector name, full hyper-parameters, preset) of the experiment, ``"all"`` expanded.
+def detector_configurations(experiment: Experiment) -> list[DetectorConfig]:
+    """Every untuned detector configuration of the experiment, ``"all"`` expanded, each built
+    once (``detectors.create``: which checks its values).
 
     ``"all"`` stands for every registered detector (with the entry's preset: every detector that
     preset configures), except those that need CLIP text embeddings when no model is a CLIP
     model, those that need a group-softmax head (``mos``: name it) and those another entry of
     the file names (``"all"`` plus ``{ name = "knn", hyperparams = { k = 5 } }`` runs knn with
     k = 5 only); the runner records the remaining ones that do not apply to a given model as
-    ``skipped`` with the reason.
+    ``skipped`` with the reason. Two entries that come to the same configuration run it once.
     """
     any_clip = any((m.spec or "").startswith("clip:") for m in experiment.models)
     runnable = _CLASSIFIER_INPUTS | ({"text_embeddings"} if any_clip else set())
-    out: list[tuple[str, dict[str, Any], str]] = []
-    seen: set[tuple[str, str, str]] = set()
+    out: list[DetectorConfig] = []
+    asked: set[tuple[str, str, str]] = set()  # (name, given hyper-parameters, preset)
+    seen: set[tuple[str, str, str]] = set()  # (name, every hyper-parameter, preset)
     named = {spec.name for spec in experiment.detectors if spec.name != ALL_DETECTORS}
-    for spec in experiment.detectors:
+    for index, spec in enumerate(experiment.detectors):
         if spec.tune is not None:
             continue  # tuned entries: see tuned_detectors
         preset = spec.chosen_preset(experiment.preset)
@@ -182,30 +193,54 @@ def detector_configurations(experiment: Experiment) -> list[tuple[str, dict[str,
         else:
             entries = [(spec.name, config) for config in spec.configurations()]
         for name, config in entries:
-            full = detectors.create(name, preset=preset, **config).hyperparams
-            key = (name, Params(full).text, preset or "")
+            given = (name, Params(config).text, preset or "")
+            if given in asked:
+                continue
+            asked.add(given)
+            built = _configuration(experiment, index, name, config, preset or "")
+            key = (name, built.hyperparams.text, preset or "")
             if key not in seen:
                 seen.add(key)
-                out.append((name, full, preset or ""))
+                out.append(built)
     return out
 
 
-def tuned_detectors(experiment: Experiment) -> list[tuple[str, dict[str, Any], str, Params]]:
-    """(name, full fixed hyper-parameters, preset, the ``tune`` table) of every tuned entry."""
+def tuned_detectors(experiment: Experiment) -> list[DetectorConfig]:
+    """The configuration of every tuned entry: its full fixed hyper-parameters, preset and
+    ``tune`` table (the rest is chosen at run time)."""
     out = []
-    for spec in experiment.detectors:
+    for index, spec in enumerate(experiment.detectors):
         if spec.tune is not None:
-            preset = spec.chosen_preset(experiment.preset)
-            full = detectors.create(spec.name, preset=preset, **spec.hyperparams).hyperparams
-            out.append((spec.name, full, preset or "", Params(spec.tune.describe())))
+            preset = spec.chosen_preset(experiment.preset) or ""
+            out.append(_configuration(experiment, index, spec.name, spec.hyperparams, preset,
+                                      Params(spec.tune.describe())))
     return out
 
 
-def make_plan(experiment: Experiment) -> Plan:
-    """Expand the experiment into cells (models x detector configurations x benchmarks)."""
-    configs = [DetectorConfig.of(name, params, preset)
-               for name, params, preset in detector_configurations(experiment)]
-    configs += [DetectorConfig.of(*entry) for entry in tuned_detectors(experiment)]
+def _configuration(experiment: Experiment, index: int, name: str, params: Mapping[str, Any],
+                   preset: str, tune: Params | None = None) -> DetectorConfig:
+    """:meth:`DetectorConfig.of`, its errors as ``ExperimentError`` naming the file and entry."""
+    try:
+        return DetectorConfig.of(name, params, preset, tune)
+    except OodbenchError as err:
+        message = str(err)
+    except (TypeError, ValueError) as err:
+        message = f"invalid hyper-parameters for {name!r}: {err}"
+    file = experiment.file or "experiment"
+    raise ExperimentError(f"{file}: [[detectors]] #{index + 1}: {message}")
+
+
+def make_plan(experiment: Experiment, resolved: Resolved | None = None) -> Plan:
+    """Expand the experiment into cells (models x detector configurations x benchmarks).
+
+    Planning reads no file: what a cell key needs from the disk (a weights file's digest, a
+    training config's key) comes from ``resolved`` (:func:`oodbench.run.resolve.resolve`; made
+    here when not given)."""
+    if resolved is None:
+        from oodbench.run.resolve import resolve
+
+        resolved = resolve(experiment)
+    configs = detector_configurations(experiment) + tuned_detectors(experiment)
     id_sources = {
         "test": experiment.id_test.describe() if experiment.id_test else None,
         "fit": experiment.id_fit.describe() if experiment.id_fit else None,
@@ -214,9 +249,7 @@ def make_plan(experiment: Experiment) -> Plan:
         id_sources["val"] = experiment.id_val.describe()
     models = []
     for model in experiment.models:
-        model_ident = describe_model(model)
-        if model.weights is not None:  # retrained weights at the same path are a new model
-            model_ident["weights_sha256"] = file_digest(model.weights, "sha256")
+        model_ident = resolved.models[model.name]
         cells = []
         for bench in experiment.benchmarks:
             for config in configs:

@@ -1,9 +1,10 @@
 """The fidelity table: every detector under ``preset="openood"`` (and the C-OOD presets) against
-a re-statement of the reference computation (``benchmarks/protocol_reference.py``) on the same
-activations.
+a re-statement of the reference computation (``tests/oracles/protocol_reference.py``) on the
+same activations. A test-side run (it uses the tests' synthetic activations and reference data),
+from the repository root:
 
-    .venv/bin/python benchmarks/protocol_parity.py            # real Lite0 activations + synthetic 2048-d
-    .venv/bin/python benchmarks/protocol_parity.py --quick    # 300 ImageNet, 300 CIFAR-10 images
+    .venv/bin/python -m tests.oracles.protocol_parity            # real Lite0 activations + synthetic 2048-d
+    .venv/bin/python -m tests.oracles.protocol_parity --quick    # 300 ImageNet, 300 CIFAR-10 images
 
 Data: (1) EfficientNet-Lite0 (real ImageNet weights) on the 1,300 ImageNet validation images of
 ``../shared/data/imagenet-val-1300``, split with a seed into train (half: the statistics fitted
@@ -28,27 +29,21 @@ import argparse
 import functools
 import json
 import platform
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import scipy.stats
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:  # run as a script: make `benchmarks` and `tests` importable
-    sys.path.insert(0, str(REPO))
+from oodbench.detectors import create
+from oodbench.detectors.presets import preset_for, unavailable_reason
+from oodbench.extract.activations import Activations
+from tests.oracles import protocol_reference as ref
+from tests.oracles.real_data import DATA, REPO, extract_all, sources
 
-from benchmarks import protocol_reference as ref  # noqa: E402
-from oodbench.detectors import create  # noqa: E402
-from oodbench.detectors.presets import preset_for, unavailable_reason  # noqa: E402
-from oodbench.extract.activations import Activations  # noqa: E402
-
-DATA = REPO.parent / "shared" / "data"
 RESULTS = REPO / "benchmarks" / "results"
 #: a match: relative difference at most this, or rank correlation at least 1 - RANK_TOL
 REL_TOL, RANK_TOL = 1e-5, 1e-8
@@ -239,8 +234,6 @@ def synthetic_split(seed: int = 0, dim: int = 2048, classes: int = 100,
 
 def lite0_split(n_id: int | None, n_ood: int, seed: int, batch_size: int) -> tuple[Split, Any]:
     """Real EfficientNet-Lite0 activations (train / ID-val / ID test / CIFAR-10 OOD) and the model."""
-    from benchmarks.real_detectors import extract_all, sources
-
     from oodbench import models
 
     model = models.load("efficientnet_lite0")

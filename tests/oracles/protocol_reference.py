@@ -1,7 +1,7 @@
 """Re-statements of OpenOOD v1.5's postprocessors and of the official C-OOD code's confidence
 functions, written from their definitions and independent of ``oodbench.detectors``.
 
-Used by ``benchmarks/protocol_parity.py`` (the fidelity table) and by
+Used by ``tests/oracles/protocol_parity.py`` (the fidelity table) and by
 ``tests/detectors/test_protocol_parity.py``. Each function takes the arrays a postprocessor would
 see (training / validation features and logits, the linear head ``W (C, D)``, ``b (C,)``, the
 test features and logits) and returns the postprocessor's confidence (higher = more ID, as
