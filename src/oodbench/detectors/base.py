@@ -199,10 +199,15 @@ class Detector(ABC):
                 f"detector {self.name!r} needs a CLIP model's text encoder: call "
                 "fit(train, model=oodbench.models.load('clip:<arch>/<pretrained tag>'))"
             )
-        self._warn_untuned()
+        self.warn_untuned()
         self._fit(data, model)
         self._fitted = True
         return self
+
+    @property
+    def fitted(self) -> bool:
+        """Whether :meth:`fit` has run."""
+        return self._fitted
 
     def runs_untuned(self) -> bool:
         """True when every one of ``untuned_defaults`` is at its class default and the detector
@@ -212,7 +217,9 @@ class Detector(ABC):
         defaults = {f.name: f.default for f in dataclasses.fields(self) if f.init}
         return all(getattr(self, name) == defaults[name] for name in self.untuned_defaults)
 
-    def _warn_untuned(self) -> None:
+    def warn_untuned(self) -> None:
+        """The :class:`UntunedDefaultsWarning` when :meth:`runs_untuned` (``fit`` calls it; a
+        run calls it again for each further cell that scores with the same fitted detector)."""
         if self.runs_untuned():
             warnings.warn(
                 f"detector {self.name!r} runs with its untuned defaults "

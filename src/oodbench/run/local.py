@@ -200,6 +200,8 @@ def _cell_runner(model_plan: ModelPlan, experiment: Experiment, resources: Resou
             if cell.config not in made:
                 made[cell.config] = _Lazy(functools.partial(tuned if cell.tune else untuned, cell))
             det, tuning = made[cell.config].get()
+            if det.fitted:  # fitted for an earlier cell: its warning is this cell's too
+                det.warn_untuned()
             bench = resources.benchmark(cell.benchmark.name)
             role = det.fit_data if "train" in cell.config.requires else None
             fit = fit_lazy.get() if role == "train" else None
