@@ -82,11 +82,12 @@ def test_compare_prints_matches_and_what_differs(tmp_path) -> None:
     assert result.exit_code == 0, result.output
     shown = {r["model"]: r for r in json.loads(result.output)}
     assert shown["timm:resnet50.tv_in1k"]["published"] == "88.16"
-    assert shown["timm:resnet50.tv_in1k"]["comparison"] == "comparable"
+    assert shown["timm:resnet50.tv_in1k"]["comparison"] == "same settings"
     assert shown["efficientnet_lite0"]["published"] == ""
     assert shown["efficientnet_lite0"]["comparison"].startswith("not comparable: backbone")
     table = _invoke("published", "compare", str(folder))
-    assert table.exit_code == 0 and "1 of 2 rows match a published row" in table.output
+    assert table.exit_code == 0 and ("1 of 2 rows match; 1 have a near-match; 0 have no "
+                                     "published counterpart") in table.output
 
 
 def test_compare_without_matching_rows_or_results_is_a_one_line_error(tmp_path) -> None:

@@ -35,7 +35,7 @@ def test_a_like_for_like_row_gets_the_published_value() -> None:
     assert out["published"].tolist() == ["88.16", "47.69"]
     assert out["published_method"].tolist() == ["ReAct (ResNet-50)"] * 2
     assert out["yours"].tolist() == ["88.16", "47.69"]
-    assert (out["comparison"] == "comparable").all()
+    assert (out["comparison"] == "same settings").all()
 
 
 def test_a_near_match_says_exactly_what_differs_and_withholds_the_value() -> None:
