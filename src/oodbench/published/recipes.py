@@ -48,17 +48,6 @@ from oodbench.schema import Schema, loads_toml, parse
 
 #: the literal of a setting that the paper (and its code) does not state
 UNKNOWN = "unknown"
-#: section -> the settings it may hold
-SECTIONS: dict[str, tuple[str, ...]] = {
-    "model": ("spec", "weights", "released"),
-    "preprocessing": ("resize", "crop_fraction", "interpolation", "mean", "std"),
-    "training": ("method", "loss", "loss_params", "trainable", "optimizer", "lr", "weight_decay",
-                 "schedule", "warmup", "batch_size", "epochs", "augmentation", "precision",
-                 "prompts"),
-    "detector": ("name", "preset", "hyperparams"),
-    "evaluation": ("fit_data", "tuning", "benchmark", "id_set", "ood_set", "metrics",
-                   "metric_convention"),
-}
 #: the columns a row selector may name (the catalogue's keys)
 SELECTOR_KEYS = ("table", "method", "backbone", "training", "tuning", "detector", "preset",
                  "metric", "ood_set", "paper_table")
@@ -85,15 +74,72 @@ class Sourced(Schema):
         return not (isinstance(self.value, str) and self.value == UNKNOWN)
 
 
-def _section_schema(name: str, keys: tuple[str, ...]) -> type[Schema]:
-    fields = {key: (Sourced | None, None) for key in keys}
-    from pydantic import create_model
-
-    return create_model(f"{name.title()}Section", __base__=Schema, **fields)  # type: ignore[call-overload,no-any-return]
+Setting = Sourced | None
 
 
-#: the pydantic model of each section (unknown keys are refused, naming the valid ones)
-SECTION_SCHEMAS: dict[str, type[Schema]] = {n: _section_schema(n, k) for n, k in SECTIONS.items()}
+class ModelSection(Schema):
+    """``[model]``: the oodbench spec, the exact weights, whether they were released."""
+
+    spec: Setting = None
+    weights: Setting = None
+    released: Setting = None
+
+
+class PreprocessingSection(Schema):
+    """``[preprocessing]``: the evaluation transform."""
+
+    resize: Setting = None
+    crop_fraction: Setting = None
+    interpolation: Setting = None
+    mean: Setting = None
+    std: Setting = None
+
+
+class TrainingSection(Schema):
+    """``[training]``: the training recipe, where the method trains."""
+
+    method: Setting = None
+    loss: Setting = None
+    loss_params: Setting = None
+    trainable: Setting = None
+    optimizer: Setting = None
+    lr: Setting = None
+    weight_decay: Setting = None
+    schedule: Setting = None
+    warmup: Setting = None
+    batch_size: Setting = None
+    epochs: Setting = None
+    augmentation: Setting = None
+    precision: Setting = None
+    prompts: Setting = None
+
+
+class DetectorSection(Schema):
+    """``[detector]``: the oodbench detector, its preset and hyper-parameters."""
+
+    name: Setting = None
+    preset: Setting = None
+    hyperparams: Setting = None
+
+
+class EvaluationSection(Schema):
+    """``[evaluation]``: fit data, tuning protocol, benchmark, ID and OOD sets, metrics."""
+
+    fit_data: Setting = None
+    tuning: Setting = None
+    benchmark: Setting = None
+    id_set: Setting = None
+    ood_set: Setting = None
+    metrics: Setting = None
+    metric_convention: Setting = None
+
+
+#: section -> its schema (unknown keys are refused, naming the valid ones)
+SECTION_SCHEMAS: dict[str, type[Schema]] = {
+    "model": ModelSection, "preprocessing": PreprocessingSection, "training": TrainingSection,
+    "detector": DetectorSection, "evaluation": EvaluationSection}
+#: section -> the settings it may hold
+SECTIONS: dict[str, tuple[str, ...]] = {n: tuple(c.model_fields) for n, c in SECTION_SCHEMAS.items()}
 
 
 class RecipeEntry(Schema):
@@ -103,11 +149,11 @@ class RecipeEntry(Schema):
     rows: tuple[dict[str, StrictStr], ...] = Field(
         description="selectors of the published rows this is the recipe of")
     note: StrictStr = ""
-    model: SECTION_SCHEMAS["model"]  # type: ignore[valid-type]
-    preprocessing: SECTION_SCHEMAS["preprocessing"]  # type: ignore[valid-type]
-    training: SECTION_SCHEMAS["training"] | None = None  # type: ignore[valid-type]
-    detector: SECTION_SCHEMAS["detector"]  # type: ignore[valid-type]
-    evaluation: SECTION_SCHEMAS["evaluation"]  # type: ignore[valid-type]
+    model: ModelSection
+    preprocessing: PreprocessingSection
+    training: TrainingSection | None = None
+    detector: DetectorSection
+    evaluation: EvaluationSection
 
     @field_validator("rows")
     @classmethod

@@ -53,9 +53,10 @@ TRAIN_FOLDERS = {
     "cood": ("imagenet-1k/train", "imagenet-1k-train"),
 }
 #: the C-OOD benchmark's data below the root: ID validation images and the class pool
-COOD_DATA = {"id": ("imagenet-1k/val", "imagenet-1k-val"),
-             "pool_list": "cood/pool.txt", "pool_root": ("imagenet21k", "imagenet-21k-winter21")}
-FILES = ("experiment.toml", "train.toml", "reproduce.toml")
+#: (folder below the root, catalogue entry): the ID test images, the pool list, the pool's images
+COOD_ID = ("imagenet-1k/val", "imagenet-1k-val")
+COOD_POOL_LIST = "cood/pool.txt"
+COOD_POOL = ("imagenet21k", "imagenet-21k-winter21")
 
 
 @dataclass(frozen=True)
@@ -370,19 +371,19 @@ def _benchmark(name: str, root: Path, fit: str, detector: Mapping[str, Any],
     ids: dict[str, Any] = {}
     tune = detector.get("tune") or {}
     if name == "cood":
-        folder, dataset = COOD_DATA["id"]
-        pool_root, pool_set = COOD_DATA["pool_root"]
+        folder, dataset = COOD_ID
+        pool_root, pool_set = COOD_POOL
         ids["test"] = {"folder": str(root / folder)}
         data.append(DataNeed("ID test set", dataset, (root / folder,)))
         data.append(DataNeed("C-OOD class pool", pool_set,
-                             (root / COOD_DATA["pool_list"], root / pool_root)))
+                             (root / COOD_POOL_LIST, root / pool_root)))
         bench = {"type": "cood", "name": "cood", "n_levels": 11,
-                 "pool": {"list": str(root / COOD_DATA["pool_list"]), "root": str(root / pool_root)}}
+                 "pool": {"list": str(root / COOD_POOL_LIST), "root": str(root / pool_root)}}
     else:
-        from oodbench.benchmarks.spec import builtin
+        from oodbench.benchmarks.spec import SetSpec, builtin
 
         spec = builtin(name)
-        needed = [("id", "ID test set", spec.id)]
+        needed: list[tuple[str, str, SetSpec | None]] = [("id", "ID test set", spec.id)]
         needed += [(s.group, f"OOD set {s.group!r}", s) for s in spec.ood]
         if fit == "id_val" or tune.get("protocol") == "ood_val":
             needed.append(("id_val", "ID validation set", spec.id_val))
