@@ -15,9 +15,9 @@ from PIL import Image
 from oodbench.cli.main import main
 from oodbench.detectors import preset_for
 from oodbench.published.recipes import Recipe, recipe
-from oodbench.published.reproduce import DEFAULTS, reproduction
 from oodbench.run.experiment import load_experiment
 from oodbench.run.plan import make_plan
+from oodbench.run.reproduce import DEFAULTS, reproduction
 from oodbench.schema import loads_toml
 
 

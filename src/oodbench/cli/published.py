@@ -97,8 +97,8 @@ def compare_cmd(results_dir: Path, names: tuple[str, ...], allow_mismatch: bool,
     matches, or what differs from the closest one (on a terminal: a block per row, wrapped to
     its width unless --wide)."""
     from oodbench import published
-    from oodbench.published.reproduce import read_record
     from oodbench.results.table import ResultsTable
+    from oodbench.run.reproduce import read_record
 
     table = ResultsTable(results_dir)
     if not table.exists():
@@ -176,7 +176,7 @@ def reproduce_cmd(ctx: click.Context, table: str, method: str | None, recipe_id:
     `oodbench data info` / `download` command, exit status 2 (the files are still written).
     Afterwards: oodbench published compare OUT
     """
-    from oodbench.published.reproduce import check_data, reproduction, write
+    from oodbench.run.reproduce import check_data, reproduction, write
 
     repro = reproduction(table, method, recipe_id=recipe_id, data_root=data_root, model=model,
                          weights=weights, random_init=random_init)

@@ -1,5 +1,8 @@
 """``oodbench published reproduce``: a published row's recipe turned into an experiment.
 
+It lives in ``run`` (not ``published``) because it writes experiments of the benchmarks'
+built-in specs, a layer above the published tables (docs/architecture.md).
+
 :func:`reproduction` reads the recipe of a row (:mod:`oodbench.published.recipes`) and builds:
 
 - ``experiment.toml``: the row's model (or the training config's model where the method
