@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from oodbench.errors import InvalidInputError, MissingDataError
+from oodbench.errors import InvalidInputError, MissingDataError, UnknownNameError
 from oodbench.published.recipes import Recipe, Sourced, for_table, recipe
 
 #: oodbench's documented defaults for a recipe setting that is ``unknown``
@@ -159,7 +159,7 @@ def _known(r: Recipe, section: str, key: str, diffs: list[Difference], default: 
 
 
 def _not_applied(diffs: list[Difference], setting: str, value: Any, why: str) -> None:
-    diffs.append(Difference(setting, _shown(value), "its own behaviour", f"not applied: {why}"))
+    diffs.append(Difference(setting, _shown(value), "not applied", why))
 
 
 def reproduction(table: str, method: str | None = None, *, recipe_id: str | None = None,
@@ -431,14 +431,15 @@ def missing_message(repro: Reproduction, missing: Sequence[DataNeed], out: Path)
              f"{repro.data_root} (the files are written to {out}; run `oodbench run "
              f"{out / 'experiment.toml'}` once the data is there):"]
     for need in missing:
-        absent = ", ".join(str(p) for p in need.paths if not p.exists())
+        absent = " and ".join(str(p) for p in need.paths if not p.exists())
         commands = [f"oodbench data info {need.dataset}"]
         try:
-            if catalog.get(need.dataset).public_downloads:
-                commands.append(f"oodbench data download {need.dataset} {need.paths[0].parent}")
-        except Exception:  # a benchmark set without a catalogue entry: info names the benchmark
-            commands = [f"oodbench list benchmarks ({need.dataset})"]
-        lines.append(f"  {need.dataset} ({need.role}): {absent} missing; "
+            downloadable = bool(catalog.get(need.dataset).public_downloads)
+        except UnknownNameError:  # a set its benchmark spec names no catalogue entry for
+            downloadable, commands = False, [f"oodbench list benchmarks ({need.dataset})"]
+        if downloadable:  # where its archive unpacks: `oodbench data info`
+            commands.append(f"oodbench data download {need.dataset} DIR")
+        lines.append(f"  {need.dataset} ({need.role}): expected at {absent}; "
                      + "; ".join(commands))
     return "\n".join(lines)
 
