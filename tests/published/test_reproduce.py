@@ -206,3 +206,40 @@ def test_end_to_end_with_stand_ins_differs_only_in_the_weights(tmp_path: Path) -
         assert row["differs"] == "backbone and weights; ID test images (ImageNet-1k validation)"
         assert "yours timm:resnet50.tv_in1k (random init)" in row["comparison"]
         assert "published 50,000; yours 2" in row["comparison"]
+
+
+@pytest.mark.parametrize(("table", "rid"), [("imagenet1k-vs-sun", "scale-resnet50"),
+                                           ("imagenet1k-vs-sun", "mcm-clip-b16")])
+def test_compare_calls_the_reproduced_row_same_settings(tmp_path: Path, table: str,
+                                                         rid: str) -> None:
+    """A result with the written plan's settings (as a run of it at full size records them:
+    its cell's model, detector configuration, benchmark, fit data) and the row's ID set size
+    is the row's like for like: "same settings", the published value beside it."""
+    import pandas as pd
+
+    from oodbench import published
+    from oodbench.published.recipes import row_recipes
+    from oodbench.results.table import ResultsTable
+
+    rows = published.load(table)
+    (value,) = rows[(row_recipes(rows) == rid) & (rows["metric"] == "auroc")]["value"]
+    group, n_id = "sun", published.table_info(table).protocol["n_id"]
+    out = tmp_path / "out"
+    _reproduce(table, rid, out, tmp_path / "data", "--dry-run")
+    (cell,) = make_plan(load_experiment(out / "experiment.toml", check_paths=False)).cells
+    published_value = float(value) / 100.0
+    row = {"model": cell.model.name, "detector": cell.detector,
+           "hyperparams": json.dumps(dict(cell.hyperparams)), "benchmark": cell.benchmark.name,
+           "group": group, "metric": "auroc", "value": published_value, "n_id": n_id,
+           "preset": cell.preset, "fit_data": cell.config.fit_data if cell.config.fits_on_data
+           else "none", "tuning": "", "status": "ok", "cell": cell.key,
+           "time": "2026-01-01T00:00:00"}
+    ResultsTable(out).append(pd.DataFrame([row]))
+    result = _invoke("published", "compare", str(out), "--table", table, "--format", "json")
+    assert result.exit_code == 0, result.output
+    (shown,) = json.loads(result.output)
+    assert (shown["comparison"], shown["published"]) == ("same settings", value)
+    assert shown["published_method"] in {r["method"] for r in recipe(rid).entry.rows}
+    table_view = _invoke("published", "compare", str(out), "--table", table, "--format", "table")
+    assert f"same settings, published {value} %" in table_view.output
+    assert f"reproduced from recipe {rid}" in table_view.output
