@@ -24,6 +24,18 @@ def test_list_names_every_table() -> None:
         assert name in result.output
 
 
+def test_list_counts_the_rows_with_a_recipe() -> None:
+    from oodbench.published.recipes import row_recipes
+
+    result = _invoke("published", "list", "--format", "json")
+    assert result.exit_code == 0, result.output
+    shown = {r["table"]: r["with recipe"] for r in json.loads(result.output)}
+    for name in published.tables():
+        ids = row_recipes(published.load(name))
+        assert shown[name] == f"{int((ids != '').sum()):,} of {len(ids):,}"
+    assert shown["imagenet1k-vs-sun"] == "39 of 39"
+
+
 @pytest.mark.parametrize("name", list(LEADERBOARDS))
 def test_show_printed_csv_is_the_shared_file(name: str) -> None:
     source = shared_path("leaderboards", LEADERBOARDS[name]).read_bytes().decode("utf-8")
