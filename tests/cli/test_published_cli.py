@@ -24,6 +24,18 @@ def test_list_names_every_table() -> None:
         assert name in result.output
 
 
+def test_list_counts_the_rows_with_a_recipe() -> None:
+    from oodbench.published.recipes import row_recipes
+
+    result = _invoke("published", "list", "--format", "json")
+    assert result.exit_code == 0, result.output
+    shown = {r["table"]: r["with recipe"] for r in json.loads(result.output)}
+    for name in published.tables():
+        ids = row_recipes(published.load(name))
+        assert shown[name] == f"{int((ids != '').sum()):,} of {len(ids):,}"
+    assert shown["imagenet1k-vs-sun"] == "39 of 39"
+
+
 @pytest.mark.parametrize("name", list(LEADERBOARDS))
 def test_show_printed_csv_is_the_shared_file(name: str) -> None:
     source = shared_path("leaderboards", LEADERBOARDS[name]).read_bytes().decode("utf-8")
@@ -82,11 +94,12 @@ def test_compare_prints_matches_and_what_differs(tmp_path) -> None:
     assert result.exit_code == 0, result.output
     shown = {r["model"]: r for r in json.loads(result.output)}
     assert shown["timm:resnet50.tv_in1k"]["published"] == "88.16"
-    assert shown["timm:resnet50.tv_in1k"]["comparison"] == "comparable"
+    assert shown["timm:resnet50.tv_in1k"]["comparison"] == "same settings"
     assert shown["efficientnet_lite0"]["published"] == ""
     assert shown["efficientnet_lite0"]["comparison"].startswith("not comparable: backbone")
     table = _invoke("published", "compare", str(folder))
-    assert table.exit_code == 0 and "1 of 2 rows match a published row" in table.output
+    assert table.exit_code == 0 and ("1 of 2 rows match; 1 have a near-match; 0 have no "
+                                     "published counterpart") in table.output
 
 
 def test_compare_without_matching_rows_or_results_is_a_one_line_error(tmp_path) -> None:

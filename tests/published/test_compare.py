@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 
 import pandas as pd
@@ -11,6 +12,9 @@ from oodbench import published
 from oodbench.detectors import create
 from oodbench.errors import EmptyInputError
 from oodbench.published.compare import display_value, row_checks
+
+# the module (the package's name ``compare`` is the function)
+compare_module = importlib.import_module("oodbench.published.compare")
 
 
 def _hyper(detector: str, preset: str) -> str:
@@ -35,7 +39,7 @@ def test_a_like_for_like_row_gets_the_published_value() -> None:
     assert out["published"].tolist() == ["88.16", "47.69"]
     assert out["published_method"].tolist() == ["ReAct (ResNet-50)"] * 2
     assert out["yours"].tolist() == ["88.16", "47.69"]
-    assert (out["comparison"] == "comparable").all()
+    assert (out["comparison"] == "same settings").all()
 
 
 def test_a_near_match_says_exactly_what_differs_and_withholds_the_value() -> None:
@@ -120,3 +124,74 @@ def test_display_value_uses_the_published_unit_and_decimals() -> None:
     assert display_value(0.8816, "%", "88.16") == "88.16"
     assert display_value(0.5, "%", "89.8") == "50.00"
     assert display_value(0.9958857884, "fraction", "0.9958857884") == "0.9958857884"
+
+
+# -- the pairing rules ---------------------------------------------------------------------------
+def _tuning_row(protocol: str, **over: object) -> dict[str, object]:
+    """KNN on OpenOOD v1.5's near-OOD mean, torchvision's ResNet-50, OpenOOD's preset."""
+    row = _row(detector="knn", hyperparams=_hyper("knn", "openood"), group="near",
+               benchmark="openood-v1.5-imagenet", n_id=45_000, value=0.711, fit_data="train",
+               preset="openood", tuning=json.dumps({"protocol": protocol}))
+    row.update(over)
+    return row
+
+
+def test_tuning_protocols_are_compared_by_exact_name() -> None:
+    """oodbench's held_out_classes is not the tuning paper's held_out_paper (Algorithms 1-4),
+    and neither is ood_val."""
+    rows = published.load("imagenet1k-resnet50-tuning")
+    paper = rows[(rows["method"] == "KNN") & (rows["ood_set"] == "near")
+                 & (rows["tuning"] == "held_out_paper")].iloc[0]
+    for protocol, status in (("held_out_classes", "differs"), ("ood_val", "differs"),
+                             ("held_out_paper", "same")):
+        checks = {c.item: c for c in row_checks(paper, _tuning_row(protocol))}
+        assert checks["tuning protocol"].status == status, protocol
+    differs = {c.item: c for c in row_checks(paper, _tuning_row("held_out_classes"))}
+    assert differs["tuning protocol"].published.startswith(
+        "tuned by the tuning paper's Algorithms 1-4")
+    assert differs["tuning protocol"].yours == "tuned on held-out ID classes (no OOD data)"
+
+
+def test_an_id_only_metric_pairs_only_with_id_only_rows_and_shows_no_ood_group() -> None:
+    """ID accuracy recorded beside the 'near' group is the ID set's: it pairs with the
+    published ID-accuracy rows (whose OOD set is none) and is shown under no OOD group; an
+    AUROC row never pairs with them."""
+    acc = _tuning_row("ood_val", metric="id_accuracy", value=0.7618)
+    out = published.compare(pd.DataFrame([acc]), tables_=["imagenet1k-resnet50-tuning"])
+    assert out["group"].tolist() == [""]
+    pub = published.load("imagenet1k-resnet50-tuning")
+    paired = pub[(pub["method"] == out.loc[0, "published_method"]) & (pub["metric"] == "id_accuracy")]
+    assert set(paired["ood_set"]) == {""} and out.loc[0, "published"] == "76.18"
+    index = compare_module.candidate_index(pub)
+    assert compare_module.candidates(index, _tuning_row("ood_val", group="")) is None
+
+
+def test_group_kinds() -> None:
+    assert [compare_module.group_kind(m, g) for m, g in (
+        ("id_accuracy", "near"), ("auroc", "near"), ("auroc", "all"), ("auroc", "level_3"),
+        ("auroc", "sun"))] == ["id", "average", "average", "level", "set"]
+
+
+def test_the_row_shown_is_chosen_by_the_documented_rule_and_the_others_are_counted() -> None:
+    """held_out_classes differs from both KNN near-OOD rows of the tuning table; the ood_val
+    row is shown because fewer of its checks are unknown (the paper's row states no preset
+    and no fit data), and the other candidate is counted."""
+    out = published.compare(pd.DataFrame([_tuning_row("held_out_classes")]),
+                            tables_=["imagenet1k-resnet50-tuning"], allow_mismatch=True)
+    assert out.loc[0, "published"] == "71.1" and out.loc[0, "differs"] == "tuning protocol"
+    assert out.loc[0, "others"] == 1
+    # ties in differences and unknowns go to the first in catalogue order
+    first, second = ({"method": "first"}, []), ({"method": "second"}, [])
+    pub, _ = compare_module._choose([(1, 0, 7, *second), (1, 0, 3, *first)])
+    assert pub["method"] == "first"
+    assert "fewest differing checks, then fewest unknown checks, then catalogue order" == \
+        compare_module.CHOICE_RULE
+
+
+def test_counts_cover_every_results_row() -> None:
+    rows = pd.DataFrame([_row(), _row(model="efficientnet_lite0"),
+                         _row(detector="msp", hyperparams=_hyper("msp", "paper"))])
+    out = published.compare(rows)
+    assert compare_module.counts(out) == {"rows": 3, "match": 1, "near-match": 1, "none": 1}
+    assert compare_module.summary_text(out) == (
+        "1 of 3 rows match; 1 have a near-match; 1 have no published counterpart")

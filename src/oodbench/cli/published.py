@@ -19,7 +19,7 @@ SHOWN_KEY = ("method", "ood_set", "metric", "value")
 SHOWN_LONG = ("training", "paper_table", "backbone", "tuning")
 #: the columns ``compare`` prints as tsv and Markdown
 COMPARED = ("model", "detector", "benchmark", "group", "metric", "yours", "published", "unit",
-            "published_method", "table", "comparison")
+            "published_method", "table", "comparison", "others")
 
 
 @click.group("published")
@@ -31,20 +31,25 @@ def published_cmd() -> None:
     oodbench published show imagenet1k-vs-sun --method "ReAct (ResNet-50)"
     oodbench published show imagenet1k-resnet50-tuning --printed --format csv
     oodbench published compare results/
+    oodbench published reproduce imagenet1k-vs-sun --method "SCALE (ResNet50)" --out repro/ --dry-run
     """
 
 
 @published_cmd.command("list")
 @table_options
 def list_cmd(fmt: str | None, wide: bool) -> None:
-    """Every published table: name, rows, paper, title and where it was read."""
+    """Every published table: name, rows, how many rows have a recipe (`oodbench published
+    reproduce`), paper, title and where it was read."""
     from oodbench import published
+    from oodbench.published.recipes import coverage
 
-    rows = pd.DataFrame([{"table": name, "rows": len(published.load(name)), "paper": info.paper,
-                          "title": info.title, "source": info.source}
-                         for name, info in published.tables().items()])
-    show(rows, fmt, title="published tables (oodbench published show TABLE)",
-         key=("table", "rows"), drop_first=("source", "title"), wide=wide)
+    rows = []
+    for name, info in published.tables().items():
+        covered, total = coverage(name)
+        rows.append({"table": name, "rows": total, "with recipe": f"{covered:,} of {total:,}",
+                     "paper": info.paper, "title": info.title, "source": info.source})
+    show(pd.DataFrame(rows), fmt, title="published tables (oodbench published show TABLE)",
+         key=("table", "rows", "with recipe"), drop_first=("source", "title"), wide=wide)
 
 
 @published_cmd.command("show")
@@ -93,6 +98,7 @@ def compare_cmd(results_dir: Path, names: tuple[str, ...], allow_mismatch: bool,
     its width unless --wide)."""
     from oodbench import published
     from oodbench.results.table import ResultsTable
+    from oodbench.run.reproduce import read_record
 
     table = ResultsTable(results_dir)
     if not table.exists():
@@ -112,14 +118,99 @@ def compare_cmd(results_dir: Path, names: tuple[str, ...], allow_mismatch: bool,
         for r in compared.itertuples():
             published_text = (f"published {r.published} {r.unit}" if r.published
                               else "published value withheld")
+            if r.status == "match":
+                published_text = f"same settings, {published_text}"
             block(f"{r.model} · {r.detector} · {r.benchmark} · {r.group} · {r.metric}: "
                   f"yours {r.yours} {r.unit}, {published_text} ({r.published_method}, "
                   f"{r.table})", width)
             block(f"    {r.comparison}", width)
-    n_match = int((compared["status"] == "match").sum())
-    aside(f"{n_match} of {len(compared)} rows match a published row; near-matches say what "
-          "differs" + ("" if allow_mismatch else " (their published value needs --allow-mismatch)"),
-          fmt)
+    from oodbench.published.compare import CHOICE_RULE, summary_text
+
+    aside(summary_text(compared) + "; near-matches say what differs"
+          + ("" if allow_mismatch else " (their published value needs --allow-mismatch)"), fmt)
+    others = int(compared["others"].sum())
+    if others:
+        aside(f"the published row shown for each: {CHOICE_RULE}; {others:,} other candidate "
+              "rows not shown (column others)", fmt)
+    record = read_record(results_dir)
+    if record is not None:
+        rep = record["reproduce"]
+        aside(f"reproduced from recipe {rep['recipe']} ({rep['recipe_file']}): "
+              f"{len(record.get('differences', []))} named differences from the recipe in "
+              f"{results_dir / 'reproduce.toml'}", fmt)
     if view.note:
         aside(view.note, fmt)
 
+
+
+@published_cmd.command("reproduce")
+@click.argument("table")
+@click.option("--method", default=None, help="the row's method as the table prints it")
+@click.option("--recipe", "recipe_id", default=None,
+              help="the recipe id, where a method has several (e.g. one per tuning protocol)")
+@click.option("--out", required=True, type=click.Path(path_type=Path),
+              help="folder for experiment.toml (train.toml, reproduce.toml) and the results")
+@click.option("--data-root", default="data", show_default=True, type=click.Path(path_type=Path),
+              help="the folder the benchmark's datasets lie in, as `oodbench data info` says")
+@click.option("--dry-run", is_flag=True, help="write the files and show the plan; run nothing")
+@click.option("--model", default=None,
+              help="override: this oodbench model spec instead of the recipe's (a named difference)")
+@click.option("--weights", default=None, type=click.Path(path_type=Path),
+              help="override: load this checkpoint (e.g. the released one) into the model")
+@click.option("--random-init", is_flag=True,
+              help="override: the row's architecture at random initialisation (a stand-in for "
+                   "checking the pipeline; its weights are named as a difference)")
+@click.option("--no-progress", is_flag=True, help="No progress bars.")
+@click.pass_context
+def reproduce_cmd(ctx: click.Context, table: str, method: str | None, recipe_id: str | None,
+                  out: Path, data_root: Path, dry_run: bool, model: str | None,
+                  weights: Path | None, random_init: bool, no_progress: bool) -> None:
+    """Write the experiment that reproduces a published row of TABLE from its recipe, check
+    its data, and run it (unless --dry-run).
+
+    \b
+    Every setting comes from the row's recipe (oodbench.published.recipes); one the recipe
+    leaves "unknown" takes oodbench's default, and each such setting, each setting oodbench
+    cannot apply and each override is written into experiment.toml's header and
+    reproduce.toml as a named difference. Missing datasets: one message listing each with its
+    `oodbench data info` / `download` command, exit status 2 (the files are still written).
+    Afterwards: oodbench published compare OUT
+    """
+    from oodbench.run.reproduce import check_data, reproduction, write
+
+    repro = reproduction(table, method, recipe_id=recipe_id, data_root=data_root, model=model,
+                         weights=weights, random_init=random_init)
+    written = write(repro, out)
+    con = console()
+    r = repro.recipe
+    con.print(f"recipe {r.id} ({r.file}): {', '.join(str(p) for p in written)}", markup=False,
+              highlight=False)
+    if repro.differences:
+        diffs = pd.DataFrame([{"setting": d.setting, "recipe": d.recipe, "oodbench uses": d.used,
+                               "why": d.why} for d in repro.differences])
+        show(diffs, None, title=f"{len(diffs)} named differences from the recipe",
+             key=("setting",), drop_first=("recipe",))
+    if dry_run:
+        try:
+            _print_plan(out / "experiment.toml")
+        except MissingDataError:  # a training config's data: the message below names it
+            pass
+    check_data(repro, out)
+    if dry_run:
+        return
+    from oodbench.cli.run import run_cmd
+
+    ctx.invoke(run_cmd, experiment=out / "experiment.toml", use_ray=False, dry_run=False,
+               with_report=False, top=10, shard_size=None, repair=False, no_progress=no_progress)
+
+
+def _print_plan(path: Path) -> None:
+    """The cells of the written experiment (planned without reading any data)."""
+    from oodbench.run.experiment import load_experiment
+    from oodbench.run.plan import make_plan
+
+    plan = make_plan(load_experiment(path, check_paths=False))
+    con = console()
+    con.print(f"plan: {plan.summary()}", markup=False, highlight=False)
+    for cell in plan.cells:
+        con.print(f"  {cell.label()}", markup=False, highlight=False)

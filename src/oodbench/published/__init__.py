@@ -8,9 +8,19 @@
     published.select(df, method="ReAct (ResNet-50)")
     published.compare(results_rows)             # each of your rows beside its published row
 
+    recipes.row_recipes(published.load("imagenet1k-vs-sun"))   # each row's recipe id
+    recipes.recipe("cma-vit-b16-neglabel").value("training", "lr")   # 1e-05, with its source
+
     oodbench published list
     oodbench published show imagenet1k-vs-sun --method "ReAct (ResNet-50)" --format markdown
     oodbench published compare results/ [--allow-mismatch]
+    oodbench published reproduce imagenet1k-vs-sun --method "SCALE (ResNet50)" --out DIR [--dry-run]
+
+**Recipes** (:mod:`oodbench.published.recipes`, ``_tables/recipes/<family>.toml``): everything a
+published number depends on, each value with its source, ``unknown`` where not stated; every
+row of the ImageNet-1k vs SUN, loss and tuning tables and the C-OOD ViT-L/32-384 rows points to
+one. ``oodbench published reproduce`` (:mod:`oodbench.run.reproduce`) writes a row's recipe as
+an experiment, names every setting it could not take from the recipe, and runs it.
 
 The tables (``_tables/catalogue.toml``): the C-OOD results of Galil et al. (ICLR 2023, bundled
 in :mod:`oodbench.results.paper`), the ImageNet-1k vs SUN leaderboard (22 methods), the

@@ -14,15 +14,34 @@ A published row and a row of your results table are compared key by key (:func:`
 
 and the table's protocol (``TableInfo.protocol``: ID set size, C-OOD levels and window) against
 what the results record (:func:`protocol_checks`). Each check is ``same``, ``differs`` or
-``unknown`` (one side does not record it). The candidates of a results row are the published
-rows of the same detector, the same OOD set (``level_3``, ``sun``, OpenOOD's ``near``) and the
-same metric family (AUROC; FPR95 in either convention; ID accuracy, whose OOD set is none).
-Tables whose ``compare_by`` is ``"weights"`` (the C-OOD table: 706 models, placed among with
-``paper rank``) only offer the rows of your own weights.
+``unknown`` (one side does not record it). Names are compared exactly: tuning protocols by
+their registered names (``held_out_classes``, oodbench's cheaper simulation, is not the tuning
+paper's ``held_out_paper``, and neither is ``ood_val``), benchmarks, fit data and metrics by
+theirs.
 
-A *match* has no check that differs; a *near-match* lists each difference, and its published
-value is withheld ("not comparable: ...") unless the comparison is asked for anyway
-(``allow_mismatch``), as ``paper rank`` refuses a C-OOD rank across benchmarks.
+**Pairing rules.** The candidates of a results row are the published rows of
+
+1. the same detector;
+2. the same metric (FPR95 in either convention counts as one metric, whose convention is then
+   a check of its own: ``fpr95_id`` against ``fpr95_ood`` is the "FPR95 convention");
+3. the same kind of group and the same group (:func:`group_kind`): an ID-only metric (ID
+   accuracy) pairs only with published ID-only rows and is shown under no OOD group; an
+   average (``near``, ``far``, ``all``) only with the same average; one OOD set (``sun``) only
+   with that set; a C-OOD level only with that level;
+
+and, in tables whose ``compare_by`` is ``"weights"`` (the C-OOD table: 706 models, placed
+among with ``paper rank``), of your own weights only.
+
+**The row shown** (:data:`CHOICE_RULE`): among the candidates, the one with the fewest checks
+that differ, then the fewest that are unknown, then the first in catalogue order (the order
+of ``oodbench published list``, then the table's own row order). The other candidates are
+counted (column ``others``), never silently dropped.
+
+A *match* ("same settings") has no check that differs; a *near-match* lists each difference,
+and its published value is withheld ("not comparable: ...") unless the comparison is asked for
+anyway (``allow_mismatch``), as ``paper rank`` refuses a C-OOD rank across benchmarks.
+:func:`counts` covers every results row: those that match, those with a near-match and those
+without a published counterpart (:func:`summary_text`).
 """
 
 from __future__ import annotations
@@ -49,8 +68,16 @@ CONVENTIONS = {"fpr95_id": "ID-positive (fpr95_id: FPR of OOD at 95 % TPR of ID)
                "fpr95_ood": "OOD-positive (fpr95_ood: FPR of ID at 95 % TPR of OOD, OpenOOD)"}
 TUNING_NAMES = {"none": "not tuned", "ood_val": "tuned on an OOD validation set",
                 "held_out_classes": "tuned on held-out ID classes (no OOD data)",
+                "held_out_paper": "tuned by the tuning paper's Algorithms 1-4 (held-out ID "
+                                  "classes, no OOD data)",
                 "synthetic_ood_val": "tuned on synthetic OOD (noise, adversarial images)",
                 "id_only": "tuned on ID data only"}
+
+
+#: how the published row shown beside a results row is chosen among its candidates
+CHOICE_RULE = ("fewest differing checks, then fewest unknown checks, then catalogue order")
+#: the text a match's comparison column carries
+SAME = "same settings"
 
 
 @dataclass(frozen=True)
@@ -231,30 +258,51 @@ def _family(metric: str) -> str | None:
     return METRIC_FAMILY.get(metric)
 
 
-def candidate_index(published: pd.DataFrame) -> dict[tuple[str, str, str], pd.DataFrame]:
-    """The published rows by (detector, OOD set, metric family): the rows a results row with
-    those keys can be compared with (built once per comparison)."""
-    keyed = published.assign(_family=published["metric"].map(_family))
-    return {(det, ood_set, family): rows.drop(columns="_family")
-            for (det, ood_set, family), rows in keyed.groupby(["detector", "ood_set", "_family"])}
+def group_kind(metric: str, group: str) -> str:
+    """The kind of a row's group: ``"id"`` for a metric of the ID set alone (its group is
+    none), ``"average"`` for OpenOOD's/MOS's means (``near``, ``far``, ``all``), ``"level"``
+    for a C-OOD severity level, ``"set"`` for one named OOD set."""
+    if metric in ID_ONLY_METRICS:
+        return "id"
+    if group in ("near", "far", "all"):
+        return "average"
+    if group.startswith("level_"):
+        return "level"
+    return "set"
+
+
+def _group(metric: str, group: str) -> str:
+    return "" if group_kind(metric, group) == "id" else group
+
+
+def candidate_index(published: pd.DataFrame) -> dict[tuple[str, str, str, str], pd.DataFrame]:
+    """The published rows by (detector, group kind, group, metric family): the rows a results
+    row with those keys can be compared with (built once per comparison)."""
+    keyed = published.assign(
+        _family=published["metric"].map(_family),
+        _kind=[group_kind(m, g) for m, g in zip(published["metric"], published["ood_set"])],
+        _group=[_group(m, g) for m, g in zip(published["metric"], published["ood_set"])])
+    return {key: rows.drop(columns=["_family", "_kind", "_group"])
+            for key, rows in keyed.groupby(["detector", "_kind", "_group", "_family"])}
 
 
 @functools.lru_cache(maxsize=4)
-def _published(names: tuple[str, ...]) -> tuple[pd.DataFrame, dict[tuple[str, str, str], pd.DataFrame]]:
+def _published(names: tuple[str, ...]) -> tuple[pd.DataFrame, dict[tuple[str, str, str, str], pd.DataFrame]]:
     """The bundled published rows of ``names`` and their :func:`candidate_index` (the tables
     never change in a process: built once)."""
     published = load_all(list(names))
     return published, candidate_index(published)
 
 
-def candidates(index: Mapping[tuple[str, str, str], pd.DataFrame],
+def candidates(index: Mapping[tuple[str, str, str, str], pd.DataFrame],
                yours: Mapping[str, Any]) -> pd.DataFrame | None:
-    """The published rows a results row could be compared with: the same detector, OOD set and
-    metric family; in ``compare_by = "weights"`` tables only the rows of its own weights.
-    ``None`` when there are none."""
-    family = _family(str(yours.get("metric", "")))
-    group = "" if yours.get("metric") in ID_ONLY_METRICS else str(yours.get("group", ""))
-    rows = index.get((str(yours.get("detector", "")), group, family or ""))
+    """The published rows a results row could be compared with (the pairing rules of the
+    module docstring); ``None`` when there are none."""
+    metric = str(yours.get("metric", ""))
+    family = _family(metric)
+    group = str(yours.get("group", "") or "")
+    rows = index.get((str(yours.get("detector", "")), group_kind(metric, group),
+                      _group(metric, group), family or ""))
     if family is None or rows is None:
         return None
     by_weights = [name for name, info in tables().items() if info.compare_by == "weights"]
@@ -263,6 +311,13 @@ def candidates(index: Mapping[tuple[str, str, str], pd.DataFrame],
         own = rows["weights"].str.split(";").map(lambda specs: model in specs)
         rows = rows[~rows["table"].isin(by_weights) | own]
     return rows if len(rows) else None
+
+
+def _choose(scored: list[tuple[int, int, int, dict[str, Any], list[Check]]]
+            ) -> tuple[dict[str, Any], list[Check]]:
+    """The candidate :data:`CHOICE_RULE` picks: (differences, unknowns, catalogue position)."""
+    _, _, _, pub, checks = min(scored, key=lambda s: s[:3])
+    return pub, checks
 
 
 def display_value(value: float, unit: str, printed: str) -> str:
@@ -286,10 +341,12 @@ def compare(
     results row that has a candidate: ``model``, ``detector``, ``benchmark``, ``group``,
     ``metric``, ``yours`` (your value in the published unit), ``published`` (as printed; empty
     for a near-match unless ``allow_mismatch``), ``status`` (``match`` / ``near-match``),
-    ``comparison`` (``comparable`` or ``not comparable: <what differs>``), ``differs`` (the
+    ``comparison`` (``same settings`` or ``not comparable: <what differs>``), ``differs`` (the
     items that differ, ``"; "``-joined: what a summary counts near-matches by), ``unknown`` (what
-    could not be checked), ``table``, ``published_method``, ``paper``, ``read_from``. Raises
-    ``EmptyInputError`` saying why when no row has a published counterpart.
+    could not be checked), ``others`` (the other candidates, not shown: :data:`CHOICE_RULE`),
+    ``table``, ``published_method``, ``paper``, ``read_from``. ``attrs["rows"]``
+    holds the number of results rows compared (:func:`counts`). Raises ``EmptyInputError``
+    saying why when no row has a published counterpart.
     """
     rows = results
     if "status" in rows.columns:
@@ -305,9 +362,11 @@ def compare(
         raise EmptyInputError("no finished results rows to compare (no row has status 'ok')")
     names = list(tables()) if tables_ is None else [table_info(n).name for n in tables_]
     published, index = _published(tuple(names))
+    position = {n: i for i, n in enumerate(tables())}
     infos = {n: table_info(n) for n in names}
     out = []
     seen_id_only: set[tuple[str, ...]] = set()
+    n_rows = 0
     for yours in rows.to_dict(orient="records"):
         if yours["metric"] in ID_ONLY_METRICS:  # one value per cell, whatever its OOD group
             key = tuple(canonical(yours.get(k)) for k in ("model", "detector", "hyperparams",
@@ -315,34 +374,58 @@ def compare(
             if key in seen_id_only:
                 continue
             seen_id_only.add(key)
+        n_rows += 1
         options = candidates(index, yours)
         if options is None:
             continue
         scored = []
-        for pub in options.to_dict(orient="records"):
+        for idx, pub in zip(options.index, options.to_dict(orient="records")):
             checks = row_checks(pub, yours, infos[pub["table"]])
-            scored.append((sum(c.status == "differs" for c in checks), pub, checks))
-        n_diff, pub, checks = min(scored, key=lambda s: s[0])
+            scored.append((sum(c.status == "differs" for c in checks),
+                           sum(c.status == "unknown" for c in checks),
+                           position[pub["table"]] * 10**9 + int(idx), pub, checks))
+        pub, checks = _choose(scored)
         differs = [c for c in checks if c.status == "differs"]
         unknown = [c.item for c in checks if c.status == "unknown"]
         shown = not differs or allow_mismatch
         out.append({
             "model": yours["model"], "detector": yours["detector"],
-            "benchmark": yours["benchmark"], "group": yours["group"], "metric": yours["metric"],
+            "benchmark": yours["benchmark"], "group": _group(str(yours["metric"]),
+                                                             str(yours["group"] or "")),
+            "metric": yours["metric"],
             "yours": display_value(float(yours["value"]), pub["unit"], pub["value"]),
             "published": pub["value"] if shown else "",
             "unit": pub["unit"],
             "status": "near-match" if differs else "match",
-            "comparison": ("comparable" if not differs else
+            "comparison": (SAME if not differs else
                            "not comparable: " + "; ".join(c.text() for c in differs)),
             "differs": "; ".join(c.item for c in differs),
             "unknown": ", ".join(unknown),
+            "others": len(scored) - 1,
             "table": pub["table"], "published_method": pub["method"], "paper": pub["paper"],
             "read_from": pub["read_from"],
         })
     if not out:
         raise EmptyInputError(nothing_matched(rows, published))
-    return pd.DataFrame(out)
+    result = pd.DataFrame(out)
+    result.attrs["rows"] = n_rows
+    return result
+
+
+def counts(compared: pd.DataFrame) -> dict[str, int]:
+    """Every results row compared (:func:`compare`) counted: ``rows`` (each row once; an ID-only
+    metric once per cell), ``match``, ``near-match`` and ``none`` (no published counterpart)."""
+    total = int(compared.attrs.get("rows", len(compared)))
+    match = int((compared["status"] == "match").sum())
+    near = int((compared["status"] == "near-match").sum())
+    return {"rows": total, "match": match, "near-match": near, "none": total - match - near}
+
+
+def summary_text(compared: pd.DataFrame) -> str:
+    """``"3 of 4,524 rows match; 49 have a near-match; 4,472 have no published counterpart"``."""
+    c = counts(compared)
+    return (f"{c['match']:,} of {c['rows']:,} rows match; {c['near-match']:,} have a "
+            f"near-match; {c['none']:,} have no published counterpart")
 
 
 def nothing_matched(rows: pd.DataFrame, published: pd.DataFrame) -> str:
