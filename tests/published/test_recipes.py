@@ -181,3 +181,24 @@ def test_a_row_two_recipes_claim_is_refused(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(module, "recipes", lambda: both)
     with pytest.raises(ConfigError, match="claimed by the recipes 'she' and 'twin'"):
         row_recipes(pd.DataFrame([{"table": "imagenet1k-vs-sun", "method": "SHE"}]))
+
+
+def test_a_training_recipe_is_its_losss_default():
+    """A method's published recipe is also what ``train(loss=...)`` runs without settings
+    (``oodbench.train.method_defaults``): every stated optimiser value of a recipe that trains
+    with a loss that has published defaults equals that default."""
+    from oodbench.published.recipes import recipes
+    from oodbench.train.method_defaults import RECIPES
+
+    checked: set[str] = set()
+    for r in recipes().values():
+        loss = r.value("training", "loss") if r.trains else None
+        if loss not in RECIPES:
+            continue
+        optim = RECIPES[loss].optim
+        for key in ("lr", "weight_decay", "batch_size", "epochs", "optimizer"):
+            stated = r.value("training", key)
+            if stated is not None:
+                assert stated == getattr(optim, key), (r.id, key, stated, getattr(optim, key))
+                checked.add(loss)
+    assert {"cma", "npos"} <= checked  # the recipes that state their optimiser

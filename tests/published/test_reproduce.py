@@ -36,6 +36,14 @@ def _image(path: Path, seed: int, size: int = 8) -> None:
     Image.fromarray(pixels).save(path)
 
 
+def _negatives(root: Path, relative: str) -> Path:
+    """A stand-in negative-prompt list where the recipe reads CMA's (three prompts)."""
+    path = root / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.save(path, np.array(["The nice stone", "The nice cloud", "This is a rope photo"]))
+    return path
+
+
 def _train_folder(root: Path, folder: str) -> None:
     """A stand-in ImageNet training folder: two wnid class folders of one image each."""
     for i, wnid in enumerate(("n01440764", "n01443537")):
@@ -52,7 +60,7 @@ def _expected_hyperparams(r: Recipe, not_applied: set[str]) -> dict[str, Any]:
     return {k: v for k, v in wanted.items() if f"detector.hyperparams.{k}" not in not_applied}
 
 
-def _check_plan(r: Recipe, out: Path, named: set[str]) -> None:
+def _check_plan(r: Recipe, out: Path, named: set[str], root: Path | None = None) -> None:
     """The plan of the written experiment names exactly the recipe's model, detector (name,
     preset, hyper-parameters or tuning protocol), fit data and benchmark; where the recipe says
     "unknown", oodbench's documented default (``named``: the settings named as differences)."""
@@ -76,6 +84,9 @@ def _check_plan(r: Recipe, out: Path, named: set[str]) -> None:
     else:
         assert not cell.tune
         for key, value in _expected_hyperparams(r, named).items():
+            if key == "negatives":  # a file, read below the data root
+                assert root is not None and config.hyperparams[key] == str(root / value)
+                continue
             assert config.hyperparams[key] == value, key
     fit = r.value("evaluation", "fit_data")
     if fit in ("train", "id_val"):
@@ -106,6 +117,9 @@ def test_dry_run_writes_the_recipes_settings(tmp_path: Path, table: str, rid: st
     if r.trains:  # the training config names its data: a stand-in folder where it looks
         repro = reproduction(table, recipe_id=rid, data_root=root)
         _train_folder(root, str(Path(repro.train["data"]["train"]["folder"]).relative_to(root)))
+    negatives = (r.value("detector", "hyperparams") or {}).get("negatives")
+    if negatives:  # a file the detector reads when the plan makes it
+        _negatives(root, negatives)
     result = _reproduce(table, rid, out, root, "--dry-run")
     assert result.exit_code == 2, result.output  # the benchmark's data is missing
     assert "dataset(s) are not under" in result.output
@@ -113,7 +127,7 @@ def test_dry_run_writes_the_recipes_settings(tmp_path: Path, table: str, rid: st
     assert record["reproduce"]["recipe"] == rid
     # every unknown setting of the recipe is a named difference
     named = {d["setting"] for d in record.get("differences", [])}
-    _check_plan(r, out, named)
+    _check_plan(r, out, named, root)
     assert set(r.unknown()) - {"model.weights", "model.released"} <= named
     if r.trains:
         from oodbench.train.config import read_train_config
@@ -142,12 +156,30 @@ def test_cma_training_config_is_the_official_recipe(tmp_path: Path) -> None:
             train["epochs"], train["amp"]) == ("adamw", 1e-5, 0.1, 512, 10, "off")
     assert train["loss_options"] == {"lam": 0.001, "train_prompt": "a photo of a {}",
                                      "warmup_steps": 500}
+    negatives = root / "Neglabel" / "neg_label_10000.npy"  # below the data root
     assert repro.experiment["detectors"] == [{
         "name": "neglabel", "preset": "paper",
-        "hyperparams": {"n_groups": 1, "temperature": 0.01, "positive_prompt": "The nice {}"}}]
+        "hyperparams": {"n_groups": 1, "temperature": 0.01, "positive_prompt": "The nice {}",
+                        "negatives": str(negatives)}}]
+    # applied, so no named difference: the negative list (neglabel's `negatives`), the
+    # augmentation and the training prompt (CMA's published defaults, train/method_defaults.py)
     named = {d.setting: d for d in repro.differences}
-    assert "RandomResizedCrop(224, scale=(0.9, 1.0), bicubic)" in named["training.augmentation"].recipe
-    assert named["detector.hyperparams.negatives"].recipe == "Neglabel/neg_label_10000.npy"
+    assert not {"detector.hyperparams.negatives", "training.augmentation",
+                "training.prompts"} & set(named)
+    from oodbench.train.method_defaults import defaults_for
+
+    aug = defaults_for("cma").augmentation
+    assert aug is not None and (aug.scale, aug.interpolation) == ((0.9, 1.0), "bicubic")
+    # a missing list is listed with the datasets, with where to take it from
+    result = _reproduce("imagenet1k-vs-sun", "cma-vit-b16-neglabel", tmp_path / "out", root,
+                        "--dry-run")
+    assert result.exit_code == 2
+    line = next(x for x in result.output.splitlines() if "neg_label_10000.npy (" in x)
+    assert f"expected at {negatives}" in line and "github.com/ma-kjh/CMA-OoDD" in line
+    _negatives(root, "Neglabel/neg_label_10000.npy")
+    again = _reproduce("imagenet1k-vs-sun", "cma-vit-b16-neglabel", tmp_path / "out2", root,
+                       "--dry-run")
+    assert "neg_label_10000.npy (" not in again.output and "plan: " in again.output
 
 
 def test_missing_data_is_one_message_with_each_datasets_commands(tmp_path: Path) -> None:

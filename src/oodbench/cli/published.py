@@ -176,7 +176,7 @@ def reproduce_cmd(ctx: click.Context, table: str, method: str | None, recipe_id:
     `oodbench data info` / `download` command, exit status 2 (the files are still written).
     Afterwards: oodbench published compare OUT
     """
-    from oodbench.run.reproduce import check_data, reproduction, write
+    from oodbench.run.reproduce import check_data, missing_data, reproduction, write
 
     repro = reproduction(table, method, recipe_id=recipe_id, data_root=data_root, model=model,
                          weights=weights, random_init=random_init)
@@ -190,7 +190,8 @@ def reproduce_cmd(ctx: click.Context, table: str, method: str | None, recipe_id:
                                "why": d.why} for d in repro.differences])
         show(diffs, None, title=f"{len(diffs)} named differences from the recipe",
              key=("setting",), drop_first=("recipe",))
-    if dry_run:
+    # planning makes the detectors, which read their own files (a negative-prompt list)
+    if dry_run and not any(need.how for need in missing_data(repro)):
         try:
             _print_plan(out / "experiment.toml")
         except MissingDataError:  # a training config's data: the message below names it

@@ -25,6 +25,7 @@ exits with status 2 after the files are written.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -82,6 +83,8 @@ class DataNeed:
     role: str
     dataset: str
     paths: tuple[Path, ...]
+    #: where to get a file that is no catalogue dataset (e.g. CMA's fixed negative list)
+    how: str = ""
 
     def present(self) -> bool:
         return all(p.exists() for p in self.paths)
@@ -182,6 +185,7 @@ def reproduction(table: str, method: str | None = None, *, recipe_id: str | None
     detector = _detector(r, diffs)
     benchmark = str(_known(r, "evaluation", "benchmark", diffs, DEFAULTS["evaluation.benchmark"]))
     data: list[DataNeed] = []
+    _detector_files(r, detector, root, data)
     fit = _fit_data(r, detector, diffs)
     experiment: dict[str, Any] = {
         "experiment": {"name": r.id, "output": "."},
@@ -323,6 +327,9 @@ def _training(r: Recipe, diffs: list[Difference]) -> dict[str, Any]:
     for key in ("augmentation", "prompts"):
         got = _setting(r, "training", key)
         if got is not None:
+            if got.known and _loss_default_applies(str(out["loss"]), key, got.value,
+                                                   out.get("loss_options", {})):
+                continue  # the loss's published default (oodbench.train.method_defaults)
             if got.known:
                 _not_applied(diffs, f"training.{key}", got.value,
                              "the training config has no such setting")
@@ -330,6 +337,27 @@ def _training(r: Recipe, diffs: list[Difference]) -> dict[str, Any]:
                 diffs.append(Difference(f"training.{key}", "unknown", "the trainer's own",
                                         "oodbench's default"))
     return out
+
+
+def _loss_default_applies(loss: str, key: str, value: Any, options: Mapping[str, Any]) -> bool:
+    """Whether training with ``loss`` applies the recipe's ``augmentation`` or ``prompts``
+    without a setting in the training config: the loss's published defaults
+    (:mod:`oodbench.train.method_defaults`, ``oodbench.losses``) are those of the recipe."""
+    from oodbench.train.method_defaults import defaults_for
+
+    text = str(value)
+    if key == "augmentation":
+        aug = defaults_for(loss).augmentation
+        return aug is not None and (f"scale=({aug.scale[0]}, {aug.scale[1]})" in text
+                                    and aug.interpolation in text)
+    if loss == "cma":  # the prompt CMA trains against is its loss option train_prompt
+        return value == [options.get("train_prompt")]
+    if loss == "npos":  # the head is rebuilt with the official 18 templates by default
+        from oodbench.losses.npos import NPOS
+
+        head = inspect.signature(NPOS.__init__).parameters["head_templates"].default
+        return head == "npos" and "18" in text
+    return False
 
 
 def _detector(r: Recipe, diffs: list[Difference]) -> dict[str, Any]:
@@ -352,6 +380,24 @@ def _detector(r: Recipe, diffs: list[Difference]) -> dict[str, Any]:
     elif tuning != "none":
         _not_applied(diffs, "evaluation.tuning", tuning, "no tuning protocol of that name")
     return entry
+
+
+#: hyper-parameters that name a file, relative to the data root in a recipe
+DETECTOR_FILES = {"negatives": "the fixed negative-prompt list"}
+
+
+def _detector_files(r: Recipe, detector: dict[str, Any], root: Path,
+                    data: list[DataNeed]) -> None:
+    """Point each file-valued hyper-parameter below ``root`` and record it as data the
+    experiment reads (a missing one is listed with the datasets, with the official code's
+    repository to take it from)."""
+    hyper = detector.get("hyperparams", {})
+    for key, role in DETECTOR_FILES.items():
+        if isinstance(hyper.get(key), str):
+            path = root / hyper[key]
+            hyper[key] = str(path)
+            data.append(DataNeed(f"{role} of {detector['name']}", Path(path).name, (path,),
+                                 how=f"take it from the official code, {r.code or r.paper}"))
 
 
 def _fit_data(r: Recipe, detector: Mapping[str, Any], diffs: list[Difference]) -> str:
@@ -432,6 +478,9 @@ def missing_message(repro: Reproduction, missing: Sequence[DataNeed], out: Path)
              f"{out / 'experiment.toml'}` once the data is there):"]
     for need in missing:
         absent = " and ".join(str(p) for p in need.paths if not p.exists())
+        if need.how:
+            lines.append(f"  {need.dataset} ({need.role}): expected at {absent}; {need.how}")
+            continue
         commands = [f"oodbench data info {need.dataset}"]
         try:
             downloadable = bool(catalog.get(need.dataset).public_downloads)
