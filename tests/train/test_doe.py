@@ -151,20 +151,7 @@ def _official_iteration(net, proxy, opt, x, y, n, epoch, warmup, diff, gamma):
     theta + gamma diff and gamma diff subtracted again, then the CE step. Returns ``diff``."""
     if epoch >= warmup:
         proxy.load_state_dict(net.state_dict())
-        proxy.train()
-        scale = torch.ones(1, requires_grad=True)
-        out = proxy(x) * scale
-        l_sur = (out[n:].mean(1) - torch.logsumexp(out[n:], dim=1)).mean()
-        reg_sur = torch.sum(torch.autograd.grad(l_sur, [scale], create_graph=True)[0] ** 2)
-        proxy_opt = torch.optim.SGD(proxy.parameters(), lr=1)
-        proxy_opt.zero_grad()
-        reg_sur.backward()
-        proxy_opt.step()
-        new = {}
-        for (key, old), (_, moved) in zip(net.state_dict().items(), proxy.state_dict().items()):
-            if old.ndim > 1 and "weight" in key:
-                step = moved - old
-                new[key] = old.norm() / (step.norm() + OFFICIAL_EPS) * step
+        new = _official_direction(net, proxy, x, n)
         diff = new if diff is None else {
             key: OFFICIAL_BETA * diff[key] + (1 - OFFICIAL_BETA) * new[key] for key in diff}
         with torch.no_grad():
@@ -311,6 +298,15 @@ def _official_proxy_direction(net: nn.Module, x: torch.Tensor, n: int) -> dict[s
     for m in proxy.modules():
         if isinstance(m, nn.Dropout):
             m.p = 0.0
+    return _official_direction(net, proxy, x, n)
+
+
+def _official_direction(net: nn.Module, proxy: nn.Module, x: torch.Tensor,
+                        n: int) -> dict[str, torch.Tensor]:
+    """The official proxy step (doe_final.py): ``proxy`` (a copy of ``net``) in train mode takes
+    one SGD step (lr 1) on the squared gradient of the surrogate OE loss of the outliers
+    ``x[n:]`` with respect to a unit output scale; the direction of each weight matrix is its
+    move rescaled to the norm of ``net``'s."""
     proxy.train()
     scale = torch.ones(1, requires_grad=True)
     out = proxy(x) * scale
@@ -320,12 +316,12 @@ def _official_proxy_direction(net: nn.Module, x: torch.Tensor, n: int) -> dict[s
     opt.zero_grad()
     reg.backward()
     opt.step()
-    expected = {}
-    for (k, old), (_, new) in zip(net.state_dict().items(), proxy.state_dict().items()):
+    direction = {}
+    for (k, old), (_, moved) in zip(net.state_dict().items(), proxy.state_dict().items()):
         if old.ndim > 1 and "weight" in k:
-            diff = new - old
-            expected[k] = old.norm() / (diff.norm() + OFFICIAL_EPS) * diff
-    return expected
+            step = moved - old
+            direction[k] = old.norm() / (step.norm() + OFFICIAL_EPS) * step
+    return direction
 
 
 def test_perturbation_runs_without_dropout_on_weight_named_matrices_only():
