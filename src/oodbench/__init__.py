@@ -11,11 +11,12 @@ __version__ = "0.1.0"
 
 from oodbench.errors import OodbenchError
 
-__all__ = ["OodbenchError", "__version__", "run", "run_experiment", "tune"]
+__all__ = ["OodbenchError", "__version__", "run_experiment", "tune"]
 
 
 def __getattr__(name: str):  # lazy: importing oodbench stays cheap
-    """``oodbench.run_experiment(path)`` and ``oodbench.run(path)`` (the callable ``run`` package)."""
+    """``oodbench.run_experiment(path)``; ``oodbench.run`` and ``oodbench.tune`` are the packages
+    (``oodbench.tune`` is still callable: ``oodbench.tune(detector, grid, ...)``)."""
     if name == "run_experiment":
         from oodbench.run import run_experiment
 

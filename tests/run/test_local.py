@@ -63,7 +63,7 @@ def independent_msp(folder: Path) -> np.ndarray:
 
 
 def test_tiny_experiment_end_to_end(tiny, forward_images):
-    df = oodbench.run(tiny, progress=False)
+    df = oodbench.run_experiment(tiny, progress=False)
     assert list(df.columns) == list(COLUMNS)
     cells = df.drop_duplicates("cell")
     # msp, energy, knn k=1, knn k=3, mc_dropout x (cood, sets)
@@ -121,7 +121,7 @@ def test_an_ood_group_may_be_a_flat_folder(tiny):
                                     'groups.stripes = { folder = "data/flat", kind = "near" }')
     text = text.replace('grid = { k = [1, 3] }', "")
     tiny.write_text(text.split("[[detectors]]")[0] + '[[detectors]]\nname = "msp"\n')
-    df = oodbench.run(tiny, progress=False)
+    df = oodbench.run_experiment(tiny, progress=False)
     sets = df[(df["benchmark"] == "sets") & (df["metric"] == "auroc")]
     assert df["status"].eq("ok").all()
     # the same images, flat or in a class folder, give the same AUROC

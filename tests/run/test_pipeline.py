@@ -113,3 +113,19 @@ def test_importing_the_schema_loads_no_training_tuning_extraction_or_model_code(
     heavy = [m for m in loaded if m.split(".")[1:2] in (["train"], ["tune"], ["extract"],
                                                         ["models"])]
     assert heavy == []
+
+
+def test_the_entry_point_is_a_function_and_run_is_only_a_package():
+    """``oodbench.run_experiment`` is the entry point; ``oodbench.run`` no longer makes itself
+    callable by swapping its module's class (``oodbench.tune`` still does: the one left)."""
+    import types
+
+    import oodbench
+    import oodbench.run
+
+    assert callable(oodbench.run_experiment) and isinstance(oodbench.run_experiment,
+                                                            types.FunctionType)
+    assert type(oodbench.run) is types.ModuleType and not callable(oodbench.run)
+    swapped = [p for p in (REPO / "src" / "oodbench").rglob("*.py")
+               if "sys.modules[__name__].__class__" in p.read_text(encoding="utf-8")]
+    assert [p.relative_to(REPO / "src").as_posix() for p in swapped] == ["oodbench/tune/__init__.py"]

@@ -98,7 +98,7 @@ def test_tiny_experiment_with_tuned_detectors(tmp_path, monkeypatch):
     data["detectors"] = [HELD_OUT, {"name": "knn", "tune": {
         "protocol": "ood_val", "ood": {"folder": "data/noise"}, "space": {"k": [1, 2, 4]}}}]
     exp = parse_experiment(data, base_dir=tmp_path)
-    df = oodbench.run(exp, progress=False)
+    df = oodbench.run_experiment(exp, progress=False)
     cells = df.drop_duplicates("cell").set_index("detector")
     assert cells["status"].eq("ok").all(), cells["error"]
     for name in ("react", "knn"):
@@ -146,7 +146,7 @@ def test_tuning_uses_the_id_val_set_when_given(tmp_path, monkeypatch):
     data["detectors"] = [{"name": "knn", "tune": {
         "protocol": "ood_val", "ood": {"folder": "data/stripes"}, "criterion": "aurc",
         "space": {"k": [1, 2, 4]}}}]
-    df = oodbench.run(parse_experiment(data, base_dir=tmp_path), progress=False)
+    df = oodbench.run_experiment(parse_experiment(data, base_dir=tmp_path), progress=False)
     cell = df.drop_duplicates("cell").iloc[0]
     assert cell["status"] == "ok", cell["error"]
     record = cell["tuning"]
@@ -237,7 +237,7 @@ def test_m_grid_beyond_the_fit_classes_fails_before_any_training(tmp_path, monke
     with pytest.raises(ExperimentCheckError, match=r"\(ash_b\).tune on \[id\].fit: "
                        r"InvalidInputError: held_out_paper: m_grid holds M=2, but M must be an "
                        r"integer in \[1, 1\] \(fit has 3 classes"):
-        oodbench.run(parse_experiment(data, base_dir=tmp_path), progress=False)
+        oodbench.run_experiment(parse_experiment(data, base_dir=tmp_path), progress=False)
     assert not (tmp_path / "cache").exists()  # nothing extracted
 
 
@@ -249,7 +249,7 @@ def test_paper_example_runs_and_records_how_it_chose(tmp_path, monkeypatch):
     for run in ("first", "again"):
         monkeypatch.setenv("OODBENCH_CACHE", str(tmp_path / run / "cache"))
         toml = _paper_example(tmp_path / run)
-        df = oodbench.run(toml, progress=False)
+        df = oodbench.run_experiment(toml, progress=False)
         cell = df.drop_duplicates("cell").iloc[0]
         assert cell["status"] == "ok", cell["error"]
         record = cell["tuning"]

@@ -2,7 +2,6 @@
 
     import oodbench
     df = oodbench.run_experiment("experiment.toml")   # the tidy results as a DataFrame
-    df = oodbench.run("experiment.toml")              # the same: this package is callable
     oodbench.results.wide(df)["auroc"]                # one column per metric
 
 ``run_experiment`` plans the grid (:mod:`oodbench.run.plan`), records its cells as the output
@@ -10,25 +9,26 @@ folder's current experiment (what every view of the folder shows), skips the cel
 finished in ``<output>/results/``, runs the rest (:class:`~oodbench.run.local.LocalExecutor`, or
 :class:`~oodbench.run.ray_executor.RayExecutor` with ``executor="ray"``) and returns the latest
 rows of every cell of the experiment. The CLI equivalent is ``oodbench run EXPERIMENT.toml``.
-
-``oodbench.run`` is both this package and a function: the package's module object is callable
-and forwards to :func:`run_experiment`, so ``oodbench.run(path)`` and
-``from oodbench.run.experiment import load_experiment`` both work. ``run_experiment`` is the
-name to use in code that wants to be explicit.
+``oodbench.run`` is only this package (it used to be callable as well, by swapping its module's
+class: ``oodbench.run_experiment`` is the one entry point).
 """
 
 from __future__ import annotations
 
-import sys
-import types
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pandas as pd
 
-from oodbench.results.table import writing
+from oodbench.results.table import ResultsTable, writing
+
+if TYPE_CHECKING:
+    from oodbench.errors import Interrupted
+    from oodbench.run.experiment import Experiment
+    from oodbench.run.local import Resources
+    from oodbench.run.plan import Plan
 
 __all__ = ["PreparedRun", "prepare", "run_experiment"]
 
@@ -39,15 +39,20 @@ class PreparedRun:
     results file read once). ``oodbench run`` prints it, then hands it to
     :func:`run_experiment`, which plans nothing again."""
 
-    experiment: Any
-    plan: Any
-    table: Any
-    pending: Any
+    experiment: Experiment
+    plan: Plan
+    table: ResultsTable
+    pending: Plan  # the cells of ``plan`` not finished in ``table``
 
 
-def prepare(experiment: str | Path | Mapping[str, Any] | Any) -> PreparedRun:
+class Executor(Protocol):
+    """What runs the cells of a plan into a results table (local, Ray, or a user's own)."""
+
+    def run(self, plan: Plan, table: ResultsTable) -> None: ...
+
+
+def prepare(experiment: str | Path | Mapping[str, Any] | Experiment | PreparedRun) -> PreparedRun:
     """Read (a path or mapping), plan and compare with the results already in its output."""
-    from oodbench.results.table import ResultsTable
     from oodbench.run.experiment import Experiment, load_experiment, parse_experiment
     from oodbench.run.plan import make_plan
     from oodbench.run.resolve import resolve
@@ -66,9 +71,9 @@ def prepare(experiment: str | Path | Mapping[str, Any] | Any) -> PreparedRun:
 
 
 def run_experiment(
-    experiment: str | Path | Mapping[str, Any] | Any,
+    experiment: str | Path | Mapping[str, Any] | Experiment | PreparedRun,
     *,
-    executor: str | Any = "local",
+    executor: str | Executor = "local",
     progress: bool = True,
     extract_progress: bool | None = None,
     extract_options: Mapping[str, Any] | None = None,
@@ -124,7 +129,7 @@ def run_experiment(
     return table.read(cells=keys)
 
 
-def record_experiment(table: Any, keys: list[str], name: str) -> None:
+def record_experiment(table: ResultsTable, keys: list[str], name: str) -> None:
     """Make the plan's cells the folder's current experiment (what its report, leaderboard and
     comparisons show); a folder that cannot be written keeps its record, with a warning."""
     import warnings
@@ -139,7 +144,8 @@ def record_experiment(table: Any, keys: list[str], name: str) -> None:
                       "recorded there", ResultsWarning, stacklevel=3)
 
 
-def interrupted(exp: Any, plan: Any, pending: Any, table: Any, err: KeyboardInterrupt) -> Any:
+def interrupted(exp: Experiment, plan: Plan, pending: Plan, table: ResultsTable,
+                err: KeyboardInterrupt) -> Interrupted:
     """The :class:`~oodbench.errors.Interrupted` of a run stopped by Ctrl-C: how many of the
     cells left to run finished (they are in the results table), that the activations extracted
     so far are cached, and the command that resumes."""
@@ -156,7 +162,7 @@ def interrupted(exp: Any, plan: Any, pending: Any, table: Any, err: KeyboardInte
     )
 
 
-def save_configuration(exp: Any) -> None:
+def save_configuration(exp: Experiment) -> None:
     """Keep the experiment next to its results (``experiment.toml`` and ``experiment.json``);
     files whose content is already that are not rewritten."""
     files = {"experiment.json": exp.to_json() + "\n"}
@@ -170,8 +176,8 @@ def save_configuration(exp: Any) -> None:
                 path.write_text(text, encoding="utf-8")
 
 
-def _executor(executor: str | Any, progress: bool, extract_progress: bool,
-              extract_options: dict[str, Any], resources: Any) -> Any:
+def _executor(executor: str | Executor, progress: bool, extract_progress: bool,
+              extract_options: dict[str, Any], resources: Resources) -> Executor:
     if executor == "local":
         from oodbench.run.local import LocalExecutor
 
@@ -187,12 +193,3 @@ def _executor(executor: str | Any, progress: bool, extract_progress: bool,
         raise UnknownNameError("executor", executor, ["local", "ray"])
     return executor
 
-
-class _CallableModule(types.ModuleType):
-    """Makes ``oodbench.run(experiment)`` call :func:`run_experiment` (see the docstring)."""
-
-    def __call__(self, experiment: Any, **kwargs: Any) -> pd.DataFrame:
-        return run_experiment(experiment, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
