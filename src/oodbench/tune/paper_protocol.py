@@ -35,6 +35,11 @@ cached by content):
   (needs ``model=``; the paper trains its variants, Algorithm 1 line 5; here from the given
   weights, not from scratch: a documented approximation of its setting, the nearest one can
   run without the original training recipe);
+* ``"scratch"``: a network re-initialised through the model factory and trained from scratch
+  with the original network's recipe on the kept classes' images only
+  (:mod:`oodbench.tune.scratch`; ``train={"recipe": "cpu-resnet9"}`` for the small-image
+  recipe, else ``oodbench.train.train`` on ``oodbench.models.load(spec, pretrained=False)``):
+  the paper's own setting, the only one whose variants never saw the withheld classes;
 * ``"last_block"``: the last block and the head retrained from cached activations of the
   stage before it, no image pass per epoch (:mod:`oodbench.tune.last_block`) -- an
   approximation: every earlier layer keeps what it learnt from the withheld classes;
@@ -93,7 +98,7 @@ PAPER_SETTINGS: dict[int, tuple[tuple[int, ...], int]] = {
     200: ((10, 20, 30, 40), 3),
     1000: (tuple(range(50, 301, 50)), 5),
 }
-RETRAIN = ("full", "last_block", "head")
+RETRAIN = ("full", "last_block", "head", "scratch")
 
 
 def paper_defaults(n_classes: int) -> tuple[tuple[int, ...], int]:
