@@ -3,6 +3,7 @@
 
 Tiny 32 px images (4 classes, 12 training images each) and the ``cpu-small`` recipe cut to
 one epoch of 16-image batches: seconds on a CPU.
+(The ``tiny`` fixture: ``tests/tune/conftest.py``.)
 """
 
 from __future__ import annotations
@@ -14,42 +15,11 @@ import pytest
 
 import oodbench
 import oodbench.train.recipe as recipe_module
-from oodbench.data.arrays import ArraySource
 from oodbench.errors import InvalidInputError
-from oodbench.extract import extract
-from oodbench.train.recipe import RECIPES
-from oodbench.train.tensor_images import eval_transform
 from oodbench.tune import Range
 from oodbench.tune.held_out import HeldOutClasses, VariantFactory
 
 SCRATCH = {"recipe": "cpu-small", "epochs": 1, "batch_size": 16}
-CLASSES = 4
-
-
-def tiny_images(n_per_class: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Class-tinted noise: class c's images are brighter in channel c % 3 (so a network can
-    learn something), every image distinct."""
-    rng = np.random.default_rng(seed)
-    labels = np.repeat(np.arange(CLASSES), n_per_class)
-    pixels = rng.integers(0, 160, size=(len(labels), 32, 32, 3))
-    pixels[np.arange(len(labels)), :, :, labels % 3] += 60 + 20 * (labels // 3)[:, None, None]
-    return pixels.astype(np.uint8), labels
-
-
-@pytest.fixture(scope="module")
-def tiny():
-    """(model with a PIL transform, fit activations, id_val activations, fit source)."""
-    model = RECIPES["cpu-small"].build(CLASSES, seed=0)
-    model.transform = eval_transform()
-    train_px, train_y = tiny_images(12, seed=1)
-    val_px, val_y = tiny_images(6, seed=2)
-    names = [f"c{i}" for i in range(CLASSES)]
-    train_src = ArraySource(train_px, train_y, name="tiny-train", class_names=names)
-    val_src = ArraySource(val_px, val_y, name="tiny-val", class_names=names)
-    capture = ("logits", "features")
-    fit = extract(model, train_src, capture=capture, progress=False)
-    id_val = extract(model, val_src, capture=capture, progress=False)
-    return model, fit, id_val, train_src
 
 
 def test_a_scratch_variant_never_trains_on_a_withheld_class(tiny, monkeypatch, tmp_path):

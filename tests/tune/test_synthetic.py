@@ -20,11 +20,10 @@ from oodbench.detectors import create
 from oodbench.errors import ConfigError, InvalidInputError
 from oodbench.schema import parse
 from oodbench.tune import Range
-from oodbench.tune.paper_protocol import tuning_sets as paper_sets
 from oodbench.tune.held_out import Variant
+from oodbench.tune.paper_protocol import tuning_sets as paper_sets
 from oodbench.tune.spec import TuneSpec
 from oodbench.tune.synthetic import Synthetic, id_pixels, normalisation, set_images
-from tests.tune.test_scratch import tiny  # noqa: F401 - the shared fixture
 
 
 def _pixels(model, id_val, config):

@@ -127,9 +127,9 @@ def normalisation(model: Any, config: Synthetic) -> tuple[torch.Tensor, torch.Te
     mean, std = config.mean, config.std
     if mean is None or std is None:
         transform = getattr(model, "transform", None)
-        found = [transform] + list(getattr(transform, "transforms", []) or [])
-        stats = next(((t.mean, t.std) for t in found if hasattr(t, "mean") and hasattr(t, "std")),
-                     None)
+        found: list[Any] = [transform, *(getattr(transform, "transforms", None) or [])]
+        stats: Any = next(((t.mean, t.std) for t in found
+                           if hasattr(t, "mean") and hasattr(t, "std")), None)
         if stats is None:
             raise InvalidInputError(
                 f"{config.kind}: cannot find the input normalisation of the model's transform; "
@@ -221,7 +221,8 @@ def set_images(model: Any, labels: np.ndarray, config: Synthetic, level: int, st
     for j in range(config.n_sets):
         rows, rng = draw_rows(len(pixels), config.seed, level, j, stage, config.disjoint_draws)
         if perturbed is None:
-            out.append((rows, noise_images(rng, rows.size, tuple(pixels.shape[1:]), h)))
+            out.append((rows, noise_images(rng, rows.size, (int(pixels.shape[1]), int(pixels.shape[2]),
+                                                   int(pixels.shape[3])), h)))
         else:
             out.append((rows, perturbed[torch.from_numpy(rows)]))
     return out
@@ -272,7 +273,8 @@ def tune_synthetic(build: Builder, dims: Mapping[str, Dimension], data: TuningDa
     run_search = staged_search(search, dims, points, opts, name, larger,
                                {"detector": detector, "protocol": config.kind,
                                 "settings": config.describe()}, "h")
-    per_h, tables = [], []
+    per_h: list[dict[str, Any]] = []
+    tables = []
     for index, h in enumerate(config.levels):
         sets = tuning_sets(data.model, data.id_val, config, index, 0, mean, std, pixels)
         rows = run_search(loss_of(build, data.fit, data.id_val, sets, name), index)
