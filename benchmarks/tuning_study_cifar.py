@@ -38,6 +38,9 @@ Setting (what the issue asks for, nothing tuned toward the paper's answer):
 * **Threads**: one torch thread by default (``--threads``): on the shared 2-core machine the
   first epoch of the network cost 72 CPU-s with two threads against about 40 CPU-s per epoch
   in the loss study's one-thread workers.
+* **Claims** (:func:`claims`, rules fixed before any result): one sentence per claim of the
+  paper, from the means over the seeds; a difference counts only when a mean lies outside the
+  other row's mean DeLong 95 % interval, else "not resolved at this scale".
 * **Evaluation**: near and far AUROC of the ID test half against each test set, with
   DeLong's 95 % interval (logit); per row the wall and CPU time (``time.process_time``:
   a row that trains variants includes their training; later rows reuse them) and the
@@ -199,6 +202,24 @@ def run_row(name: str, protocol: str, seed: int, model: Any, acts: dict[str, Act
                              "criterion_at_choice": result.best_value}
 
 
+_HELD: list[Any] = []
+
+
+def open_lock() -> Any:
+    """Hold an exclusive lock on ``$OODBENCH_CACHE/tuning_study_cifar.lock`` for the process's
+    life; exit with a message when another study process holds it."""
+    import fcntl
+
+    path = cache_dir() / "tuning_study_cifar.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(path, "w")  # noqa: SIM115 - held until the process ends
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        sys.exit(f"another tuning_study_cifar process uses {cache_dir()}; wait for it to end")
+    return handle
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--train-only", action="store_true",
@@ -218,6 +239,7 @@ def main() -> None:
     if bad:
         parser.error(f"unknown detector label or protocol {bad}; labels {list(STUDY)}, "
                      f"protocols {list(PROTOCOLS)}")
+    _HELD.append(open_lock())  # one study process per cache: two would write one checkpoint
     log(f"cache {cache_dir()}; torch threads {torch.get_num_threads()}")
     prepared = prepare(args.data)
     model, acts = prepared["model"], prepared["acts"]
@@ -241,8 +263,11 @@ def main() -> None:
                    "model_id_test_accuracy": float(np.mean(acts["id_test"].correct)),
                    "platform": platform.platform(), "torch_threads": torch.get_num_threads()})
     done = {(r["detector"], r["protocol"], r["seed"]) for r in report["rows"]}
+    # cheap rows first, so a study stopped part-way has every baseline; the scratch rows
+    # (which train the variants not yet in the cache) last
+    order = [p for p in PROTOCOLS if p != "scratch"] + ["scratch"]
     plan = [(label, "defaults", 0) for label in labels]
-    plan += [(label, p, s) for s in seeds for p in protocols for label in labels]
+    plan += [(label, p, s) for p in order if p in protocols for s in seeds for label in labels]
     for label, protocol, seed in plan:
         if (label, protocol, seed) in done:
             continue
@@ -257,7 +282,79 @@ def main() -> None:
         args.out.write_text(json.dumps(report, indent=1, default=str) + "\n")
         log(f"{label:<6} {protocol:<10} seed {seed}: near {row['near_auroc']:.4f} far "
             f"{row['far_auroc']:.4f} ({row['wall_s']:.0f} s, CPU {row['cpu_s']:.0f} s)")
+    report["claims"] = claims(report["rows"], seeds)
+    args.out.write_text(json.dumps(report, indent=1, default=str) + "\n")
+    for sentence in report["claims"]:
+        print(sentence)
     log(f"wrote {args.out}")
+
+
+def mean_row(rows: list[dict[str, Any]], label: str, protocol: str, seeds: list[int],
+             group: str) -> tuple[float, float, float] | None:
+    """(mean AUROC, mean interval low, mean interval high) over the seeds' rows, or None
+    unless every seed has its row."""
+    got = [r for r in rows if r["detector"] == label and r["protocol"] == protocol
+           and r["seed"] in seeds]
+    if len(got) < len(seeds):
+        return None
+    return (float(np.mean([r[f"{group}_auroc"] for r in got])),
+            float(np.mean([r[f"{group}_ci"][0] for r in got])),
+            float(np.mean([r[f"{group}_ci"][1] for r in got])))
+
+
+def verdict(ours: tuple[float, float, float], other: tuple[float, float, float]) -> int:
+    """+1: ``ours`` above ``other``'s (mean) DeLong interval, -1: below it, 0: inside."""
+    return 1 if ours[0] > other[2] else (-1 if ours[0] < other[1] else 0)
+
+
+def claims(rows: list[dict[str, Any]], seeds: list[int]) -> list[str]:
+    """One sentence per claim of the paper, by rules fixed before any result was seen: means
+    over the seeds; a difference counts when the mean lies outside the other row's mean DeLong
+    95 % interval; otherwise "not resolved at this scale"."""
+    out = []
+    for group in ("near", "far"):
+        parts = []
+        for label in STUDY:
+            ours, ref = (mean_row(rows, label, p, seeds, group) for p in ("scratch", "ood_val"))
+            if ours is None or ref is None:
+                parts.append(f"{label}: not run")
+                continue
+            v = verdict(ours, ref)
+            parts.append(f"{label}: {'holds' if v >= 0 else 'does not hold'} "
+                         f"({100 * ours[0]:.2f} vs {100 * ref[0]:.2f})")
+        out.append(f"Held-out (scratch) comparable to OOD-val tuning, {group}-OOD AUROC: "
+                   + "; ".join(parts) + ".")
+    gains: dict[str, float] = {}
+    for group in ("near", "far"):
+        parts = []
+        for label in STUDY:
+            ours = mean_row(rows, label, "scratch", seeds, group)
+            base = [mean_row(rows, label, p, seeds, group) for p in ("noise", "fgsm")]
+            if ours is None or any(b is None for b in base):
+                parts.append(f"{label}: not run")
+                continue
+            votes = [verdict(ours, b) for b in base if b is not None]
+            word = ("holds" if min(votes) > 0 else "does not hold" if max(votes) < 0
+                    else "not resolved at this scale")
+            gains[f"{group}:{label}"] = ours[0] - max(b[0] for b in base if b is not None)
+            parts.append(f"{label}: {word} ({100 * ours[0]:.2f} vs noise "
+                         f"{100 * base[0][0]:.2f}, FGSM {100 * base[1][0]:.2f})")  # type: ignore[index]
+        out.append(f"Held-out (scratch) better than noise and FGSM tuning, {group}-OOD AUROC: "
+                   + "; ".join(parts) + ".")
+    for group in ("near", "far"):
+        high = [gains.get(f"{group}:{k}") for k in ("VRA", "PLF")]
+        low = [gains.get(f"{group}:{k}") for k in ("ASH", "ReAct", "KNN")]
+        if any(g is None for g in high + low):
+            out.append(f"Larger gains for the higher-parameter families ({group}): not run.")
+            continue
+        hi, lo = [float(g) for g in high if g is not None], [float(g) for g in low if g is not None]
+        word = ("holds" if min(hi) > max(lo) else "does not hold" if max(hi) < min(lo)
+                else "not resolved at this scale")
+        out.append(f"Larger gains over the best of noise / FGSM for the higher-parameter "
+                   f"families (VRA+, PLF) than for ASH-B, ReAct, KNN ({group}-OOD): {word} "
+                   f"(gains in points: VRA+ {100 * hi[0]:.2f}, PLF {100 * hi[1]:.2f}; ASH-B "
+                   f"{100 * lo[0]:.2f}, ReAct {100 * lo[1]:.2f}, KNN {100 * lo[2]:.2f}).")
+    return out
 
 
 if __name__ == "__main__":
