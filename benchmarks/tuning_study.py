@@ -8,6 +8,8 @@ paper's Table 3).
 
     .venv/bin/python benchmarks/tuning_study.py            # head and last-block seeds 0-3, 16 GP trials
     .venv/bin/python benchmarks/tuning_study.py --quick    # seed 0 only (both), 12 trials
+    .venv/bin/python benchmarks/tuning_study.py --cifar    # the CIFAR-scale study instead
+                                                           # (benchmarks/tuning_study_cifar.py)
 
 Definitions, spaces and search: VRA+ as App. A defines it (``vra_plus.py``), PLF in oodbench's
 reading of App. A (``oodbench/detectors/plf.py``: PLF's own source, arXiv 2506.14194, could not
@@ -146,6 +148,12 @@ def describe(result: TuneResult | None, det: Detector) -> dict[str, Any]:
 
 
 def main() -> None:
+    if "--cifar" in sys.argv[1:]:  # the CIFAR-scale study: its own script, JSON and options
+        import tuning_study_cifar
+
+        sys.argv.remove("--cifar")
+        tuning_study_cifar.main()
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default="0,1,2,3", help="held-out protocol seeds (retrain='head')")
     parser.add_argument("--last-block-seeds", default="0,1,2,3",

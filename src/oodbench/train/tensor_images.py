@@ -177,3 +177,23 @@ def augment(images: torch.Tensor, generator: torch.Generator, *, pad: int = 4,
     out = hwc[batch, rows[:, :, None], cols[:, None, :]]  # (B, H, W, C), contiguous
     m, s = _scale(mean, std, dev)
     return (out.permute(0, 3, 1, 2).to(torch.float32) - m) / s
+
+
+class eval_transform:  # noqa: N801 - used like a function: eval_transform(mean, std)
+    """PIL image -> float32 (3, H, W) ``(x / 255 - mean) / std``: the evaluation input of a
+    recipe network (no resize, no crop), as a model's ``transform`` for ``oodbench.extract``.
+    Picklable; ``mean`` and ``std`` are kept so that code which builds pixels itself (the
+    noise and FGSM tuning protocols) can normalise them the same way."""
+
+    def __init__(self, mean: Sequence[float] = CIFAR_MEAN, std: Sequence[float] = CIFAR_STD):
+        self.mean, self.std = tuple(float(v) for v in mean), tuple(float(v) for v in std)
+
+    def __call__(self, image: object) -> torch.Tensor:
+        from PIL import Image
+
+        assert isinstance(image, Image.Image)
+        pixels = torch.from_numpy(np.asarray(image.convert("RGB")).copy()).permute(2, 0, 1)
+        return normalise(pixels[None], self.mean, self.std, channels_last=False)[0]
+
+    def __repr__(self) -> str:
+        return f"eval_transform(mean={self.mean}, std={self.std})"

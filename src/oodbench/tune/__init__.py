@@ -54,7 +54,11 @@ tunes without OOD data by withholding ID classes (:mod:`oodbench.tune.held_out`:
 withheld fraction, M tuned jointly with phi, oodbench's approximation), and
 ``protocol="held_out_paper"`` is that paper's own Algorithms 1-4 (Mondal et al., arXiv
 2602.05935; :mod:`oodbench.tune.paper_protocol`: an M grid, N variants per M, S balanced
-tuning sets, phi per M, M* on resampled sets, the final phi on the original network);
+tuning sets, phi per M, M* on resampled sets, the final phi on the original network;
+variants fine-tuned, retrained in the last block or head, or trained from scratch on the kept
+classes, ``retrain="scratch"``, :mod:`oodbench.tune.scratch`); ``protocol="noise"`` and
+``protocol="fgsm"`` are that paper's baselines (Gaussian-noise or FGSM-perturbed images as the
+simulated OOD, Sec. 3, Eq. 3-4; :mod:`oodbench.tune.synthetic`);
 ``search="tpe"`` or ``search="gp"`` searches ranges (:class:`oodbench.tune.space.Range`) with
 Optuna's seeded, resumable TPE or Gaussian-process sampler (:mod:`oodbench.tune.optuna_search`).
 ``grid="paper"`` is the tuning paper's search space for the detector (arXiv 2602.05935, App. A;
@@ -83,6 +87,7 @@ from oodbench.extract.activations import Activations
 from oodbench.tune import held_out as _held_out  # noqa: F401  (registers held_out_classes)
 from oodbench.tune import ood_val as _ood_val  # noqa: F401  (registers ood_val)
 from oodbench.tune import paper_protocol as _paper  # noqa: F401  (registers held_out_paper)
+from oodbench.tune import synthetic as _synthetic  # noqa: F401  (registers noise and fgsm)
 from oodbench.tune.criteria import ID_CRITERIA, OOD_CRITERIA, id_metrics, resolve_criterion
 from oodbench.tune.dispatch import search as run_search
 from oodbench.tune.edges import warn_edges
@@ -169,8 +174,11 @@ def _tune(
             ``"ood_val"`` (above) or ``"held_out_classes"`` (no OOD data: simulated by
             withholding ID classes of ``fit``; ``held_out={"n_variants": 5,
             "held_out_fraction": 0.2, "retrain": "head", "seed": 0, "train": {...}}``;
-            ``retrain="full"`` also needs ``model``); ``settings=`` gives any protocol's
-            settings.
+            ``retrain="full"`` and ``"scratch"`` also need ``model``), ``"held_out_paper"``
+            (Algorithms 1-4 of arXiv 2602.05935), ``"noise"`` / ``"fgsm"`` (the paper's
+            baselines: Gaussian-noise or FGSM images as simulated OOD, Eq. 3-4,
+            :mod:`oodbench.tune.synthetic`; need ``model``); ``settings=`` gives any
+            protocol's settings.
         search: ``"grid"`` (the default), ``"tpe"`` or ``"gp"`` (``n_trials=50, seed=0,
             storage=None, study_name=None, progress=False``); ``"gp"`` by default for
             ``grid="paper"``.

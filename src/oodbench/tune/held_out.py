@@ -21,6 +21,10 @@ What this module does, per variant i = 1..N (all seeded, see below):
                             its head cut to the rows of K_i, on the images of those rows
             retrain="last_block": the last block and the head retrained from cached inputs
                             of the last block (oodbench.tune.last_block), no image pass
+            retrain="scratch": a network re-initialised by the model factory and trained
+                            from scratch on the images of those rows only, with the
+                            original network's recipe (oodbench.tune.scratch): the
+                            paper's Algorithm 1, line 5
     simulated ID  = id_val rows of a class in K_i            (never used for training)
     simulated OOD = fit and id_val rows of any other class   (the variant never saw them)
     m_i(phi) = metric(detector_phi fitted on fit rows of K_i through net_i,
@@ -94,7 +98,7 @@ from oodbench.tune.protocol import Builder, Objective, TuningData, TuningProtoco
 
 #: bump when the variant layout or the cached file format changes
 _FORMAT = 1
-RETRAIN = ("head", "full", "last_block")
+RETRAIN = ("head", "full", "last_block", "scratch")
 
 
 @dataclass(frozen=True)
@@ -104,8 +108,9 @@ class HeldOutClasses:
     Attributes:
         n_variants: N, the number of simulated ID/OOD splits (network variants).
         held_out_fraction: the fraction of ``fit``'s classes withheld per variant (M = round(f n)).
-        retrain: ``"head"`` (a new linear head on cached features) or ``"full"`` (fine-tune
-            the network on the kept classes' images).
+        retrain: ``"head"`` (a new linear head on cached features), ``"full"`` (fine-tune
+            the network on the kept classes' images), ``"last_block"`` or ``"scratch"`` (a
+            fresh network trained on the kept classes' images only, :mod:`oodbench.tune.scratch`).
         seed: seeds the withheld classes and the training.
         train: the trainer's options, flat: fields of
             :class:`~oodbench.train.optim.OptimSettings` (``epochs``, ``lr``, ...; they change
@@ -146,17 +151,24 @@ _COMMON = {"loss", "loss_options", "device", *OPTIM_FIELDS}
 #: preset (``HEAD``, ``FINETUNE``, ``LAST_BLOCK`` of :mod:`oodbench.train.optim`)
 _TRAIN_OPTIONS = {"head": frozenset(_COMMON),
                   "full": frozenset(_COMMON | {"trainable", "amp", "num_workers"}),
-                  "last_block": frozenset(OPTIM_FIELDS)}
+                  "last_block": frozenset(OPTIM_FIELDS),
+                  "scratch": frozenset({*OPTIM_FIELDS, "recipe", "loss", "loss_options", "device",
+                                                       "amp", "num_workers"})}
 
 
 def check_train_options(retrain: str, train: Mapping[str, Any], who: str) -> None:
     """Raise unless every key of ``train`` is an option of ``retrain``'s trainer (did-you-mean
     for a misspelt one)."""
+    if retrain == "scratch":  # the recipe path and the general path take different options
+        from oodbench.tune.scratch import check_static
+
+        check_static(train)
     allowed = _TRAIN_OPTIONS[retrain]
     unknown = sorted(set(train) - allowed)
     if unknown:
         trainer = {"head": "oodbench.train.train_head", "full": "oodbench.train.train",
-                   "last_block": "oodbench.tune.last_block"}[retrain]
+                   "last_block": "oodbench.tune.last_block",
+                   "scratch": "oodbench.tune.scratch"}[retrain]
         raise InvalidInputError(
             f"{who}: {UnknownNameError('train option', unknown[0], allowed)} (retrain="
             f"{retrain!r}: the options of {trainer})")
@@ -239,12 +251,18 @@ class VariantFactory:
             id_val.require("features", who=f"{who} id_val")
         else:
             check_full(fit, id_val, model)
+        if config.retrain == "scratch":
+            from oodbench.tune.scratch import check_options
+
+            check_options(config.train, model)
         self.fit, self.id_val, self.config, self.model = fit, id_val, config, model
         self.classes = fit_classes(fit)
         withheld_count(len(self.classes), config.held_out_fraction)  # fail before any training
         self._digest: str | None = None
         self._inputs: dict[str, np.ndarray] | None = None
         self._memo: dict[int, list[Variant]] = {}
+        #: (variant index, M) -> what a scratch variant trained on (``oodbench.tune.scratch``)
+        self.trained_on: dict[tuple[int, int], Any] = {}
 
     def variants(self, fraction: float | None = None) -> list[Variant]:
         """The variants withholding ``round(fraction * n)`` classes (default: the config's)."""
@@ -284,6 +302,13 @@ class VariantFactory:
             from_cache = block.from_cache
             part = lambda acts, rows: block.apply(  # noqa: E731
                 acts.subset(rows), inputs["fit" if acts is self.fit else "id_val"][rows])
+        elif self.config.retrain == "scratch":
+            from oodbench.tune.scratch import train_scratch
+
+            net, from_cache, trained_on = train_scratch(self.model, self.fit, kept, self.config.train,
+                                                       seed, self.config.cache)
+            self.trained_on[(index, m)] = trained_on
+            part = lambda acts, rows: through(net, kept, acts.subset(rows))  # noqa: E731
         else:
             net, from_cache = self._network(kept, seed)
             part = lambda acts, rows: through(net, kept, acts.subset(rows))  # noqa: E731

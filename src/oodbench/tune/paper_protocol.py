@@ -26,6 +26,14 @@ With n the classes of ``fit`` (D_t):
   through the variant, as the final one is fitted on D_t through f_theta.
 * **Algorithm 3.** For each M, resample the tuning sets (new draws, same variants) and
   recompute ``l_hat(phi*_M | M)``; ``M* = argmax_M l_hat`` (Eq. (2); ties: the first M).
+  Where the fresh sets come from (``disjoint_draws``): Algorithm 3, line 2 reads "Resample
+  D_id,sim,i,j and D_ood,sim,i,j from D_id,sim,i and D_ood,sim,i" -- the same pools as
+  Algorithm 2 -- and Sec. 2 calls the result "independently generated simulated datasets
+  following the same distribution". The default (``False``) is that reading: new seeded
+  bootstrap draws from the same pools (so l and l_hat share samples and correlate).
+  ``disjoint_draws=True`` cuts each pool (per variant, simulated ID and OOD alike) into two
+  seeded halves: Algorithm 2 draws from one, Algorithm 3 from the other, so l_hat is scored
+  on samples the search never saw (:func:`pool_half`).
 * **Algorithm 4.** The result is phi*_{M*}, fitted on ``fit`` through the original network.
 
 Variants (``retrain``), all through :class:`oodbench.tune.held_out.VariantFactory` (seeded,
@@ -35,6 +43,11 @@ cached by content):
   (needs ``model=``; the paper trains its variants, Algorithm 1 line 5; here from the given
   weights, not from scratch: a documented approximation of its setting, the nearest one can
   run without the original training recipe);
+* ``"scratch"``: a network re-initialised through the model factory and trained from scratch
+  with the original network's recipe on the kept classes' images only
+  (:mod:`oodbench.tune.scratch`; ``train={"recipe": "cpu-resnet9"}`` for the small-image
+  recipe, else ``oodbench.train.train`` on ``oodbench.models.load(spec, pretrained=False)``):
+  the paper's own setting, the only one whose variants never saw the withheld classes;
 * ``"last_block"``: the last block and the head retrained from cached activations of the
   stage before it, no image pass per epoch (:mod:`oodbench.tune.last_block`) -- an
   approximation: every earlier layer keeps what it learnt from the withheld classes;
@@ -66,7 +79,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from pydantic import StrictInt, StrictStr, field_validator
+from pydantic import StrictBool, StrictInt, StrictStr, field_validator
 
 from oodbench import metrics
 from oodbench.detectors import Detector
@@ -93,7 +106,7 @@ PAPER_SETTINGS: dict[int, tuple[tuple[int, ...], int]] = {
     200: ((10, 20, 30, 40), 3),
     1000: (tuple(range(50, 301, 50)), 5),
 }
-RETRAIN = ("full", "last_block", "head")
+RETRAIN = ("full", "last_block", "head", "scratch")
 
 
 def paper_defaults(n_classes: int) -> tuple[tuple[int, ...], int]:
@@ -115,8 +128,10 @@ class PaperProtocol:
     seed: int = 0
     train: Mapping[str, Any] = field(default_factory=dict)
     cache: bool = True
+    disjoint_draws: bool = False
 
     def __post_init__(self) -> None:
+        check_disjoint(self.disjoint_draws, "held_out_paper")
         if not (isinstance(self.n_tuning_sets, int) and self.n_tuning_sets >= 1):
             raise InvalidInputError(
                 f"held_out_paper: n_tuning_sets (S) must be an integer >= 1; got {self.n_tuning_sets!r}")
@@ -151,7 +166,14 @@ class PaperProtocol:
         grid, n_variants = self.resolved(n_classes)
         return {"m_grid": list(grid), "n_variants": n_variants, "n_tuning_sets": self.n_tuning_sets,
                 "retrain": self.retrain, "seed": self.seed, "train": dict(self.train),
+                "disjoint_draws": self.disjoint_draws,
                 "balanced": "bootstrap, k = min(|sim ID|, |sim OOD|) per side"}
+
+
+def check_disjoint(value: Any, who: str) -> None:
+    """Raise unless ``disjoint_draws`` is a bool."""
+    if not isinstance(value, bool):
+        raise InvalidInputError(f"{who}: disjoint_draws must be true or false; got {value!r}")
 
 
 def as_protocol(settings: PaperProtocol | Mapping[str, Any] | None) -> PaperProtocol:
@@ -167,20 +189,36 @@ def as_protocol(settings: PaperProtocol | Mapping[str, Any] | None) -> PaperProt
     return PaperProtocol(**settings)
 
 
-def tuning_sets(variant: Variant, m: int, seed: int, n_sets: int, stage: int
-                ) -> list[tuple[np.ndarray, np.ndarray]]:
+def pool_half(n: int, key: Sequence[int], stage: int) -> np.ndarray:
+    """The sorted rows of one half of a pool of ``n`` rows: a seeded permutation (``key``) cut
+    in two, the first ``n // 2`` for stage 0 (Algorithm 2), the rest for stage 1 (Algorithm 3).
+    The halves share no row."""
+    perm = np.random.default_rng(list(key)).permutation(n)
+    return np.sort(perm[: n // 2] if stage == 0 else perm[n // 2:])
+
+
+def tuning_sets(variant: Variant, m: int, seed: int, n_sets: int, stage: int,
+                disjoint: bool = False) -> list[tuple[np.ndarray, np.ndarray]]:
     """S balanced (simulated-ID rows, simulated-OOD rows) draws of ``variant``: k = min of the
-    two pool sizes per side, with replacement, seeded by (seed, M, i, j, stage)."""
+    two pool sizes per side, with replacement, seeded by (seed, M, i, j, stage). With
+    ``disjoint``, stage 0 draws from one half of each pool and stage 1 from the other
+    (:func:`pool_half`, keyed (seed, M, i, side))."""
     n_id, n_ood = len(variant.id_val), len(variant.ood)
-    k = min(n_id, n_ood)
+    id_pool, ood_pool = np.arange(n_id), np.arange(n_ood)
+    if disjoint:
+        id_pool = pool_half(n_id, [seed, m, variant.index, 0], stage)
+        ood_pool = pool_half(n_ood, [seed, m, variant.index, 1], stage)
+    k = min(len(id_pool), len(ood_pool))
     if k == 0:
+        halves = " (half of each pool: disjoint_draws)" if disjoint else ""
         raise InvalidInputError(
             f"held_out_paper: variant {variant.index} of M={m} has {n_id} simulated-ID and "
-            f"{n_ood} simulated-OOD samples; id_val needs samples of the kept classes")
+            f"{n_ood} simulated-OOD samples{halves}; id_val needs samples of the kept classes")
     out = []
     for j in range(n_sets):
         rng = np.random.default_rng([seed, m, variant.index, j, stage])
-        out.append((rng.integers(0, n_id, size=k), rng.integers(0, n_ood, size=k)))
+        out.append((id_pool[rng.integers(0, len(id_pool), size=k)],
+                    ood_pool[rng.integers(0, len(ood_pool), size=k)]))
     return out
 
 
@@ -229,11 +267,13 @@ def run(
     per_m: list[dict[str, Any]] = []
     for m in grid:
         variants = factory.variants_m(m)  # Algorithm 1
-        draws = [tuning_sets(v, m, config.seed, config.n_tuning_sets, stage=0) for v in variants]
+        draws = [tuning_sets(v, m, config.seed, config.n_tuning_sets, 0, config.disjoint_draws)
+                 for v in variants]
         rows = search(loss_of(build, variants, draws, criterion), m)  # Algorithm 2
         best = best_row(rows, criterion, larger_is_better)
         phi = {k: rows[best][k] for k in dims}
-        fresh = [tuning_sets(v, m, config.seed, config.n_tuning_sets, stage=1) for v in variants]
+        fresh = [tuning_sets(v, m, config.seed, config.n_tuning_sets, 1, config.disjoint_draws)
+                 for v in variants]
         validation = loss_of(build, variants, fresh, criterion)(phi)[criterion]  # Algorithm 3
         per_m.append({"M": m, "best_params": phi, "objective": float(rows[best][criterion]),
                       "validation": validation})
@@ -243,6 +283,35 @@ def run(
     table = pd.concat(tables, ignore_index=True)
     provenance = {**config.describe(n_classes), "per_m": per_m, "m_star": per_m[star]["M"]}
     return dict(per_m[star]["best_params"]), table, float(per_m[star]["validation"]), provenance
+
+
+def staged_search(search: str, dims: Mapping[str, Dimension], points: list[dict[str, Any]],
+                  opts: Mapping[str, Any], criterion: str, larger: bool,
+                  signature: Mapping[str, Any], stage_name: str
+                  ) -> Callable[[Callable[[Mapping[str, Any]], dict[str, float]], int],
+                                list[dict[str, Any]]]:
+    """``run(objective, value)``: one search of a staged protocol (Algorithm 2 for M = value;
+    Eq. 3 for the h of index value): the grid ``points`` in order, or a Bayesian search whose
+    sampler is seeded ``seed + value`` and whose Optuna study (with ``storage``) is
+    ``<study_name>-<stage_name><value>``."""
+    from oodbench.tune.optuna_search import bayes_search
+
+    trials = 50 if opts["n_trials"] is None else opts["n_trials"]
+    study = opts["study_name"]
+
+    def run(objective: Callable[[Mapping[str, Any]], dict[str, float]], value: int
+            ) -> list[dict[str, Any]]:
+        if search == "grid":
+            return [{**p, **objective(p), "status": "ok"} for p in points]
+        stamp = {**signature, "space": {k: repr(v) for k, v in dims.items()}, stage_name: value,
+                 "criterion": criterion}
+        return bayes_search(objective, dims, sampler=search, criterion=criterion,
+                            larger_is_better=larger, n_trials=trials, seed=opts["seed"] + value,
+                            storage=opts["storage"],
+                            study_name=f"{study}-{stage_name}{value}" if study else None,
+                            signature=stamp, progress=opts["progress"])
+
+    return run
 
 
 def tune_paper(
@@ -261,8 +330,6 @@ def tune_paper(
     phi*_{M*} fitted on ``fit`` through the original network (Algorithm 4); ``best_value`` is
     l_hat(phi*_{M*} | M*); ``table`` every point of every M's search (columns ``M``,
     ``best_of_m``, ``best``); ``provenance`` the settings, every M's phi*, l and l_hat, M*."""
-    from oodbench.tune.optuna_search import bayes_search
-
     if ood_val is not None:
         raise InvalidInputError(
             "tune: protocol='held_out_paper' simulates OOD with withheld ID classes and takes no "
@@ -277,19 +344,10 @@ def tune_paper(
     for point in points:  # every value checked before anything is trained
         build(point)
     trials = 50 if opts["n_trials"] is None else opts["n_trials"]
-    seed, study = opts["seed"], opts["study_name"]
-
-    def run_search(objective: Callable[[Mapping[str, Any]], dict[str, float]], m: int
-                   ) -> list[dict[str, Any]]:
-        if search == "grid":
-            return [{**p, **objective(p), "status": "ok"} for p in points]
-        signature = {"detector": detector, "space": {k: repr(v) for k, v in dims.items()},
-                     "protocol": "held_out_paper", "M": m, "criterion": name,
-                     "settings": settings.describe(len(fit_classes(fit)))}
-        return bayes_search(objective, dims, sampler=search, criterion=name, larger_is_better=larger,
-                            n_trials=trials, seed=seed + m, storage=opts["storage"],
-                            study_name=f"{study}-M{m}" if study else None, signature=signature,
-                            progress=opts["progress"])
+    seed = opts["seed"]
+    run_search = staged_search(search, dims, points, opts, name, larger, {
+        "detector": detector, "protocol": "held_out_paper",
+        "settings": settings.describe(len(fit_classes(fit)))}, "M")
 
     phi, table, value, provenance = run(build, dims, fit, id_val, model, settings=settings,
                                         criterion=name, larger_is_better=larger,
@@ -314,6 +372,7 @@ class PaperSettings(Schema):
     n_tuning_sets: StrictInt | None = None
     retrain: StrictStr | None = None
     train: dict[str, Any] | None = None
+    disjoint_draws: StrictBool | None = None
 
     @field_validator("m_grid")
     @classmethod

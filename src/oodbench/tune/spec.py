@@ -46,7 +46,8 @@ class TuneSpec(Schema):
     ``id_val`` (a source) defaults to one image of every ``[id].fit`` class that has two or
     more, the rest of ``[id].fit`` being what the detector fits on while tuning
     (``oodbench.tune.split.split_by_class`` with ``seed``). The protocol's own keys (held-out:
-    ``n_variants``, ``held_out_fraction``, ``retrain`` (``"head"`` or ``"full"``), ``train``
+    ``n_variants``, ``held_out_fraction``, ``retrain`` (``"head"``, ``"full"``, ``"last_block"``
+    or ``"scratch"``), ``train``
     (the trainer's options, e.g. ``{ epochs = 30 }``)) sit beside these and are kept in
     ``settings``.
 
@@ -55,11 +56,16 @@ class TuneSpec(Schema):
     ``tune = { protocol = "held_out_paper", space = "paper", search = "gp", n_trials = 20,
     m_grid = [1, 2], n_variants = 2, n_tuning_sets = 5, retrain = "head", train = { epochs = 10 }
     }`` (``space = "paper"`` searches with ``"gp"`` unless ``search`` says otherwise; ``n_trials``
-    is per M). ``seed`` seeds the split, the variants, the tuning sets and the sampler.
+    is per M; ``retrain = "scratch", train = { recipe = "cpu-resnet9" }`` trains the variants
+    from scratch, ``disjoint_draws = true`` draws Algorithm 2's and 3's sets from disjoint
+    halves). The paper's baselines: ``tune = { protocol = "noise", space = "paper", sigmas =
+    [32, 64, 128], n_sets = 5 }`` and ``tune = { protocol = "fgsm", space = "paper", eps =
+    [0.005, 0.01, 0.1] }`` (:mod:`oodbench.tune.synthetic`). ``seed`` seeds the split, the
+    variants, the tuning sets and the sampler.
     """
 
     protocol: StrictStr = Field(description="a tuning protocol: \"ood_val\" (with ood = ...), "
-                                "\"held_out_classes\" or \"held_out_paper\"")
+                                "\"held_out_classes\", \"held_out_paper\", \"noise\" or \"fgsm\"")
     space: dict[str, Any] | StrictStr = Field(
         description="the hyper-parameters to search: name = [values] or { low = ..., high = ... }"
                     ", or \"paper\" (the tuning paper's space for the detector)"
