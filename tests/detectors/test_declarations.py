@@ -16,7 +16,7 @@ from oodbench import detectors
 from oodbench.cli.main import main
 from oodbench.constraints import Flag, Interval, Options, undeclared
 from oodbench.detectors._doc_table import markdown
-from oodbench.detectors.base import _REGISTRY, Detector, declared_hyperparameters
+from oodbench.detectors.base import _REGISTRY, Detector, declared_hyperparameters, register
 from oodbench.errors import InvalidInputError
 from oodbench.tune.space import Range, check_bounds
 from tests.conftest import REPO
@@ -46,7 +46,7 @@ def test_declarations_agree_with_the_field_types() -> None:
                 assert isinstance(d.constraint, Flag), (name, field)
 
 
-def test_an_undeclared_field_is_found() -> None:
+def test_a_detector_with_an_undeclared_field_is_not_registered() -> None:
     @dataclass
     class Toy(Detector):
         name = "toy_undeclared_field"
@@ -56,6 +56,9 @@ def test_an_undeclared_field_is_found() -> None:
             raise AssertionError
 
     assert undeclared(Toy) == ("width",)
+    with pytest.raises(TypeError, match=r"Toy: width declare no valid values; annotate"):
+        register(Toy)
+    assert "toy_undeclared_field" not in _REGISTRY
 
 
 @pytest.mark.parametrize("name, values, message", [

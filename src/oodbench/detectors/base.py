@@ -40,6 +40,7 @@ from oodbench.constraints import (
     Interval,
     Options,
     declarations,
+    undeclared,
     unknown_names,
     validate,
 )
@@ -297,8 +298,10 @@ class Detector(ABC):
 
 
 # -- registry -------------------------------------------------------------------------------
-#: every detector, by name; each declares the inputs it ``requires`` (checked on registration)
-_REGISTRY: Registry[Detector] = Registry("detector", declares=("requires", INPUTS))
+#: every detector, by name; each declares the inputs it ``requires`` and the valid values of
+#: every hyper-parameter (both checked on registration)
+_REGISTRY: Registry[Detector] = Registry("detector", declares=("requires", INPUTS),
+                                         undeclared=undeclared)
 #: class decorator: add a detector to the registry under ``cls.name``
 register = _REGISTRY.register
 

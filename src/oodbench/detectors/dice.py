@@ -44,7 +44,8 @@ class DICE(Detector):
     """Energy of the head after dropping the weights with the smallest mean contribution."""
 
     sparsity: PercentileBelow100 = 70.0
-    react_percentile: Annotated[float | None, Interval(0, 100, note="a percentile, in percent; None: no clipping")] = None
+    react_percentile: Annotated[float | None, Interval(
+        0, 100, note="a percentile, in percent; None: no clipping")] = None
 
     name = "dice"
     requires = frozenset({"features", "head", "train"})

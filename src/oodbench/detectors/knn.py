@@ -49,7 +49,8 @@ class KNN(Detector):
     score_only_hyperparams = frozenset({"k"})
 
     k: Neighbours = 50
-    fit_fraction: Annotated[float, Interval(0, 1, "right", note="the share of the fit rows in the bank")] = 1.0
+    fit_fraction: Annotated[float, Interval(
+        0, 1, "right", note="the share of the fit rows in the bank")] = 1.0
     seed: Seed = 0
 
     def _fit(self, train: Activations | None, model: object) -> None:

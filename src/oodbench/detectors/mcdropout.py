@@ -121,7 +121,8 @@ class MCDropout(Detector):
 
     passes: Annotated[int, Integer(min=1, note="stochastic forward passes")] = 30
     seed: Seed = 0
-    vit_drop_rate: Annotated[float | None, Interval(0, 1, "left", note="a dropout probability; None: the model's own dropout")] = None
+    vit_drop_rate: Annotated[float | None, Interval(
+        0, 1, "left", note="a dropout probability; None: the model's own dropout")] = None
     batch_size: BatchSize = 64
     device: Annotated[str, Text("'auto' or a torch device")] = "auto"
 

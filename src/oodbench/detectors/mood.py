@@ -85,7 +85,8 @@ def gaussian(features: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
 class MOOD(Detector):
     """Negative Mahalanobis distance of the L2-normalised features to one Gaussian (or per class)."""
 
-    conditioning: Annotated[str, Options(*CONDITIONING, note="one Gaussian of all features, or one per class")] = "agnostic"
+    conditioning: Annotated[str, Options(
+        *CONDITIONING, note="one Gaussian of all features, or one per class")] = "agnostic"
 
     name = "mood"
     requires = frozenset({"features", "train"})

@@ -38,7 +38,8 @@ class MOS(Detector):
     requires = frozenset({"logits", "groups"})
     paper = "Huang & Li, CVPR 2021, arXiv 2105.01879"
 
-    groups: Annotated[list[list[int]] | None, Validated("lists of class indices, one per group (None: the head's own)")] = None
+    groups: Annotated[list[list[int]] | None, Validated(
+        "lists of class indices, one per group (None: the head's own)")] = None
 
     def _score(self, acts: Activations) -> np.ndarray:
         groups = self.groups if self.groups is not None else acts.meta.get("mos_groups")

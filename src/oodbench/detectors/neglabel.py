@@ -120,14 +120,17 @@ class NegLabel(Detector):
     paper = "Jiang et al., ICLR 2024, arXiv 2403.20078"
     score_only_hyperparams = frozenset({"temperature", "chunk_size"})
 
-    neg_fraction: Annotated[float, Interval(0, 1, "right", note="the share of the candidates kept")] = 0.15
-    percentile: Annotated[float, Interval(0, 1, note="a quantile of the affinities, a fraction")] = 0.95
+    neg_fraction: Annotated[float, Interval(
+        0, 1, "right", note="the share of the candidates kept")] = 0.15
+    percentile: Annotated[float, Interval(
+        0, 1, note="a quantile of the affinities, a fraction")] = 0.95
     n_groups: Annotated[int, Integer(min=1)] = 100
     temperature: Positive = 0.01
     positive_prompt: Prompt = "the nice {}"
     noun_prompt: Prompt = "the nice {}"
     adj_prompt: Prompt = "This is a {} photo"
-    vocabulary: Annotated[str | None, Text("a vocabulary file (None: the packaged WordNet list)")] = None
+    vocabulary: Annotated[str | None, Text(
+        "a vocabulary file (None: the packaged WordNet list)")] = None
     negatives: Annotated[str | None, Validated(
         "a .npy or .txt file of negative prompts (None: mine them)", read_negative_prompts)] = None
     seed: Seed = 0

@@ -55,7 +55,8 @@ class NNGuide(Detector):
     score_only_hyperparams = frozenset({"k"})
 
     k: Neighbours = 10
-    fit_fraction: Annotated[float, Interval(0, 1, "right", note="the share of the fit rows in the bank")] = 1.0
+    fit_fraction: Annotated[float, Interval(
+        0, 1, "right", note="the share of the fit rows in the bank")] = 1.0
     seed: Seed = 0
 
     def _fit(self, train: Activations | None, model: object) -> None:

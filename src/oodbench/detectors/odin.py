@@ -94,9 +94,13 @@ class ODIN(Detector):
 
     temperature: Positive = 1000.0
     epsilon: NonNegative = 0.0014
-    gradient: Annotated[str, Options(*GRADIENTS, note="cross-entropy of the logits / T, or of the softmax probabilities as in the C-OOD code")] = "logits"
+    gradient: Annotated[str, Options(
+        *GRADIENTS,
+        note="cross-entropy of the logits / T, or of the softmax probabilities as in the C-OOD "
+             "code")] = "logits"
     input_std: InputStd = None
-    sign_at_zero: Annotated[int, Options(1, 0, note="1: the ODIN code's grad >= 0 -> +1; 0: torch.sign")] = 1
+    sign_at_zero: Annotated[int, Options(
+        1, 0, note="1: the ODIN code's grad >= 0 -> +1; 0: torch.sign")] = 1
     batch_size: BatchSize = 64
     device: Annotated[str, Text("'auto' or a torch device")] = "auto"
 
@@ -108,6 +112,7 @@ class ODIN(Detector):
     )
 
     def __post_init__(self) -> None:
+        """Validate (the base), then hold ``input_std`` as a tuple of floats (derived state)."""
         super().__post_init__()
         if self.input_std is not None:
             self.input_std = tuple(float(s) for s in self.input_std)

@@ -96,7 +96,9 @@ class ViM(Detector):
     requires = frozenset({"features", "logits", "head", "train"})
     paper = "Wang et al., CVPR 2022, arXiv 2203.10807"
 
-    dim: Annotated[int | None, Integer(min=1, note="the principal-space dimension, below the feature dimension; None: the paper's rule")] = None
+    dim: Annotated[int | None, Integer(
+        min=1,
+        note="the principal-space dimension, below the feature dimension; None: the paper's rule")] = None
 
     def _fit(self, train: Activations | None, model: object) -> None:
         assert train is not None
