@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from oodbench.errors import UnknownNameError
@@ -14,13 +15,16 @@ class Registry(dict[str, type[C]]):
     """The classes of one kind (``"detector"``, ``"loss"``) under their ``name`` attribute: a
     dict of name -> class that checks what is added and explains a name it lacks."""
 
-    def __init__(self, kind: str, *, declares: tuple[str, frozenset[str]] | None = None) -> None:
+    def __init__(self, kind: str, *, declares: tuple[str, frozenset[str]] | None = None,
+                 undeclared: Callable[[type], Iterable[str]] | None = None) -> None:
         """``declares``: ``(attribute, allowed values)``, a set-valued class attribute every
         entry declares (a detector's ``requires``, a benchmark kind's ``needs``), checked on
-        :meth:`add`."""
+        :meth:`add`. ``undeclared``: the settings of an entry that declare no valid values
+        (``oodbench.constraints.undeclared``); an entry with any is refused."""
         super().__init__()
         self.kind = kind
         self.declares = declares
+        self.undeclared = undeclared
 
     def add(self, cls: type[C]) -> None:
         """Register ``cls`` under ``cls.name`` (``TypeError`` for a missing or taken name)."""
@@ -35,6 +39,12 @@ class Registry(dict[str, type[C]]):
             if unknown:
                 raise TypeError(f"{cls.__name__}.{attribute}: unknown {sorted(unknown)}; use "
                                 f"{sorted(allowed)}")
+        missing = list(self.undeclared(cls)) if self.undeclared is not None else []
+        if missing:
+            raise TypeError(
+                f"{cls.__name__}: {', '.join(missing)} declare no valid values; annotate each "
+                "field with its constraint, e.g. Annotated[float, Interval(0, 1)] or Percentile "
+                "(oodbench.constraints)")
         self[name] = cls
 
     def register(self, cls: T) -> T:

@@ -280,7 +280,7 @@ def test_wide_and_an_explicit_table_show_every_column_in_full(world: World) -> N
 
     row = next(r for r in detectors.available() if r["name"] == "temperature_scaling")
     narrow = _invoke(world, ["list", "detectors"], TERMINAL_80).stdout
-    assert "not shown at 80 columns: defaults, paper" in " ".join(narrow.split())
+    assert "not shown at 80 columns: valid values, defaults, paper" in " ".join(narrow.split())
     for args, env in ((["--wide"], TERMINAL_80), (["--format", "table"], PIPED)):
         output = _invoke(world, ["list", "detectors", *args], env).stdout
         line = next(ln for ln in output.splitlines() if "temperature_scaling" in ln)

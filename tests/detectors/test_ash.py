@@ -61,5 +61,5 @@ def test_matches_pytorch_ood(id_test, ood_test, variant, percentile):
 
 
 def test_errors():
-    with pytest.raises(InvalidInputError, match="ash_s percentile"):
+    with pytest.raises(InvalidInputError, match=r"'ash_s': percentile must be in \[0, 100\)"):
         create("ash_s", percentile=100)

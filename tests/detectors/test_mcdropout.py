@@ -46,7 +46,7 @@ def test_refuses_a_model_without_dropout():
     model, _, _ = live_setup(3, dropout=0.0)
     with pytest.raises(InvalidInputError, match="dropout layer"):
         create("mc_dropout").fit(None, model=model)
-    with pytest.raises(InvalidInputError, match="positive integer"):
+    with pytest.raises(InvalidInputError, match="passes must be an integer >= 1"):
         create("mc_dropout", passes=0)
 
 

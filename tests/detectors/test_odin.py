@@ -42,7 +42,7 @@ def test_defaults_presets_and_overrides():
     assert (cood.temperature, cood.epsilon, cood.gradient) == (2.0, 1e-5, "logits")
     mixed = create("odin", preset="cood", epsilon=0.0)
     assert (mixed.temperature, mixed.epsilon) == (2.0, 0.0)
-    with pytest.raises(InvalidInputError, match="temperature > 0"):
+    with pytest.raises(InvalidInputError, match="temperature must be > 0"):
         create("odin", temperature=0.0)
     with pytest.raises(InvalidInputError, match="gradient must be one of"):
         create("odin", gradient="features")

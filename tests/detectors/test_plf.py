@@ -104,11 +104,11 @@ def test_fold_is_the_three_segments_on_z(id_train, id_test):
 
 
 def test_errors(id_train):
-    with pytest.raises(InvalidInputError, match=r"q1 is a quantile in \[0, 0.89\]"):
+    with pytest.raises(InvalidInputError, match=r"q1 must be in \[0, 0.89\] \(a quantile"):
         create("plf", q1=0.95)
-    with pytest.raises(InvalidInputError, match=r"q1 is a quantile"):
+    with pytest.raises(InvalidInputError, match=r"q1 must be in \[0, 0.89\]"):
         create("plf", q1=45)  # percent instead of a fraction
-    with pytest.raises(InvalidInputError, match=r"u must lie in \[0, 1\]"):
+    with pytest.raises(InvalidInputError, match=r"u must be in \[0, 1\]"):
         create("plf", u=1.2)
     with pytest.raises(InvalidInputError, match="m2 must be a finite number"):
         create("plf", m2=float("nan"))

@@ -85,7 +85,7 @@ def test_shape_is_the_scored_function(id_train, id_test):
 def test_errors(id_train, make_acts):
     with pytest.raises(InvalidInputError, match="lower_percentile <= upper_percentile"):
         create("plf_fold", lower_percentile=95, upper_percentile=90)
-    with pytest.raises(InvalidInputError, match="plf_fold slope must be >= 0"):
+    with pytest.raises(InvalidInputError, match="'plf_fold': slope must be >= 0"):
         create("plf_fold", slope=-1.0)
     with pytest.raises(InvalidInputError, match="upper_percentile"):
         create("plf_fold", upper_percentile=101)

@@ -40,5 +40,5 @@ def test_matches_pytorch_ood(id_test, ood_test, percentile):
 
 
 def test_errors():
-    with pytest.raises(InvalidInputError, match="SCALE percentile"):
+    with pytest.raises(InvalidInputError, match=r"'scale': percentile must be in \[0, 100\)"):
         create("scale", percentile=100.0)

@@ -42,9 +42,9 @@ def test_is_vra_at_the_same_percentiles(id_train, id_test):
 
 
 def test_errors():
-    with pytest.raises(InvalidInputError, match=r"eta_alpha is a quantile in \[0, 0.89\]"):
+    with pytest.raises(InvalidInputError, match=r"eta_alpha must be in \[0, 0.89\] \(a quantile"):
         create("vra_plus", eta_alpha=60)
-    with pytest.raises(InvalidInputError, match=r"u must lie in \[0, 1\]"):
+    with pytest.raises(InvalidInputError, match=r"u must be in \[0, 1\]"):
         create("vra_plus", u=-0.1)
     with pytest.raises(InvalidInputError, match="gamma must be a finite number"):
         create("vra_plus", gamma=float("inf"))

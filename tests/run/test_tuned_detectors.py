@@ -189,7 +189,7 @@ PAPER = {"protocol": "held_out_paper", "space": "paper", "m_grid": [1], "n_varia
     ({**PAPER, "space": {"percentile": {"low": 50.0, "high": 120.0}}},
      r"space\['percentile'\] bound 120.0 is outside the valid range"),
     ({**PAPER, "space": {"percentile": [50.0, 101.0]}, "search": "grid"},
-     r"ash_b percentile is a percentile in \[0, 100\) \(percent\); got 101.0"),
+     r"'ash_b': percentile must be in \[0, 100\) \(a percentile, in percent\); got 101.0"),
     ({**PAPER, "search": "gpp"}, r"tune.search: expected one of 'grid', 'tpe' or 'gp'"),
     ({**PAPER, "search": "grid"}, r"space = \"paper\" holds ranges.*search = \"gp\""),
     ({**PAPER, "space": "papr"}, r"unknown named space 'papr'. Did you mean 'paper'\?"),

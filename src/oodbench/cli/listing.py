@@ -23,8 +23,9 @@ def list_cmd(what: str, fmt: str | None, wide: bool) -> None:
             "needs": lambda row: ", ".join(row["requires"]),
             "fits on": lambda row: row["defaults"].get("fit_data", ""),
             "presets": _presets,
+            "valid values": _valid_values,
         }), fmt, title="detectors (score: higher = more in-distribution)", key=("name",),
-            drop_first=("paper", "defaults"), wide=wide)
+            drop_first=("paper", "valid values", "defaults"), wide=wide)
     elif what == "losses":
         from oodbench import losses
 
@@ -60,6 +61,12 @@ def _presets(row: dict[str, Any]) -> str:
     if row["untuned_defaults"]:
         shown = f"{shown}; {TUNE_FIRST}" if shown else TUNE_FIRST
     return shown
+
+
+def _valid_values(row: dict[str, Any]) -> str:
+    """A detector's hyper-parameters with their declared valid values, then the checks between
+    them (``Detector.checks``): ``k: an integer >= 1; fit_fraction: in (0, 1]``."""
+    return "; ".join([f"{name}: {text}" for name, text in row["ranges"].items()] + row["checks"])
 
 
 def _registry_frame(rows: list[dict[str, Any]],

@@ -1,6 +1,7 @@
 """The detector library: one file per detector, one registry, protocol presets as data.
 
     create(name, preset=None, **hyperparams) -> Detector      available() -> list of dicts
+    declared_hyperparameters(cls) -> each hyper-parameter's declared valid values
     preset_for(name, protocol) -> Preset   (``presets.toml``: "paper", "openood", "cood", ...)
 
 Every module in this package that does not start with an underscore (besides ``base`` and
@@ -18,6 +19,7 @@ from oodbench.detectors.base import (
     available,
     check_configuration,
     create,
+    declared_hyperparameters,
     detector_class,
     hyperparameter_names,
     register,
@@ -29,6 +31,6 @@ for _mod in pkgutil.iter_modules(__path__):
         importlib.import_module(f"{__name__}.{_mod.name}")
 
 __all__ = [
-    "Detector", "NotFittedError", "available", "check_configuration", "create", "detector_class",
-    "hyperparameter_names", "preset_for", "register",
+    "Detector", "NotFittedError", "available", "check_configuration", "create",
+    "declared_hyperparameters", "detector_class", "hyperparameter_names", "preset_for", "register",
 ]

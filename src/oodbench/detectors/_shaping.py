@@ -280,13 +280,6 @@ def shaped_energy(
     return head_energy(features, weight, bias, shape)
 
 
-def check_percentile(value: float, name: str, *, below_100: bool = False) -> None:
-    """Raise unless ``0 <= value <= 100`` (``< 100`` with ``below_100``)."""
-    if not (0.0 <= value < 100.0 if below_100 else 0.0 <= value <= 100.0):
-        bound = "[0, 100)" if below_100 else "[0, 100]"
-        raise InvalidInputError(f"{name} is a percentile in {bound} (percent); got {value}")
-
-
 def keep_count(n: int, percentile: float) -> int:
     """How many of ``n`` activations survive pruning below the ``percentile`` (ASH convention).
 

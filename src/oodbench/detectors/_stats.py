@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Iterator
+from typing import Annotated
 
 import numpy as np
 import scipy.linalg
 import torch
 
 from oodbench.compute import current, to_host
+from oodbench.constraints import Integer
 from oodbench.errors import EmptyInputError, InvalidInputError
 from oodbench.extract.activations import Activations
 
@@ -77,10 +79,8 @@ def subsample(n: int, fraction: float, seed: int, who: str) -> np.ndarray:
     return np.sort(np.random.default_rng(seed).choice(n, size=m, replace=False))
 
 
-def check_k(who: str, k: int) -> None:
-    """Raise ``InvalidInputError`` unless the neighbour count ``k`` is at least 1."""
-    if int(k) < 1:
-        raise InvalidInputError(f"{who}: k must be >= 1; got {k}")
+#: a neighbour count (KNN, NNGuide)
+Neighbours = Annotated[int, Integer(min=1, note="a number of nearest neighbours")]
 
 
 #: k as a share of the bank in the KNN paper (Sun et al., ICML 2022): k=50 of CIFAR-10's 50,000

@@ -31,8 +31,8 @@ from typing import ClassVar
 import numpy as np
 import torch
 
+from oodbench.constraints import PercentileBelow100
 from oodbench.detectors._shaping import (
-    check_percentile,
     keep_count,
     shaped_energy,
     sharpening,
@@ -58,16 +58,12 @@ def ash(features: torch.Tensor, percentile: float, variant: str) -> torch.Tensor
 
 @dataclass
 class _ASH(Detector):
-    percentile: float = 90.0
+    percentile: PercentileBelow100 = 90.0
 
     variant: ClassVar[str] = ""
     requires = frozenset({"features", "head"})
     paper = _PAPER
     score_only_hyperparams = frozenset({"percentile"})
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_percentile(self.percentile, f"{self.name} percentile", below_100=True)
 
     def shape(self, features: torch.Tensor) -> torch.Tensor:
         """The ASH variant applied to (B, D) float64 features."""
@@ -82,7 +78,7 @@ class _ASH(Detector):
 class ASHP(_ASH):
     """ASH-P: keep the top (100 - p)% activations per sample, zero the rest; energy."""
 
-    percentile: float = 60.0
+    percentile: PercentileBelow100 = 60.0
 
     name = "ash_p"
     variant = "p"
@@ -93,7 +89,7 @@ class ASHP(_ASH):
 class ASHB(_ASH):
     """ASH-B: prune, then set the kept activations to the sample's sum / kept count; energy."""
 
-    percentile: float = 65.0
+    percentile: PercentileBelow100 = 65.0
 
     name = "ash_b"
     variant = "b"
@@ -104,7 +100,7 @@ class ASHB(_ASH):
 class ASHS(_ASH):
     """ASH-S: prune, then scale the kept activations by exp(total sum / kept sum); energy."""
 
-    percentile: float = 90.0
+    percentile: PercentileBelow100 = 90.0
 
     name = "ash_s"
     variant = "s"

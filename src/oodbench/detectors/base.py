@@ -26,16 +26,24 @@ write into every results row (``protocol`` names a preset whose values were then
 from __future__ import annotations
 
 import dataclasses
-import functools
-import typing
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 import numpy as np
 
+from oodbench.constraints import (
+    Check,
+    Declared,
+    Interval,
+    Options,
+    declarations,
+    undeclared,
+    unknown_names,
+    validate,
+)
 from oodbench.errors import InvalidInputError, NonFiniteError, OodbenchError
 from oodbench.extract.activations import Activations
 from oodbench.registry import Registry, summary
@@ -51,19 +59,10 @@ FIT_DATA = ("train", "id_val")
 NO_FIT_DATA = "none"
 
 
-@functools.cache
 def integer_fields(cls: type) -> tuple[str, ...]:
-    """The hyper-parameters of detector class ``cls`` declared ``int`` (or ``int | None``)."""
-    hints = typing.get_type_hints(cls)
-    integer = (int, int | None)
-    return tuple(f.name for f in dataclasses.fields(cls) if f.init and hints.get(f.name) in integer)
-
-
-def _nearest_int(value: Any) -> str:
-    try:
-        return str(round(float(value)))
-    except (TypeError, ValueError):
-        return "1"
+    """The hyper-parameters of detector class ``cls`` declared integers (``Integer(...)``)."""
+    return tuple(name for name, d in declarations(cls).items()
+                 if isinstance(d.constraint, Interval) and d.constraint.integer)
 
 
 class UntunedDefaultsWarning(UserWarning):
@@ -92,6 +91,11 @@ class Detector(ABC):
             of them at their defaults and no tuning raises an :class:`UntunedDefaultsWarning`,
             and ``oodbench list detectors`` marks the detector ("defaults need tuning" in its presets column).
 
+    Hyper-parameters are declared, not checked: each field's annotation carries its valid values
+    (``k: Annotated[int, Integer(min=1)] = 50``, see :mod:`oodbench.constraints`) and ``checks``
+    holds the constraints between fields (:class:`~oodbench.constraints.Check`); the base's
+    ``__post_init__`` validates them all, once, with one message format.
+
     Fields every detector has besides its own: ``fit_data`` (keyword only; ``None`` = the class's
     ``default_fit_data``, ``"none"`` for detectors that fit on no ID data), and the provenance
     attributes ``preset`` and ``tuning`` (set by :func:`create` and :func:`oodbench.tune`).
@@ -104,13 +108,25 @@ class Detector(ABC):
     score_only_hyperparams: ClassVar[frozenset[str]] = frozenset()
     untuned_defaults: ClassVar[tuple[str, ...]] = ()
 
-    fit_data: str | None = field(default=None, kw_only=True)
+    checks: ClassVar[tuple[Check, ...]] = ()
+
+    fit_data: Annotated[str | None, Options(*FIT_DATA, note="None: the class's default_fit_data")] = (
+        field(default=None, kw_only=True))
     preset: str = field(default="", init=False, repr=False, compare=False)
     tuning: str = field(default="", init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        """Settle ``fit_data`` and check every hyper-parameter against its declaration (the one
+        place detectors are validated: subclasses declare, they do not check)."""
         self._fitted = False
-        self._check_integers()
+        self._settle_fit_data()
+        values = {name: getattr(self, name) for name in declared_hyperparameters(type(self))}
+        validate(f"detector {self.name!r}", declared_hyperparameters(type(self)), self.checks,
+                 values)
+
+    def _settle_fit_data(self) -> None:
+        """``fit_data``: ``"none"`` for a detector that fits on no ID data, the class's
+        ``default_fit_data`` for ``None``, else one of ``FIT_DATA``."""
         if not self.fits_on_data:
             if self.fit_data not in (None, NO_FIT_DATA):
                 raise InvalidInputError(
@@ -125,18 +141,6 @@ class Detector(ABC):
                 f"detector {self.name!r}: fit_data must be one of {FIT_DATA} (the ID training "
                 f"set or held-out ID validation data); got {self.fit_data!r}"
             )
-
-    def _check_integers(self) -> None:
-        """Refuse a non-integer for a hyper-parameter declared ``int`` (``k = 1.5`` would run as
-        some other k while the results record 1.5)."""
-        for name in integer_fields(type(self)):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))):
-                raise InvalidInputError(
-                    f"detector {self.name!r}: {name} must be an integer; got {value!r} "
-                    f"({type(value).__name__}); write it without a decimal point, e.g. "
-                    f"{name}={_nearest_int(value)}"
-                )
 
     # -- public API -------------------------------------------------------------------------
     @property
@@ -294,8 +298,10 @@ class Detector(ABC):
 
 
 # -- registry -------------------------------------------------------------------------------
-#: every detector, by name; each declares the inputs it ``requires`` (checked on registration)
-_REGISTRY: Registry[Detector] = Registry("detector", declares=("requires", INPUTS))
+#: every detector, by name; each declares the inputs it ``requires`` and the valid values of
+#: every hyper-parameter (both checked on registration)
+_REGISTRY: Registry[Detector] = Registry("detector", declares=("requires", INPUTS),
+                                         undeclared=undeclared)
 #: class decorator: add a detector to the registry under ``cls.name``
 register = _REGISTRY.register
 
@@ -310,18 +316,21 @@ def hyperparameter_names(name: str) -> tuple[str, ...]:
     return tuple(sorted(f.name for f in dataclasses.fields(detector_class(name)) if f.init))
 
 
+def declared_hyperparameters(cls: type[Detector]) -> dict[str, Declared]:
+    """The declarations of ``cls``'s own hyper-parameters (every field but ``fit_data``, which
+    the base settles), by name: what :meth:`Detector.__post_init__` checks, and what listings,
+    the documentation table and search-space bounds read."""
+    return {n: d for n, d in declarations(cls).items() if n != "fit_data"}
+
+
 def check_configuration(name: str, keys: Iterable[str] = (), preset: str | None = None) -> None:
     """What :func:`create` checks before it builds anything, from the declarations alone: that
-    ``name`` is registered, that it declares every hyper-parameter of ``keys`` and, with a
-    ``preset``, that the preset configures it. The values are checked when the detector is
-    created (its ``__post_init__``)."""
-    valid = hyperparameter_names(name)
-    wrong = set(keys) - set(valid)
+    ``name`` is registered, that it declares every hyper-parameter of ``keys`` (with the closest
+    names for one it lacks) and, with a ``preset``, that the preset configures it. The values
+    are checked against their declarations when the detector is created."""
+    wrong = unknown_names(f"detector {name!r}", keys, hyperparameter_names(name))
     if wrong:
-        raise InvalidInputError(
-            f"detector {name!r} has no hyper-parameter {', '.join(sorted(wrong))}; "
-            f"it takes {', '.join(valid) or 'none'}"
-        )
+        raise InvalidInputError(wrong)
     if preset is not None:
         from oodbench.detectors.presets import preset_for
 
@@ -349,14 +358,17 @@ def create(name: str, *, preset: str | None = None, **hyperparams: Any) -> Detec
 
 def available() -> list[dict[str, Any]]:
     """One entry per registered detector: name, required inputs, defaults (with ``fit_data``
-    for detectors that fit on ID data), the presets it has, paper, and the hyper-parameters
-    whose defaults need tuning (``untuned_defaults``)."""
+    for detectors that fit on ID data), the valid values of each hyper-parameter (``ranges``,
+    from its declaration) and the checks between them (``checks``), the presets it has, paper,
+    and the hyper-parameters whose defaults need tuning (``untuned_defaults``)."""
     from oodbench.detectors.presets import presets_of
 
     rows = []
     for name, cls in sorted(_REGISTRY.items()):
         rows.append(
             {"name": name, "requires": sorted(cls.requires), "defaults": cls().hyperparams,
+             "ranges": {n: d.describe() for n, d in declared_hyperparameters(cls).items()},
+             "checks": [c.requirement for c in cls.checks],
              "presets": presets_of(name), "paper": cls.paper,
              "untuned_defaults": list(cls.untuned_defaults), "summary": summary(cls)}
         )

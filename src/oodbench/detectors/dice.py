@@ -21,14 +21,14 @@ Relation to pytorch-ood 0.4.0 ``DICE``: same mask (``torch.quantile`` of the con
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 
+from oodbench.constraints import Interval, PercentileBelow100
 from oodbench.detectors._math import as_tensor
 from oodbench.detectors._shaping import (
     check_feature_dim,
-    check_percentile,
     head_energy,
     head_tensors,
     percentile,
@@ -43,18 +43,13 @@ from oodbench.extract.activations import Activations
 class DICE(Detector):
     """Energy of the head after dropping the weights with the smallest mean contribution."""
 
-    sparsity: float = 70.0
-    react_percentile: float | None = None
+    sparsity: PercentileBelow100 = 70.0
+    react_percentile: Annotated[float | None, Interval(
+        0, 100, note="a percentile, in percent; None: no clipping")] = None
 
     name = "dice"
     requires = frozenset({"features", "head", "train"})
     paper = "Sun & Li, ECCV 2022, arXiv 2111.09805"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_percentile(self.sparsity, "DICE sparsity", below_100=True)
-        if self.react_percentile is not None:
-            check_percentile(self.react_percentile, "DICE react_percentile")
 
     def _fit(self, train: Activations | None, model: Any) -> None:
         assert train is not None

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from oodbench.constraints import FiniteFloat
 from oodbench.detectors._math import as_tensor, cosine_similarities
 from oodbench.detectors._stats import (
     by_chunks,
@@ -84,7 +85,7 @@ class DML(Detector):
     paper = "Zhang & Xiang, CVPR 2023"
     score_only_hyperparams = frozenset({"lam"})
 
-    lam: float = 0.002
+    lam: FiniteFloat = 0.002
 
     def _score(self, acts: Activations) -> np.ndarray:
         return max_cosine(acts) + self.lam * max_norm(acts)

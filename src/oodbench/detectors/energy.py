@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from oodbench.constraints import Positive
 from oodbench.detectors._math import neg_energy
 from oodbench.detectors._stats import by_chunks
 from oodbench.detectors.base import Detector, register
-from oodbench.errors import InvalidInputError
 from oodbench.extract.activations import Activations
 
 
@@ -34,12 +34,7 @@ class Energy(Detector):
     paper = "Liu et al., NeurIPS 2020, arXiv 2010.03759"
     score_only_hyperparams = frozenset({"temperature"})
 
-    temperature: float = 1.0
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if not self.temperature > 0:
-            raise InvalidInputError(f"energy: temperature must be > 0; got {self.temperature}")
+    temperature: Positive = 1.0
 
     def _score(self, acts: Activations) -> np.ndarray:
         return by_chunks(

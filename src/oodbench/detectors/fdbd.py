@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from oodbench.constraints import Bool
 from oodbench.detectors._math import as_tensor
 from oodbench.detectors._stats import TrainMeanFit, by_chunks, features_of, head_of
 from oodbench.detectors.base import Detector, register
@@ -41,7 +42,7 @@ class FDBD(TrainMeanFit, Detector):
     paper = "Liu & Qin, ICML 2024, arXiv 2312.11536"
     score_only_hyperparams = frozenset({"distance_to_mean"})
 
-    distance_to_mean: bool = True
+    distance_to_mean: Bool = True
 
     def _score(self, acts: Activations) -> np.ndarray:
         weight = as_tensor(head_of(acts)[0])

@@ -23,14 +23,15 @@ clamped. OpenOOD's ``GENPostprocessor`` sums like the paper.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
 import numpy as np
 import torch
 
+from oodbench.constraints import Integer, Positive
 from oodbench.detectors._math import other_mass, row_max, top_values, working
 from oodbench.detectors._stats import by_chunks
 from oodbench.detectors.base import Detector, register
-from oodbench.errors import InvalidInputError
 from oodbench.extract.activations import Activations
 
 
@@ -44,15 +45,8 @@ class GEN(Detector):
     paper = "Liu, Lochman & Zach, CVPR 2023"
     score_only_hyperparams = frozenset({"gamma", "M"})
 
-    gamma: float = 0.1
-    M: int = 100
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if not self.gamma > 0:
-            raise InvalidInputError(f"gen: gamma must be > 0; got {self.gamma}")
-        if int(self.M) < 1:
-            raise InvalidInputError(f"gen: M must be a positive number of classes; got {self.M}")
+    gamma: Positive = 0.1
+    M: Annotated[int, Integer(min=1, note="a number of classes")] = 100
 
     def _score(self, acts: Activations) -> np.ndarray:
         return by_chunks(len(acts), lambda rows: self._chunk(acts.logits[rows]), acts.num_classes)

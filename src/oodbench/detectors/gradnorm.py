@@ -27,10 +27,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from oodbench.constraints import Positive
 from oodbench.detectors._math import as_tensor, softmax
 from oodbench.detectors._shaping import required, row_slices
 from oodbench.detectors.base import Detector, register
-from oodbench.errors import InvalidInputError
 from oodbench.extract.activations import Activations
 
 
@@ -39,17 +39,12 @@ from oodbench.extract.activations import Activations
 class GradNorm(Detector):
     """L1 norm of the head-weight gradient of KL(uniform || softmax): ||f||_1 * ||p - u||_1 / T."""
 
-    temperature: float = 1.0
+    temperature: Positive = 1.0
 
     name = "gradnorm"
     requires = frozenset({"logits", "features"})
     paper = "Huang, Geng & Li, NeurIPS 2021, arXiv 2110.00218"
     score_only_hyperparams = frozenset({"temperature"})
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if not self.temperature > 0:
-            raise InvalidInputError(f"GradNorm temperature must be > 0; got {self.temperature}")
 
     def _score(self, acts: Activations) -> np.ndarray:
         features = required(acts, "features")

@@ -27,11 +27,13 @@ pytorch-ood 0.4.0 ``KNN(k=k)`` (``fit_features`` then ``predict_features``) retu
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
 import numpy as np
 
+from oodbench.constraints import Interval, Seed
 from oodbench.detectors._neighbours import NeighbourIndex, normalized_float32
-from oodbench.detectors._stats import bank_rows, check_k, check_k_in_bank, features_of, take_rows
+from oodbench.detectors._stats import Neighbours, bank_rows, check_k_in_bank, features_of, take_rows
 from oodbench.detectors.base import Detector, register
 from oodbench.extract.activations import Activations
 
@@ -46,13 +48,10 @@ class KNN(Detector):
     paper = "Sun et al., ICML 2022, arXiv 2204.06507"
     score_only_hyperparams = frozenset({"k"})
 
-    k: int = 50
-    fit_fraction: float = 1.0
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_k(self.name, self.k)
+    k: Neighbours = 50
+    fit_fraction: Annotated[float, Interval(
+        0, 1, "right", note="the share of the fit rows in the bank")] = 1.0
+    seed: Seed = 0
 
     def _fit(self, train: Activations | None, model: object) -> None:
         assert train is not None

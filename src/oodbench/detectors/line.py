@@ -39,10 +39,10 @@ import numpy as np
 import torch
 
 from oodbench.compute import current, to_host
+from oodbench.constraints import Percentile
 from oodbench.detectors._math import as_tensor, neg_energy
 from oodbench.detectors._shaping import (
     check_feature_dim,
-    check_percentile,
     head_tensors,
     percentile,
     required,
@@ -131,19 +131,13 @@ def weight_cuts(importance: torch.Tensor, weight: torch.Tensor, q: float) -> tor
 class LINe(Detector):
     """Energy through class-specific Shapley masks on clipped features and head weights."""
 
-    clip_percentile: float = 90.0
-    weight_sparsity: float = 10.0
-    activation_sparsity: float = 10.0
+    clip_percentile: Percentile = 90.0
+    weight_sparsity: Percentile = 10.0
+    activation_sparsity: Percentile = 10.0
 
     name = "line"
     requires = frozenset({"features", "head", "train"})
     paper = "Ahn, Park & Kim, CVPR 2023, arXiv 2303.13995"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_percentile(self.clip_percentile, "LINe clip_percentile")
-        check_percentile(self.weight_sparsity, "LINe weight_sparsity")
-        check_percentile(self.activation_sparsity, "LINe activation_sparsity")
 
     def _fit(self, train: Activations | None, model: Any) -> None:
         assert train is not None

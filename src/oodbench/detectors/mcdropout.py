@@ -53,12 +53,13 @@ puts the whole model in train mode except batch-norm); its ``mean`` mode scores
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 import torch
 from torch import nn
 
+from oodbench.constraints import BatchSize, Integer, Interval, Seed, Text
 from oodbench.detectors._live import score_live
 from oodbench.detectors.base import Detector, register
 from oodbench.errors import InvalidInputError
@@ -118,25 +119,17 @@ def legacy_vit_dropout_sites(model: nn.Module) -> list[nn.Dropout]:
 class MCDropout(Detector):
     """Negative entropy of the softmax averaged over passes with dropout switched on."""
 
-    passes: int = 30
-    seed: int = 0
-    vit_drop_rate: float | None = None
-    batch_size: int = 64
-    device: str = "auto"
+    passes: Annotated[int, Integer(min=1, note="stochastic forward passes")] = 30
+    seed: Seed = 0
+    vit_drop_rate: Annotated[float | None, Interval(
+        0, 1, "left", note="a dropout probability; None: the model's own dropout")] = None
+    batch_size: BatchSize = 64
+    device: Annotated[str, Text("'auto' or a torch device")] = "auto"
 
     name = "mc_dropout"
     requires = frozenset({"model"})
     paper = "Gal & Ghahramani, ICML 2016, arXiv 1506.02142"
     score_only_hyperparams = frozenset({"passes", "seed", "vit_drop_rate", "batch_size", "device"})
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if isinstance(self.passes, bool) or not isinstance(self.passes, int) or self.passes < 1:
-            raise InvalidInputError(f"MC-dropout passes must be a positive integer; got {self.passes!r}")
-        if self.vit_drop_rate is not None and not 0.0 <= self.vit_drop_rate < 1.0:
-            raise InvalidInputError(
-                f"MC-dropout vit_drop_rate is a probability in [0, 1); got {self.vit_drop_rate!r}"
-            )
 
     def _fit(self, train: Activations | None, model: Any) -> None:
         vit_on = bool(self.vit_drop_rate) and bool(legacy_vit_dropout_sites(model))

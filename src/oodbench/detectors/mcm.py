@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from oodbench.constraints import Positive
 from oodbench.detectors._math import cosine_similarities
 from oodbench.detectors.base import Detector, register
 from oodbench.extract.activations import Activations
@@ -35,7 +36,7 @@ class MCM(Detector):
     paper = "Ming et al., NeurIPS 2022, arXiv 2211.13445"
     score_only_hyperparams = frozenset({"temperature"})
 
-    temperature: float = 1.0
+    temperature: Positive = 1.0
 
     def _score(self, acts: Activations) -> np.ndarray:
         cos = cosine_similarities(acts.features, acts.head_weight)  # type: ignore[arg-type]

@@ -38,11 +38,13 @@ oodbench.extract(model, train_source)``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
 import numpy as np
 import torch
 
 from oodbench.compute import to_host
+from oodbench.constraints import Options
 from oodbench.detectors._stats import (
     chunks,
     feature_mean,
@@ -54,7 +56,6 @@ from oodbench.detectors._stats import (
     whitener,
 )
 from oodbench.detectors.base import Detector, register
-from oodbench.errors import InvalidInputError
 from oodbench.extract.activations import Activations
 
 #: one class-agnostic Gaussian (the paper), or one per class: min / mean of the distances
@@ -84,19 +85,12 @@ def gaussian(features: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
 class MOOD(Detector):
     """Negative Mahalanobis distance of the L2-normalised features to one Gaussian (or per class)."""
 
-    conditioning: str = "agnostic"
+    conditioning: Annotated[str, Options(
+        *CONDITIONING, note="one Gaussian of all features, or one per class")] = "agnostic"
 
     name = "mood"
     requires = frozenset({"features", "train"})
     paper = "Li et al., CVPR 2023, arXiv 2302.02615"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.conditioning not in CONDITIONING:
-            raise InvalidInputError(
-                f"mood: conditioning must be one of {CONDITIONING} (one Gaussian of all "
-                f"features, or one per class); got {self.conditioning!r}"
-            )
 
     def _fit(self, train: Activations | None, model: object) -> None:
         assert train is not None

@@ -17,9 +17,11 @@ The detector needs such a head, so ``"all"`` in an experiment leaves it out; nam
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
 import numpy as np
 
+from oodbench.constraints import Validated
 from oodbench.detectors._math import as_tensor
 from oodbench.detectors.base import Detector, register
 from oodbench.errors import InvalidInputError
@@ -36,7 +38,8 @@ class MOS(Detector):
     requires = frozenset({"logits", "groups"})
     paper = "Huang & Li, CVPR 2021, arXiv 2105.01879"
 
-    groups: list[list[int]] | None = None
+    groups: Annotated[list[list[int]] | None, Validated(
+        "lists of class indices, one per group (None: the head's own)")] = None
 
     def _score(self, acts: Activations) -> np.ndarray:
         groups = self.groups if self.groups is not None else acts.meta.get("mos_groups")

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from oodbench.constraints import FiniteFloat
 from oodbench.detectors._math import as_tensor
 from oodbench.detectors._stats import TrainMeanFit, by_chunks, features_of, head_of
 from oodbench.detectors.base import Detector, register
@@ -44,7 +45,7 @@ class NCI(TrainMeanFit, Detector):
     paper = "Liu & Qin, CVPR 2025, arXiv 2311.01479"
     score_only_hyperparams = frozenset({"alpha"})
 
-    alpha: float = 1e-4
+    alpha: FiniteFloat = 1e-4
 
     def _score(self, acts: Activations) -> np.ndarray:
         weight = as_tensor(head_of(acts)[0])

@@ -36,11 +36,12 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 import torch
 
+from oodbench.constraints import Integer, Interval, Positive, Seed, Text, Validated
 from oodbench.data.vocabulary import load_vocabulary
 from oodbench.detectors._math import as_tensor
 from oodbench.detectors.base import Detector, register
@@ -66,6 +67,8 @@ def mine_negative_labels(
 #: NegLabel as CMA's official inference.py scores (lines 41, 62-64, 72-73, 117-128): one group,
 #: T = 0.01, ID prompts "The nice {}"; give ``negatives`` the path of ``neg_label_10000.npy``
 CMA_SCORING = {"n_groups": 1, "temperature": 0.01, "positive_prompt": "The nice {}"}
+#: a prompt, with {} for the class name or word
+Prompt = Annotated[str, Text("a prompt with {} for the word")]
 #: the file types ``negatives`` reads
 NEGATIVE_SUFFIXES = (".npy", ".txt")
 
@@ -117,29 +120,23 @@ class NegLabel(Detector):
     paper = "Jiang et al., ICLR 2024, arXiv 2403.20078"
     score_only_hyperparams = frozenset({"temperature", "chunk_size"})
 
-    neg_fraction: float = 0.15
-    percentile: float = 0.95
-    n_groups: int = 100
-    temperature: float = 0.01
-    positive_prompt: str = "the nice {}"
-    noun_prompt: str = "the nice {}"
-    adj_prompt: str = "This is a {} photo"
-    vocabulary: str | None = None
-    negatives: str | None = None
-    seed: int = 0
-    chunk_size: int = 4096
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.negatives is not None:
-            read_negative_prompts(self.negatives)  # a bad file is an error now, not at fit
+    neg_fraction: Annotated[float, Interval(
+        0, 1, "right", note="the share of the candidates kept")] = 0.15
+    percentile: Annotated[float, Interval(
+        0, 1, note="a quantile of the affinities, a fraction")] = 0.95
+    n_groups: Annotated[int, Integer(min=1)] = 100
+    temperature: Positive = 0.01
+    positive_prompt: Prompt = "the nice {}"
+    noun_prompt: Prompt = "the nice {}"
+    adj_prompt: Prompt = "This is a {} photo"
+    vocabulary: Annotated[str | None, Text(
+        "a vocabulary file (None: the packaged WordNet list)")] = None
+    negatives: Annotated[str | None, Validated(
+        "a .npy or .txt file of negative prompts (None: mine them)", read_negative_prompts)] = None
+    seed: Seed = 0
+    chunk_size: Annotated[int, Integer(min=1)] = 4096
 
     def _fit(self, train: Activations | None, model: object) -> None:
-        if not 0 < self.neg_fraction <= 1 or not 0 <= self.percentile <= 1 or self.n_groups < 1:
-            raise InvalidInputError(
-                "neglabel needs 0 < neg_fraction <= 1, 0 <= percentile <= 1 and n_groups >= 1; got "
-                f"{self.neg_fraction}, {self.percentile}, {self.n_groups}"
-            )
         names = getattr(model, "class_names", None)
         if not names:
             raise InvalidInputError("neglabel needs the CLIP classifier's class names (model.class_names)")

@@ -25,15 +25,17 @@ matmul); it drops fit rows with label < 0.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
 import numpy as np
 
+from oodbench.constraints import Interval, Seed
 from oodbench.detectors._math import neg_energy
 from oodbench.detectors._neighbours import NeighbourIndex, normalized_float32
 from oodbench.detectors._stats import (
+    Neighbours,
     bank_rows,
     by_chunks,
-    check_k,
     check_k_in_bank,
     features_of,
     take_rows,
@@ -52,13 +54,10 @@ class NNGuide(Detector):
     paper = "Park, Jung & Teoh, ICCV 2023, arXiv 2309.14888"
     score_only_hyperparams = frozenset({"k"})
 
-    k: int = 10
-    fit_fraction: float = 1.0
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_k(self.name, self.k)
+    k: Neighbours = 10
+    fit_fraction: Annotated[float, Interval(
+        0, 1, "right", note="the share of the fit rows in the bank")] = 1.0
+    seed: Seed = 0
 
     def _fit(self, train: Activations | None, model: object) -> None:
         assert train is not None

@@ -34,20 +34,23 @@ and one backward pass per image), through ``oodbench.extract.iterate_batches``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from oodbench.constraints import BatchSize, NonNegative, Options, Positive, Text, Validated
 from oodbench.detectors._live import score_live
 from oodbench.detectors.base import Detector, register
-from oodbench.errors import InvalidInputError
 from oodbench.extract.activations import Activations
 
 #: what the input gradient differentiates: the cross-entropy of the logits / T (the ODIN paper)
 #: or of the softmax probabilities at T = 1 (the C-OOD code)
 GRADIENTS = ("logits", "probabilities")
+#: the per-channel input std the step is divided by (None: the model transform's)
+InputStd = Annotated[tuple[float, ...] | None,
+                     Validated("per-channel standard deviations (None: the model transform's)")]
 
 
 def normalisation_std(transform: Any) -> tuple[float, ...] | None:
@@ -89,13 +92,17 @@ def odin_perturb(
 class ODIN(Detector):
     """Max softmax at temperature T of the input perturbed by one signed-gradient step."""
 
-    temperature: float = 1000.0
-    epsilon: float = 0.0014
-    gradient: str = "logits"
-    input_std: tuple[float, ...] | None = None
-    sign_at_zero: int = 1
-    batch_size: int = 64
-    device: str = "auto"
+    temperature: Positive = 1000.0
+    epsilon: NonNegative = 0.0014
+    gradient: Annotated[str, Options(
+        *GRADIENTS,
+        note="cross-entropy of the logits / T, or of the softmax probabilities as in the C-OOD "
+             "code")] = "logits"
+    input_std: InputStd = None
+    sign_at_zero: Annotated[int, Options(
+        1, 0, note="1: the ODIN code's grad >= 0 -> +1; 0: torch.sign")] = 1
+    batch_size: BatchSize = 64
+    device: Annotated[str, Text("'auto' or a torch device")] = "auto"
 
     name = "odin"
     requires = frozenset({"model"})
@@ -105,21 +112,8 @@ class ODIN(Detector):
     )
 
     def __post_init__(self) -> None:
+        """Validate (the base), then hold ``input_std`` as a tuple of floats (derived state)."""
         super().__post_init__()
-        if not self.temperature > 0 or self.epsilon < 0:
-            raise InvalidInputError(
-                f"ODIN needs temperature > 0 and epsilon >= 0; got {self.temperature}, {self.epsilon}"
-            )
-        if self.gradient not in GRADIENTS:
-            raise InvalidInputError(
-                f"ODIN gradient must be one of {GRADIENTS} (cross-entropy of the logits / T, or "
-                f"of the softmax probabilities as in the C-OOD code); got {self.gradient!r}"
-            )
-        if self.sign_at_zero not in (0, 1):
-            raise InvalidInputError(
-                f"ODIN sign_at_zero must be 1 (the ODIN code's grad >= 0 -> +1) or 0 (torch.sign); "
-                f"got {self.sign_at_zero!r}"
-            )
         if self.input_std is not None:
             self.input_std = tuple(float(s) for s in self.input_std)
 

@@ -68,17 +68,17 @@ is VRA with gamma = 0; ``lower_percentile=0, slope=0, per_unit=False`` is ReAct.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 import torch
 
+from oodbench.constraints import Bool, FiniteFloat, Interval, Percentile
 from oodbench.detectors._math import as_tensor
 from oodbench.detectors._shaping import percentile, percentile_per_unit, required, shaped_energy
 from oodbench.detectors.base import Detector, register
-from oodbench.detectors.vra import check_thresholds, fit_thresholds
-from oodbench.detectors.vra_plus import check_finite, check_quantile_pair, upper_quantile
-from oodbench.errors import InvalidInputError
+from oodbench.detectors.vra import ORDERED_PERCENTILES, fit_thresholds
+from oodbench.detectors.vra_plus import LowerQuantile, UpperShare, upper_quantile
 from oodbench.extract.activations import Activations
 
 Threshold = torch.Tensor | float
@@ -117,14 +117,14 @@ class PLF(Detector):
     App. A (arXiv 2602.05935), joined as the module docstring states (not checked against the
     function's source, arXiv 2506.14194, which could not be read)."""
 
-    y_start: float = -2.5
-    y_end: float = 2.5
-    delta_y: float = 2.5
-    q1: float = 0.45
-    u: float = 0.5
-    m1: float = 2.5
-    m2: float = 0.0
-    per_unit: bool = False
+    y_start: FiniteFloat = -2.5
+    y_end: FiniteFloat = 2.5
+    delta_y: FiniteFloat = 2.5
+    q1: LowerQuantile = 0.45
+    u: UpperShare = 0.5
+    m1: FiniteFloat = 2.5
+    m2: FiniteFloat = 0.0
+    per_unit: Bool = False
 
     name = "plf"
     requires = frozenset({"features", "head", "train"})
@@ -134,12 +134,6 @@ class PLF(Detector):
     score_only_hyperparams = frozenset({"y_start", "y_end", "delta_y", "m1", "m2"})
     #: the box's centre, no published configuration (presets.toml: paper protocol unavailable)
     untuned_defaults = ("y_start", "y_end", "delta_y", "q1", "u", "m1", "m2")
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_quantile_pair("PLF", "q1", self.q1, self.u)
-        check_finite("PLF", y_start=self.y_start, y_end=self.y_end, delta_y=self.delta_y,
-                     m1=self.m1, m2=self.m2)
 
     @property
     def q2(self) -> float:
@@ -169,22 +163,16 @@ class PLF(Detector):
 class PLFFold(Detector):
     """oodbench's earlier three-parameter function: zero, identity, a fold down to zero."""
 
-    lower_percentile: float = 60.0
-    upper_percentile: float = 90.0
-    slope: float = 1.0
-    per_unit: bool = True
+    lower_percentile: Percentile = 60.0
+    upper_percentile: Percentile = 90.0
+    slope: Annotated[float, Interval(0, None, note="0 = clip at the knee")] = 1.0
+    per_unit: Bool = True
 
     name = "plf_fold"
     requires = frozenset({"features", "head", "train"})
     paper = "oodbench's special case of PLF (see plf.py); not a published detector"
     score_only_hyperparams = frozenset({"slope"})
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_thresholds("plf_fold", self.lower_percentile, self.upper_percentile)
-        if not self.slope >= 0.0:
-            raise InvalidInputError(
-                f"plf_fold slope must be >= 0 (0 = clip at the knee); got {self.slope}")
+    checks = (ORDERED_PERCENTILES,)
 
     def _fit(self, train: Activations | None, model: Any) -> None:
         assert train is not None

@@ -23,19 +23,18 @@ of float32 activations, a 1e-7 relative difference).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 import torch
 
+from oodbench.constraints import Finite, Percentile
 from oodbench.detectors._shaping import (
-    check_percentile,
     percentile,
     required,
     shaped_energy,
 )
 from oodbench.detectors.base import Detector, register
-from oodbench.errors import InvalidInputError
 from oodbench.extract.activations import Activations
 
 
@@ -44,18 +43,12 @@ from oodbench.extract.activations import Activations
 class ReAct(Detector):
     """Energy of the head after clipping penultimate features at a training percentile."""
 
-    percentile: float = 90.0
-    threshold: float | None = None
+    percentile: Percentile = 90.0
+    threshold: Annotated[float | None, Finite(note="None: the percentile of the fit features")] = None
 
     name = "react"
     requires = frozenset({"features", "head", "train"})
     paper = "Sun, Guo & Li, NeurIPS 2021, arXiv 2111.12797"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_percentile(self.percentile, "ReAct percentile")
-        if self.threshold is not None and not np.isfinite(self.threshold):
-            raise InvalidInputError(f"ReAct threshold must be a finite number; got {self.threshold!r}")
 
     def _fit(self, train: Activations | None, model: Any) -> None:
         assert train is not None

@@ -22,12 +22,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from oodbench.constraints import Positive
 from oodbench.detectors._class_prior import ClassPriorFit, prior_weight
 from oodbench.detectors._math import neg_energy
 from oodbench.detectors._stats import by_chunks
 from oodbench.detectors.base import Detector, register
 from oodbench.detectors.rp_msp import PAPER
-from oodbench.errors import InvalidInputError
 from oodbench.extract.activations import Activations
 
 
@@ -36,17 +36,12 @@ from oodbench.extract.activations import Activations
 class RWEnergy(ClassPriorFit, Detector):
     """Negative energy times 1 - cos(softmax, training class prior)."""
 
-    temperature: float = 1.0
+    temperature: Positive = 1.0
 
     name = "rw_energy"
     requires = frozenset({"logits", "train"})
     paper = PAPER
     score_only_hyperparams = frozenset({"temperature"})
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if not self.temperature > 0:
-            raise InvalidInputError(f"rw_energy: temperature must be > 0; got {self.temperature}")
 
     def _score(self, acts: Activations) -> np.ndarray:
         energy = by_chunks(len(acts), lambda rows: neg_energy(acts.logits[rows], self.temperature),

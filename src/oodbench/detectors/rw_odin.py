@@ -29,10 +29,11 @@ from typing import Any
 
 import numpy as np
 
+from oodbench.constraints import NonNegative
 from oodbench.detectors._class_prior import class_prior, prior_weight
 from oodbench.detectors._stats import by_chunks
 from oodbench.detectors.base import register
-from oodbench.detectors.odin import ODIN
+from oodbench.detectors.odin import ODIN, InputStd
 from oodbench.detectors.rp_msp import PAPER
 from oodbench.extract.activations import Activations
 
@@ -42,9 +43,9 @@ from oodbench.extract.activations import Activations
 class RWODIN(ODIN):
     """ODIN's perturbed max softmax times 1 - cos(softmax, training class prior)."""
 
-    epsilon: float = 0.0
+    epsilon: NonNegative = 0.0
     #: the official raw sign step (see the module docstring); None: ODIN's step / the std
-    input_std: tuple[float, ...] | None = (1.0,)
+    input_std: InputStd = (1.0,)
 
     name = "rw_odin"
     requires = frozenset({"model", "logits", "train"})

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from oodbench.constraints import PercentileBelow100
 from oodbench.detectors._math import top_values
 from oodbench.detectors._shaping import (
-    check_percentile,
     keep_count,
     shaped_energy,
     sharpening,
@@ -39,16 +39,12 @@ from oodbench.extract.activations import Activations
 class SCALE(Detector):
     """Energy of the head after scaling features by exp(total sum / top-k sum)."""
 
-    percentile: float = 85.0
+    percentile: PercentileBelow100 = 85.0
 
     name = "scale"
     requires = frozenset({"features", "head"})
     paper = "Xu, Chen, Franchi & Yao, ICLR 2024, arXiv 2310.00227"
     score_only_hyperparams = frozenset({"percentile"})
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_percentile(self.percentile, "SCALE percentile", below_100=True)
 
     def _shape(self, f: torch.Tensor) -> torch.Tensor:
         kept = top_values(f, keep_count(f.shape[1], self.percentile))

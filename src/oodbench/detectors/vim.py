@@ -38,11 +38,13 @@ pytorch-ood 0.4.0 ``ViM(encoder, d, w, b)`` returns ``alpha ||x^{P perp}|| - log
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
 import numpy as np
 import torch
 
 from oodbench.compute import current
+from oodbench.constraints import Integer
 from oodbench.detectors._math import as_tensor, neg_energy
 from oodbench.detectors._stats import (
     by_chunks,
@@ -94,7 +96,9 @@ class ViM(Detector):
     requires = frozenset({"features", "logits", "head", "train"})
     paper = "Wang et al., CVPR 2022, arXiv 2203.10807"
 
-    dim: int | None = None
+    dim: Annotated[int | None, Integer(
+        min=1,
+        note="the principal-space dimension, below the feature dimension; None: the paper's rule")] = None
 
     def _fit(self, train: Activations | None, model: object) -> None:
         assert train is not None

@@ -32,22 +32,22 @@ with ``clip_low=True`` (and gamma = 0) its score is exactly ``-kappa``.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
+from oodbench.constraints import Bool, Check, FiniteFloat, Percentile
 from oodbench.detectors._math import as_tensor
 from oodbench.detectors._shaping import (
-    check_percentile,
     percentile,
     percentile_per_unit,
     required,
     shaped_energy,
 )
 from oodbench.detectors.base import Detector, register
-from oodbench.errors import InvalidInputError
 from oodbench.extract.activations import Activations
 
 
@@ -90,15 +90,9 @@ def outward_thresholds(
     return up, down
 
 
-def check_thresholds(who: str, lower_percentile: float, upper_percentile: float) -> None:
-    """Raise unless both are percentiles in [0, 100] and ``lower <= upper`` (VRA, PLF)."""
-    check_percentile(lower_percentile, f"{who} lower_percentile")
-    check_percentile(upper_percentile, f"{who} upper_percentile")
-    if lower_percentile > upper_percentile:
-        raise InvalidInputError(
-            f"{who} needs lower_percentile <= upper_percentile; got {lower_percentile} "
-            f"and {upper_percentile}"
-        )
+#: the thresholds' percentiles in order (VRA, PLF's fold)
+ORDERED_PERCENTILES = Check(("lower_percentile", "upper_percentile"), operator.le,
+                            "lower_percentile <= upper_percentile")
 
 
 def fit_thresholds(
@@ -119,20 +113,17 @@ def fit_thresholds(
 class VRA(Detector):
     """Energy after zeroing low activations, clipping high ones and lifting the middle by gamma."""
 
-    lower_percentile: float = 60.0
-    upper_percentile: float = 90.0
-    gamma: float = 0.0
-    per_unit: bool = True
-    clip_low: bool = False
+    lower_percentile: Percentile = 60.0
+    upper_percentile: Percentile = 90.0
+    gamma: FiniteFloat = 0.0
+    per_unit: Bool = True
+    clip_low: Bool = False
 
     name = "vra"
     requires = frozenset({"features", "head", "train"})
     paper = "Xu, Lian, Liu & Tao, NeurIPS 2023, arXiv 2302.11716"
     score_only_hyperparams = frozenset({"gamma", "clip_low"})
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_thresholds("VRA", self.lower_percentile, self.upper_percentile)
+    checks = (ORDERED_PERCENTILES,)
 
     def _fit(self, train: Activations | None, model: Any) -> None:
         assert train is not None

@@ -38,17 +38,16 @@ The piecewise function itself is :func:`oodbench.detectors.vra.vra` (shared with
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 import torch
 
+from oodbench.constraints import Bool, FiniteFloat, Interval
 from oodbench.detectors._shaping import shaped_energy
 from oodbench.detectors.base import Detector, register
 from oodbench.detectors.vra import fit_thresholds, vra
-from oodbench.errors import InvalidInputError
 from oodbench.extract.activations import Activations
 
 #: delta_min and the ceiling of eta_beta, App. A of arXiv 2602.05935 (VRA and PLF alike)
@@ -62,25 +61,15 @@ def upper_quantile(lower: float, u: float) -> float:
     return lower + DELTA_MIN + u * (QUANTILE_CEILING - lower - DELTA_MIN)
 
 
-def check_quantile_pair(who: str, lower_name: str, lower: float, u: float) -> None:
-    """Raise unless ``0 <= lower <= 0.89`` and ``0 <= u <= 1`` (the construction's valid range)."""
-    top = QUANTILE_CEILING - DELTA_MIN
-    if not (isinstance(lower, (int, float)) and 0.0 <= lower <= top):
-        raise InvalidInputError(
-            f"{who} {lower_name} is a quantile in [0, {top:.2f}] (a fraction, not percent; above "
-            f"{top:.2f} the upper quantile {lower_name} + 0.10 + u (0.89 - {lower_name}) would "
-            f"leave [{lower_name} + 0.10, 0.99]); got {lower!r}"
-        )
-    if not (isinstance(u, (int, float)) and 0.0 <= u <= 1.0):
-        raise InvalidInputError(f"{who} u must lie in [0, 1] (where between its bounds the "
-                                f"upper quantile lies); got {u!r}")
-
-
-def check_finite(who: str, **values: float) -> None:
-    """Raise naming the first value that is not a finite number."""
-    for name, value in values.items():
-        if not (isinstance(value, (int, float)) and math.isfinite(value)):
-            raise InvalidInputError(f"{who} {name} must be a finite number; got {value!r}")
+#: the lower quantile of the construction (VRA+'s eta_alpha, PLF's q1): in [0, 0.89], so that
+#: the upper quantile stays in [lower + 0.10, 0.99]
+LowerQuantile = Annotated[float, Interval(
+    0, round(QUANTILE_CEILING - DELTA_MIN, 10),
+    note=f"a quantile, a fraction not percent; above {QUANTILE_CEILING - DELTA_MIN:.2f} the upper "
+         f"quantile lower + {DELTA_MIN:.2f} + u ({QUANTILE_CEILING - DELTA_MIN:.2f} - lower) would "
+         f"leave [lower + {DELTA_MIN:.2f}, {QUANTILE_CEILING}]")]
+#: where between its bounds the upper quantile lies
+UpperShare = Annotated[float, Interval(0, 1, note="where between its bounds the upper quantile lies")]
 
 
 @register
@@ -88,10 +77,10 @@ def check_finite(who: str, **values: float) -> None:
 class VRAPlus(Detector):
     """VRA+ with thresholds at the ID quantiles eta_alpha and eta_alpha + 0.10 + u (0.89 - eta_alpha)."""
 
-    eta_alpha: float = 0.45
-    u: float = 0.5
-    gamma: float = 2.5
-    per_unit: bool = False
+    eta_alpha: LowerQuantile = 0.45
+    u: UpperShare = 0.5
+    gamma: FiniteFloat = 2.5
+    per_unit: Bool = False
 
     name = "vra_plus"
     requires = frozenset({"features", "head", "train"})
@@ -100,11 +89,6 @@ class VRAPlus(Detector):
     score_only_hyperparams = frozenset({"gamma"})
     #: the box's centre, no published configuration (presets.toml: paper protocol unavailable)
     untuned_defaults = ("eta_alpha", "u", "gamma")
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_quantile_pair("VRA+", "eta_alpha", self.eta_alpha, self.u)
-        check_finite("VRA+", gamma=self.gamma)
 
     @property
     def eta_beta(self) -> float:

@@ -90,8 +90,8 @@ class DetectorSpec(Schema):
         """Raise ``ValueError`` unless the detector exists, declares every hyper-parameter the
         entry names, and ``preset`` configures it: from the declarations, without building a
         detector (the plan builds each configuration once, which checks the values). A tuned
-        entry's search space is checked here, by building detectors over it
-        (``tune.space.check_bounds``: valid ranges are not declared as data yet)."""
+        entry's search space is checked here against the declared valid ranges
+        (``tune.space.check_bounds``, which builds one detector for the base values)."""
         from oodbench import detectors
 
         try:

@@ -18,7 +18,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from oodbench.constraints import check_error, field_error, unknown_names
 from oodbench.detectors import Detector, create, detector_class
+from oodbench.detectors.base import declared_hyperparameters
 from oodbench.errors import InvalidInputError
 from oodbench.tune.protocol import PROTOCOLS, protocol_class
 
@@ -115,12 +117,9 @@ def detector_builder(
         cls, base, preset = detector_class(detector_or_name), {}, ""
     valid = {f.name for f in dataclasses.fields(cls) if f.init}
     own = protocol_class(protocol).space_params
-    unknown = {n for n in names if n not in valid and n not in own}
-    if unknown:
-        raise InvalidInputError(
-            f"tune: detector {cls.name!r} has no hyper-parameter {', '.join(sorted(unknown))}; "
-            f"it takes {', '.join(sorted(valid)) or 'none'}"
-        )
+    wrong = unknown_names(f"tune: detector {cls.name!r}", [n for n in names if n not in own], valid)
+    if wrong:
+        raise InvalidInputError(wrong)
 
     def build(point: Mapping[str, Any]) -> Detector:
         params = {**base, **split_point(point)[0]}
@@ -133,27 +132,43 @@ def detector_builder(
 
 def check_bounds(build: Callable[[Mapping[str, Any]], Detector], space: Mapping[str, Any]) -> None:
     """Raise a one-line error when a bound of a ``Range`` (or a value of a list) is outside the
-    valid range of its hyper-parameter, before anything is fitted. The detector's own
-    validation decides: a value is valid when it builds with the other hyper-parameters at their
-    base values, or at some combination of the other dimensions' bounds (so that VRA's lower
-    percentile may reach up to where only a higher upper one admits it)."""
+    valid range of its hyper-parameter, before anything is fitted.
+
+    The ranges are the detector's declarations (:mod:`oodbench.constraints`), read directly: one
+    detector is built (``build({})``, the base configuration) only to know its class and base
+    values. A bound must satisfy its field's declaration; a check between fields (VRA's
+    ``lower_percentile <= upper_percentile``) must hold at the base values or at some
+    combination of the other dimensions' bounds (so that VRA's lower percentile may reach up to
+    where only a higher upper one admits it).
+    """
     names = [n for n in space if n not in protocol_params()]
-    ends = {n: (space[n].low, space[n].high) if isinstance(space[n], Range) else list(space[n])
+    if not names:
+        return
+    base = build({})
+    cls, values = type(base), base.hyperparams
+    ends = {n: [space[n].low, space[n].high] if isinstance(space[n], Range) else list(space[n])
             for n in names}
+    declared = declared_hyperparameters(cls)
+    who = f"detector {cls.name!r}"
     for name in names:
-        others = [n for n in names if n != name]
         for value in ends[name]:
-            combos = itertools.product(*(ends[n] for n in others))
-            trials: list[dict[str, Any]] = [{}] + [dict(zip(others, c)) for c in combos]
-            first: InvalidInputError | None = None
-            for rest in trials:
-                try:
-                    build({**rest, name: value})
-                    break
-                except InvalidInputError as err:
-                    first = first or err
-            else:
-                kind = "bound" if isinstance(space[name], Range) else "value"
-                raise InvalidInputError(
-                    f"tune: space[{name!r}] {kind} {value!r} is outside the valid range: {first}"
-                )
+            error = field_error(who, name, value, declared[name]) if name in declared else None
+            if error is not None:
+                raise _outside(space, name, value, error)
+    for check in cls.checks:
+        searched = [n for n in check.names if n in ends]
+        for name in searched:
+            others = [n for n in searched if n != name]
+            for value in ends[name]:
+                trials = [{**values, name: value}] + [
+                    {**values, **dict(zip(others, combo)), name: value}
+                    for combo in itertools.product(*(ends[n] for n in others))]
+                if not any(check.holds(t) for t in trials):
+                    raise _outside(space, name, value, check_error(who, check, trials[0]))
+
+
+def _outside(space: Mapping[str, Any], name: str, value: Any,
+             error: InvalidInputError | None) -> InvalidInputError:
+    kind = "bound" if isinstance(space[name], Range) else "value"
+    return InvalidInputError(f"tune: space[{name!r}] {kind} {value!r} is outside the valid range: "
+                             f"{error}")

@@ -1,0 +1,110 @@
+"""``oodbench.constraints``: each kind of declaration accepts exactly its values and describes
+them in the words of the uniform error message."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+import numpy as np
+import pytest
+
+from oodbench.constraints import (
+    Check,
+    Flag,
+    Integer,
+    Interval,
+    Options,
+    Text,
+    declarations,
+    field_error,
+    undeclared,
+    unknown_names,
+    validate,
+)
+from oodbench.errors import InvalidInputError
+
+
+@pytest.mark.parametrize("closed, inside, outside, text", [
+    ("both", [0, 0.5, 1], [-0.1, 1.1], "in [0, 1]"),
+    ("left", [0, 0.999], [1, -1e-9], "in [0, 1)"),
+    ("right", [1e-9, 1], [0, 1.5], "in (0, 1]"),
+    ("neither", [0.5], [0, 1], "in (0, 1)"),
+])
+def test_interval_ends_belong_to_it_as_closed_says(closed, inside, outside, text) -> None:
+    interval = Interval(0, 1, closed)  # type: ignore[arg-type]
+    assert interval.describe() == text
+    assert all(interval.problem(v) is None for v in inside)
+    assert all(interval.problem(v) == text for v in outside)
+
+
+def test_one_sided_intervals_and_non_numbers() -> None:
+    positive = Interval(0, None, "neither")
+    assert positive.describe() == "> 0" and Interval(0, None).describe() == ">= 0"
+    assert Interval(None, 1, "neither").describe() == "< 1"
+    assert positive.problem(np.float32(2.0)) is None and positive.problem(3) is None
+    # nan, inf and bools are no numbers of an interval, whatever its bounds
+    for bad in (float("nan"), float("inf")):
+        assert positive.problem(bad) == "> 0"
+    assert positive.problem(True) == "a number" and positive.problem("1") == "a number"
+    assert Interval().describe() == "a finite number"
+
+
+def test_integer_refuses_fractions_and_bools_and_takes_numpy_integers() -> None:
+    count = Integer(min=1)
+    assert count.describe() == "an integer >= 1" and Integer(1, 5).describe() == "an integer in [1, 5]"
+    assert count.problem(np.int64(3)) is None
+    assert count.problem(1.0) == "an integer" and count.problem(True) == "an integer"
+    assert count.problem(0) == "an integer >= 1"
+
+
+def test_options_do_not_take_true_for_one() -> None:
+    sign = Options(1, 0)
+    assert sign.problem(1) is None and sign.problem(0) is None
+    assert sign.problem(True) == "one of 1, 0" and sign.problem(2) == "one of 1, 0"
+    assert Flag().problem(True) is None and Flag().problem(1) == "True or False"
+    assert Text("a prompt").problem(3) == "a prompt"
+
+
+@dataclass
+class _Toy:
+    rate: Annotated[float, Interval(0, 1, "left", note="a probability")] = 0.5
+    count: Annotated[int | None, Integer(min=1)] = None
+    low: Annotated[float, Interval()] = 0.0
+    high: Annotated[float, Interval()] = 1.0
+    plain: float = 2.0
+
+
+ORDERED = Check(("low", "high"), lambda lo, hi: lo <= hi, "low <= high")
+
+
+def test_declarations_are_read_from_the_annotations() -> None:
+    found = declarations(_Toy)
+    assert list(found) == ["rate", "count", "low", "high"]
+    assert found["count"].optional and found["count"].describe() == "an integer >= 1, or None"
+    assert found["rate"].default == 0.5 and found["rate"].type == "float"
+    assert undeclared(_Toy) == ("plain",)
+
+
+def test_validate_raises_one_uniform_line_per_kind() -> None:
+    found = declarations(_Toy)
+    cases = [
+        ({"rate": 1.0}, r"^toy: rate must be in \[0, 1\) \(a probability\); got 1\.0$"),
+        ({"count": 0}, r"^toy: count must be an integer >= 1; got 0$"),
+        ({"count": 2.5}, r"^toy: count must be an integer; got 2\.5 \(float\); write it without "
+                         r"a decimal point, e\.g\. count=2$"),
+        ({"low": 2.0, "high": 1.0}, r"^toy: needs low <= high; got low=2\.0, high=1\.0$"),
+    ]
+    for values, message in cases:
+        with pytest.raises(InvalidInputError, match=message):
+            validate("toy", found, (ORDERED,), {**_Toy().__dict__, **values})
+    validate("toy", found, (ORDERED,), {**_Toy().__dict__, "count": None})  # None: optional
+    assert field_error("toy", "rate", 0.0, found["rate"]) is None
+
+
+def test_unknown_names_suggest_the_closest() -> None:
+    assert unknown_names("detector 'x'", ["k"], ["k", "seed"]) is None
+    assert unknown_names("detector 'x'", ["sed"], ["k", "seed"]) == (
+        "detector 'x' has no hyper-parameter sed; it takes k, seed; did you mean 'seed'?")
+    assert unknown_names("detector 'x'", ["zzz"], []) == (
+        "detector 'x' has no hyper-parameter zzz; it takes none")
