@@ -102,7 +102,7 @@ def test_demo_runs_checks_out_and_is_deterministic(tmp_path, monkeypatch, quick_
     # detectors on 'textures', and the report says what differs
     summary = (out / "report.md").read_text()
     section = summary[summary.index("## Published results"):]
-    assert "0 of " in section and "result rows match a published row" in section
+    assert "0 of " in section and "rows match; " in section and "(counted over every result row)" in section
     assert "| small_cnn | react | letters, photos, textures, noise | textures | auroc |" in section
     assert "not comparable: backbone and weights: published ResNet-50" in section
 

@@ -98,7 +98,7 @@ def test_compare_prints_matches_and_what_differs(tmp_path) -> None:
     assert shown["efficientnet_lite0"]["published"] == ""
     assert shown["efficientnet_lite0"]["comparison"].startswith("not comparable: backbone")
     table = _invoke("published", "compare", str(folder))
-    assert table.exit_code == 0 and ("1 of 2 rows match; 1 have a near-match; 0 have no "
+    assert table.exit_code == 0 and ("1 of 2 rows match; 1 has a near-match; 0 have no "
                                      "published counterpart") in table.output
 
 

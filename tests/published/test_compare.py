@@ -180,12 +180,34 @@ def test_the_row_shown_is_chosen_by_the_documented_rule_and_the_others_are_count
                             tables_=["imagenet1k-resnet50-tuning"], allow_mismatch=True)
     assert out.loc[0, "published"] == "71.1" and out.loc[0, "differs"] == "tuning protocol"
     assert out.loc[0, "others"] == 1
-    # ties in differences and unknowns go to the first in catalogue order
+    # ties in differences and unknowns go to plain cross-entropy training, then to the first
+    # in catalogue order
     first, second = ({"method": "first"}, []), ({"method": "second"}, [])
-    pub, _ = compare_module._choose([(1, 0, 7, *second), (1, 0, 3, *first)])
+    pub, _ = compare_module._choose([(1, 0, 0, 7, *second), (1, 0, 0, 3, *first)])
     assert pub["method"] == "first"
-    assert "fewest differing checks, then fewest unknown checks, then catalogue order" == \
-        compare_module.CHOICE_RULE
+    pub, _ = compare_module._choose([(1, 0, 1, 3, *first), (1, 0, 0, 7, *second)])
+    assert pub["method"] == "second"
+    assert compare_module.CHOICE_RULE == (
+        "fewest differing checks, then fewest unknown checks, then a standard (cross-entropy) "
+        "training before a special training method, then catalogue order")
+
+
+def test_msp_on_another_model_is_shown_beside_a_cross_entropy_row_not_a_logitnorm_one() -> None:
+    """The issue's case: an MSP row of a model in no table ties with every MSP row of OpenOOD's
+    full-spectrum table (backbone and weights, benchmark differ for all); the row shown is a
+    cross-entropy one, and the LogitNorm, OE, ... rows are counted in ``others``."""
+    table = published.load("openood-v1.5-imagenet1k-fsood")
+    msp_rows = table[(table["detector"] == "msp") & (table["metric"] == "id_accuracy")]
+    assert {"cross-entropy", "LogitNorm"} <= set(msp_rows["training"])
+    row = _row(model="efficientnet_lite0", detector="msp", hyperparams=_hyper("msp", "paper"),
+               benchmark="cifar", group="", metric="id_accuracy", value=0.83, fit_data="",
+               preset="")
+    out = published.compare(pd.DataFrame([row]), tables_=["openood-v1.5-imagenet1k-fsood"])
+    assert len(out) == 1 and "published ResNet50 (cross-entropy" in out.loc[0, "comparison"]
+    assert out.loc[0, "others"] == len(msp_rows) - 1
+    # MSP has nothing to tune: OpenOOD's "tuned on OOD val" row and an untuned one agree there
+    assert "tuning protocol" not in out.loc[0, "differs"]
+    assert compare_module.nothing_to_tune("msp") and not compare_module.nothing_to_tune("react")
 
 
 def test_counts_cover_every_results_row() -> None:
@@ -194,4 +216,4 @@ def test_counts_cover_every_results_row() -> None:
     out = published.compare(rows)
     assert compare_module.counts(out) == {"rows": 3, "match": 1, "near-match": 1, "none": 1}
     assert compare_module.summary_text(out) == (
-        "1 of 3 rows match; 1 have a near-match; 1 have no published counterpart")
+        "1 of 3 rows match; 1 has a near-match; 1 has no published counterpart")

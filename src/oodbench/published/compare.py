@@ -33,8 +33,10 @@ and, in tables whose ``compare_by`` is ``"weights"`` (the C-OOD table: 706 model
 among with ``paper rank``), of your own weights only.
 
 **The row shown** (:data:`CHOICE_RULE`): among the candidates, the one with the fewest checks
-that differ, then the fewest that are unknown, then the first in catalogue order (the order
-of ``oodbench published list``, then the table's own row order). The other candidates are
+that differ, then the fewest that are unknown, then one trained with plain cross-entropy
+before one trained with a special method (LogitNorm, OE, ...: one more ingredient your model
+would need; both fall under the "backbone and weights" check), then the first in catalogue
+order (the order of ``oodbench published list``, then the table's own row order). The other candidates are
 counted (column ``others``), never silently dropped.
 
 A *match* ("same settings") has no check that differs; a *near-match* lists each difference,
@@ -54,7 +56,7 @@ from typing import Any
 
 import pandas as pd
 
-from oodbench.errors import EmptyInputError, InvalidInputError
+from oodbench.errors import EmptyInputError, InvalidInputError, OodbenchError
 from oodbench.params import Params, canonical, params
 from oodbench.published.catalogue import TableInfo, load_all, table_info, tables
 
@@ -75,7 +77,8 @@ TUNING_NAMES = {"none": "not tuned", "ood_val": "tuned on an OOD validation set"
 
 
 #: how the published row shown beside a results row is chosen among its candidates
-CHOICE_RULE = ("fewest differing checks, then fewest unknown checks, then catalogue order")
+CHOICE_RULE = ("fewest differing checks, then fewest unknown checks, then a standard "
+               "(cross-entropy) training before a special training method, then catalogue order")
 #: the text a match's comparison column carries
 SAME = "same settings"
 
@@ -217,12 +220,33 @@ def tuning_protocol(tuning: Any) -> str:
     return str(record.get("protocol", "unknown")) if record else "none"
 
 
+#: the tuning protocol of both sides for a detector without a hyper-parameter to tune
+NOTHING_TO_TUNE = "nothing to tune"
+#: hyper-parameters that choose data, randomness or resources, never tuned
+_NOT_TUNED = frozenset({"fit_data", "seed", "batch_size", "chunk_size", "device"})
+
+
+def nothing_to_tune(detector: str) -> bool:
+    """Whether ``detector`` (an oodbench name) has no hyper-parameter a tuning protocol could
+    set (MSP, MaxLogit, Mahalanobis, ...): for it, a published row "tuned on an OOD validation
+    set" and an untuned result were run the same way."""
+    from oodbench import detectors
+
+    try:
+        names = detectors.hyperparameter_names(detector)
+    except OodbenchError:  # a published detector oodbench does not implement
+        return False
+    return not set(names) - _NOT_TUNED
+
+
 def row_checks(published: Mapping[str, str], yours: Mapping[str, Any],
                info: TableInfo | None = None) -> list[Check]:
     """Every key of ``published`` (a catalogue row) against ``yours`` (a long results row)."""
     benchmark = published["benchmark"]
     mine_tuning = tuning_protocol(yours.get("tuning"))
     pub_tuning = published["tuning"]
+    if nothing_to_tune(published["detector"]):  # a protocol that tunes nothing changes nothing
+        mine_tuning = pub_tuning = NOTHING_TO_TUNE
     mine_metric = str(yours.get("metric", ""))
     both_fpr95 = {METRIC_FAMILY.get(published["metric"]), METRIC_FAMILY.get(mine_metric)} == {"fpr95"}
     checks = [
@@ -313,11 +337,19 @@ def candidates(index: Mapping[tuple[str, str, str, str], pd.DataFrame],
     return rows if len(rows) else None
 
 
-def _choose(scored: list[tuple[int, int, int, dict[str, Any], list[Check]]]
+def _choose(scored: list[tuple[int, int, int, int, dict[str, Any], list[Check]]]
             ) -> tuple[dict[str, Any], list[Check]]:
-    """The candidate :data:`CHOICE_RULE` picks: (differences, unknowns, catalogue position)."""
-    _, _, _, pub, checks = min(scored, key=lambda s: s[:3])
+    """The candidate :data:`CHOICE_RULE` picks: (differences, unknowns, special training,
+    catalogue position)."""
+    *_, pub, checks = min(scored, key=lambda s: s[:4])
     return pub, checks
+
+
+def special_training(published: Mapping[str, Any]) -> int:
+    """1 when the published row's model was trained with a special method, 0 for plain
+    cross-entropy (or no training recorded)."""
+    training = str(published.get("training") or "").strip().lower()
+    return 0 if not training or training.startswith("cross-entropy") else 1
 
 
 def display_value(value: float, unit: str, printed: str) -> str:
@@ -382,7 +414,7 @@ def compare(
         for idx, pub in zip(options.index, options.to_dict(orient="records")):
             checks = row_checks(pub, yours, infos[pub["table"]])
             scored.append((sum(c.status == "differs" for c in checks),
-                           sum(c.status == "unknown" for c in checks),
+                           sum(c.status == "unknown" for c in checks), special_training(pub),
                            position[pub["table"]] * 10**9 + int(idx), pub, checks))
         pub, checks = _choose(scored)
         differs = [c for c in checks if c.status == "differs"]
@@ -424,8 +456,12 @@ def counts(compared: pd.DataFrame) -> dict[str, int]:
 def summary_text(compared: pd.DataFrame) -> str:
     """``"3 of 4,524 rows match; 49 have a near-match; 4,472 have no published counterpart"``."""
     c = counts(compared)
-    return (f"{c['match']:,} of {c['rows']:,} rows match; {c['near-match']:,} have a "
-            f"near-match; {c['none']:,} have no published counterpart")
+
+    def have(n: int) -> str:
+        return f"{n:,} {'has' if n == 1 else 'have'}"
+
+    return (f"{c['match']:,} of {c['rows']:,} rows match; {have(c['near-match'])} a "
+            f"near-match; {have(c['none'])} no published counterpart")
 
 
 def nothing_matched(rows: pd.DataFrame, published: pd.DataFrame) -> str:

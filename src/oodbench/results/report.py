@@ -325,12 +325,13 @@ def published_comparison(rows: pd.DataFrame) -> PublishedComparison:
     except EmptyInputError as err:
         return PublishedComparison(pd.DataFrame(columns=[*NEAR_COLUMNS, "status", "differs"]),
                                    str(err))
-    n_match = int((compared["status"] == "match").sum())
-    n_near = len(compared) - n_match
-    note = (f"{n_match} of {len(compared)} result rows match a published row (same detector "
-            "configuration, weights, benchmark and OOD set, metric convention, fit data, tuning "
-            "protocol and ID set): the published value stands beside yours."
-            + (f" {n_near} {'is a near-match' if n_near == 1 else 'are near-matches'}, counted "
+    from oodbench.published.compare import counts, summary_text
+
+    n_near = counts(compared)["near-match"]
+    note = (f"{summary_text(compared)} (counted over every result row). A match has the same "
+            "detector configuration, weights, benchmark and OOD set, metric convention, fit "
+            "data, tuning protocol and ID set: the published value stands beside yours."
+            + (f" {n_near:,} {'is a near-match' if n_near == 1 else 'are near-matches'}, counted "
                "below by what differs; their published value is withheld (`oodbench published "
                "compare --allow-mismatch` shows it)." if n_near else ""))
     return PublishedComparison(compared, note)

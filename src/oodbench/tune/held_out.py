@@ -84,7 +84,6 @@ from pydantic import StrictFloat, StrictInt, StrictStr
 
 from oodbench import metrics
 from oodbench.atomic_files import atomic_path
-from oodbench.config import cache_dir
 from oodbench.data.source import RelabeledSource
 from oodbench.detectors import Detector
 from oodbench.errors import InvalidInputError, UnknownNameError
@@ -93,7 +92,7 @@ from oodbench.schema import Schema
 from oodbench.train.optim import FIELDS as OPTIM_FIELDS
 from oodbench.train.optim import FINETUNE, HEAD, from_options
 from oodbench.tune.criteria import resolve_criterion
-from oodbench.tune.kept_classes import images_of, reindex, without_classes
+from oodbench.tune.kept_classes import images_of, reindex, variant_dir, without_classes
 from oodbench.tune.protocol import Builder, Objective, TuningData, TuningProtocol, register
 
 #: bump when the variant layout or the cached file format changes
@@ -397,11 +396,6 @@ def through(net: Any, kept: np.ndarray, acts: Activations) -> Activations:
     source = RelabeledSource(images_of(acts), reindex(acts.labels, kept))
     out = extract(net, source, capture=("logits", "features"), progress=False)
     return replace(out, meta={**out.meta, "restricted_classes": kept.tolist()})
-
-
-def variant_dir() -> Path:
-    """Where variant heads are cached."""
-    return cache_dir() / "tune" / "held_out"
 
 
 def held_out_objective(

@@ -4,11 +4,13 @@ the images behind activations, labels re-indexed to the kept classes, a head cut
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from oodbench.config import cache_dir
 from oodbench.extract.activations import Activations
 from oodbench.train.parts import head_module
 
@@ -42,3 +44,9 @@ def without_classes(model: Any, kept: np.ndarray) -> Any:
         variant.class_names = [variant.class_names[int(c)] for c in kept]
     variant.load_state_dict(variant.state_dict())  # forget a memoised weights digest
     return variant
+
+
+def variant_dir() -> Path:
+    """Where the variants of the held-out protocols are cached (heads, last blocks, networks
+    trained from scratch)."""
+    return cache_dir() / "tune" / "held_out"

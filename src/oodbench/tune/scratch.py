@@ -51,7 +51,7 @@ from oodbench.data.arrays import ArraySource
 from oodbench.data.source import RelabeledSource, Source, SubsetSource
 from oodbench.errors import InvalidInputError, UnknownNameError
 from oodbench.extract.activations import Activations
-from oodbench.tune.kept_classes import images_of, reindex
+from oodbench.tune.kept_classes import images_of, reindex, variant_dir
 
 #: the options of the scratch trainer (``recipe`` selects the small-image recipe)
 RECIPE_OPTIONS = frozenset({"recipe", "loss", "loss_options", "device"})
@@ -151,8 +151,6 @@ def check_options(options: Mapping[str, Any], model: Any) -> None:
 
 
 def _root(cache: bool, stack: contextlib.ExitStack) -> Path:
-    from oodbench.tune.held_out import variant_dir
-
     if cache:
         return variant_dir() / "scratch"
     return Path(stack.enter_context(tempfile.TemporaryDirectory()))
