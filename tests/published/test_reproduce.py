@@ -165,7 +165,7 @@ def test_cma_training_config_is_the_official_recipe(tmp_path: Path) -> None:
     # augmentation and the training prompt (CMA's published defaults, train/method_defaults.py)
     named = {d.setting: d for d in repro.differences}
     assert not {"detector.hyperparams.negatives", "training.augmentation",
-                "training.prompts"} & set(named)
+                "training.prompts", "training.warmup"} & set(named)
     from oodbench.train.method_defaults import defaults_for
 
     aug = defaults_for("cma").augmentation

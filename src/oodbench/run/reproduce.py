@@ -316,6 +316,9 @@ def _training(r: Recipe, diffs: list[Difference]) -> dict[str, Any]:
     if warmup is not None and warmup.known and warmup.value != "none":
         if isinstance(warmup.value, Mapping) and set(warmup.value) == {"epochs"}:
             out["warmup_epochs"] = int(warmup.value["epochs"])
+        elif (isinstance(warmup.value, Mapping) and set(warmup.value) == {"steps"}
+              and out.get("loss_options", {}).get("warmup_steps") == warmup.value["steps"]):
+            pass  # the loss's own option (CMA's warmup_steps) applies it
         else:
             _not_applied(diffs, "training.warmup", warmup.value,
                          "a warm-up in steps is the loss's own option where it has one")
