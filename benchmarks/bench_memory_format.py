@@ -1,7 +1,8 @@
 """CPU forward pass in contiguous against channels-last memory format, per model family.
 
-``extract`` runs a network with a 2-D convolution in ``channels_last`` on CPU
-(``oodbench.extract.runtime.uses_channels_last``); this script measures why. For each model
+What ``channels_last`` would buy ``extract`` on the CPU, where it stays contiguous
+(``oodbench.extract.runtime.uses_channels_last`` says why: the values must not depend on how
+the images were sharded). For each model
 (EfficientNet-Lite0 with its real ImageNet weights, the others at random init: speed does not
 depend on the weights) it times ``model(x)`` under ``torch.inference_mode`` on a fixed random
 batch, alternating the two formats, and reports the median of ``--repeats`` runs per format and

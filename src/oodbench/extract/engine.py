@@ -49,7 +49,6 @@ from oodbench.extract.runtime import (
     resolve_amp,
     resolve_device,
     resolve_num_workers,
-    uses_channels_last,
 )
 from oodbench.extract.sharding import (
     UNMEASURED_BATCHES,
@@ -152,8 +151,7 @@ def extract(
     else:
         dev, amp_dtype = driver.runtime(device, amp)
     resolve_num_workers(num_workers, dev, 0)  # checks the value
-    ident = identity(model, source, capture, precision_name(amp_dtype), feature_map_dtype,
-                     channels_last=uses_channels_last(model, dev, amp_dtype))
+    ident = identity(model, source, capture, precision_name(amp_dtype), feature_map_dtype)
     key = cache_key(ident)
     run = ForwardPass(model, source, capture, batch_size, dev, amp_dtype, num_workers,
                 FEATURE_MAP_DTYPES[feature_map_dtype], progress)

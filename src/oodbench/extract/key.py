@@ -44,14 +44,9 @@ def identity(
     capture: tuple[str, ...],
     precision: str,
     feature_map_dtype: str,
-    channels_last: bool = False,
 ) -> dict[str, Any]:
-    """Everything that determines the extracted arrays (the fields hashed into the key).
-
-    ``memory_format`` is present only for a channels-last pass (its kernels round differently;
-    ``oodbench.extract.runtime``), so the keys of contiguous passes are those of earlier
-    versions."""
-    ident = {
+    """Everything that determines the extracted arrays (the fields hashed into the key)."""
+    return {
         "format": FORMAT_VERSION,
         "model": model.spec,
         "weights_digest": model.weights_digest(),
@@ -61,19 +56,13 @@ def identity(
         "precision": precision,
         "feature_map_dtype": feature_map_dtype if "feature_map" in capture else None,
     }
-    if channels_last:
-        ident["memory_format"] = "channels_last"
-    return ident
 
 
 def identity_of(manifest: dict[str, Any]) -> dict[str, Any]:
     """The identity a cache entry's manifest was written for (its key's fields)."""
     fields = ("format", "model", "weights_digest", "source_fingerprint", "transform", "capture",
               "precision", "feature_map_dtype")
-    ident = {name: manifest.get(name) for name in fields}
-    if manifest.get("memory_format") is not None:
-        ident["memory_format"] = manifest["memory_format"]
-    return ident
+    return {name: manifest.get(name) for name in fields}
 
 
 def cache_key(ident: dict[str, Any]) -> str:

@@ -15,12 +15,12 @@
     round), 0 when there are fewer than two batches.
 
 Memory format (:func:`uses_channels_last`)
-    ``channels_last`` on CUDA with autocast (tensor cores), and on CPU for every network with a
-    2-D convolution: oneDNN's channels-last kernels are faster there for most families
-    (``benchmarks/bench_memory_format.py``: EfficientNet-Lite0 2.1x, ResNet-18 1.2x,
-    ResNet-50 the same, ConvNeXt-T 7 % slower, one thread). The kernels sum in another order, so
-    the arrays differ from a contiguous pass by float32 rounding: a channels-last pass is its
-    own cache entry (``memory_format`` in the key), never mixed with contiguous shards.
+    ``channels_last`` on CUDA with autocast (tensor cores); contiguous everywhere else. On the
+    CPU, oneDNN's channels-last kernels are faster for most convolutional families
+    (``benchmarks/bench_memory_format.py``), but with them the same images extracted in one
+    process and as Ray shard tasks gave different values (``tests/run/test_ray_executor.py``,
+    which requires them equal), so the CPU stays contiguous: a result must not depend on how
+    its images were split into shards and batches.
 """
 
 from __future__ import annotations
@@ -106,9 +106,7 @@ def uses_channels_last(
     model: torch.nn.Module, device: torch.device, amp_dtype: torch.dtype | None
 ) -> bool:
     """Whether the forward pass runs in ``channels_last`` memory format (module docstring)."""
-    if device.type == "cuda":
-        return amp_dtype is not None
-    return device.type == "cpu" and any(isinstance(m, torch.nn.Conv2d) for m in model.modules())
+    return device.type == "cuda" and amp_dtype is not None
 
 
 def place_model(model: torch.nn.Module, device: torch.device, channels_last: bool = False) -> None:
