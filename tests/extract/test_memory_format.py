@@ -1,7 +1,7 @@
 """The forward pass's memory format: channels-last only on CUDA with autocast. The CPU stays
-contiguous although channels-last is faster there for most convolutional networks
-(``benchmarks/bench_memory_format.py``): with it, the same images extracted locally and as Ray
-shard tasks gave different values (``tests/run/test_ray_executor.py`` requires them equal)."""
+contiguous: channels-last gains little or loses there (``benchmarks/bench_memory_format.py``),
+and with it the same images extracted locally and as Ray shard tasks gave different values
+(``tests/run/test_ray_executor.py`` requires them equal)."""
 
 from __future__ import annotations
 

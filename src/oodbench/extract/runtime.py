@@ -16,11 +16,11 @@
 
 Memory format (:func:`uses_channels_last`)
     ``channels_last`` on CUDA with autocast (tensor cores); contiguous everywhere else. On the
-    CPU, oneDNN's channels-last kernels are faster for most convolutional families
-    (``benchmarks/bench_memory_format.py``), but with them the same images extracted in one
-    process and as Ray shard tasks gave different values (``tests/run/test_ray_executor.py``,
-    which requires them equal), so the CPU stays contiguous: a result must not depend on how
-    its images were split into shards and batches.
+    CPU, oneDNN's channels-last kernels gain little or lose (``benchmarks/bench_memory_format.py``
+    on an idle machine: 0.75x to 1.19x by family), and with them the same images extracted in
+    one process and as Ray shard tasks gave different values (``tests/run/test_ray_executor.py``
+    requires them equal), so the CPU stays contiguous: a result must not depend on how its
+    images were split into shards and batches.
 """
 
 from __future__ import annotations
