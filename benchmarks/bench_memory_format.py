@@ -7,7 +7,9 @@ the images were sharded). For each model
 depend on the weights) it times ``model(x)`` under ``torch.inference_mode`` on a fixed random
 batch, alternating the two formats, and reports the median of ``--repeats`` runs per format and
 the ratio (contiguous / channels-last: above 1 means channels-last is faster), at one thread and
-at torch's default thread count. Prints a table; writes
+at torch's default thread count; then EfficientNet-Lite0's milliseconds per image by batch size
+(contiguous, one thread: small batches keep its depthwise layers' activations in cache). Prints
+a table; writes
 ``benchmarks/results/bench_memory_format.json``.
 
     python benchmarks/bench_memory_format.py            # five families, 3 repeats
@@ -81,6 +83,30 @@ def time_formats(model: torch.nn.Module, x: torch.Tensor, repeats: int) -> tuple
     return statistics.median(plain[1:]), statistics.median(last[1:])
 
 
+def batch_sizes(repeats: int, sizes: tuple[int, ...] = (64, 32, 16, 8, 4)) -> list[dict]:
+    """EfficientNet-Lite0 (contiguous, one thread, logits + features + feature map as
+    ``extract`` captures them): milliseconds per image by batch size over the same 64 images."""
+    torch.set_num_threads(1)
+    model = _lite0().eval()
+    torch.manual_seed(0)
+    x = torch.randn(64, 3, 224, 224)
+    capture = ("logits", "features", "feature_map")
+    out = []
+    with torch.inference_mode():
+        for bs in sizes:
+            model.forward_all(x[:bs], capture)  # warm-up
+            times = []
+            for _ in range(repeats):
+                t = time.perf_counter()
+                for i in range(0, 64, bs):
+                    model.forward_all(x[i:i + bs], capture)
+                times.append(time.perf_counter() - t)
+            out.append({"batch": bs, "ms_per_image": 1e3 * statistics.median(times) / 64})
+            print(f"efficientnet_lite0 contiguous, one thread, batch {bs:3d}: "
+                  f"{out[-1]['ms_per_image']:6.1f} ms/img", flush=True)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="batch 4 (8 at 32 px), 2 repeats")
@@ -105,11 +131,12 @@ def main() -> None:
                   f"{r['contiguous_ms_per_image']:8.2f} ms/img  channels-last "
                   f"{r['channels_last_ms_per_image']:8.2f} ms/img  ratio {r['ratio']:.2f}",
                   flush=True)
+    batch_rows = batch_sizes(repeats)
     OUT.parent.mkdir(exist_ok=True)
     OUT.write_text(json.dumps({
         "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(),
                     "torch": torch.__version__, "load_average": os.getloadavg()},
-        "repeats": repeats, "quick": args.quick, "rows": rows,
+        "repeats": repeats, "quick": args.quick, "rows": rows, "lite0_batch_sizes": batch_rows,
     }, indent=1) + "\n")
     print(f"wrote {OUT}")
 

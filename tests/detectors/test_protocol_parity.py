@@ -114,7 +114,7 @@ def test_matches_the_reference_on_real_lite0_activations(lite0_imagenet_val, cif
     ID test) against 200 CIFAR-10 test images."""
     model, source, acts = lite0_imagenet_val
     _, ood_source = sources(source.root, cifar10_test, None, 200, seed=0)
-    ood = extract_all(model, ood_source, batch_size=32, progress=False)
+    ood = extract_all(model, ood_source, batch_size=8, progress=False)  # see conftest.py
     perm = np.random.default_rng(0).permutation(len(acts))
     parts = [acts.subset(np.sort(p)) for p in np.split(perm, [len(perm) // 2, 3 * len(perm) // 4])]
     real = Split("lite0", *parts, ood)

@@ -29,8 +29,8 @@ def test_every_detector_scores_real_activations(imagenet_val_1300, cifar10_test)
     detector_plan, run_detector = study.detector_plan, study.run_detector
     model = models.load("efficientnet_lite0")
     id_source, ood_source = sources(imagenet_val_1300, cifar10_test, N_ID, N_OOD, seed=0)
-    id_all = extract_all(model, id_source, batch_size=32, progress=False)
-    ood = extract_all(model, ood_source, batch_size=32, progress=False)
+    id_all = extract_all(model, id_source, batch_size=8, progress=False)  # see conftest.py
+    ood = extract_all(model, ood_source, batch_size=8, progress=False)  # see conftest.py
     fit_rows, test_rows = split_halves(len(id_all), seed=0)
     fit, id_test = id_all.subset(fit_rows), id_all.subset(test_rows)
     assert id_all.features is not None and id_all.feature_map is not None
