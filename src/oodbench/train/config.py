@@ -17,7 +17,8 @@
     optimizer = "sgd"               # umap), else the generic defaults (10 epochs, batch 128,
     schedule = "cosine"             # lr 0.1, ...); schedule "cosine", "constant" or "step"
     warmup_epochs = 0               # (with milestones = [60], step_factor = 10);
-                                    # or warmup_fraction = 0.1 (of all steps)
+                                    # or warmup_fraction = 0.1 (of all steps);
+                                    # nesterov = true (SGD), min_lr = 1e-6 (cosine's end)
     seed = 0
     # output = "runs/resnet18-logitnorm"   default: the training cache (see below)
 
@@ -43,7 +44,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, StrictInt, StrictStr, field_validator, model_validator
+from pydantic import Field, StrictBool, StrictInt, StrictStr, field_validator, model_validator
 
 from oodbench.data.spec import SourceSpec
 from oodbench.errors import ConfigError, NoOpSettingError, OodbenchError
@@ -82,6 +83,8 @@ class TrainSettings(Schema):
     warmup_fraction: float | None = None
     milestones: list[StrictInt] | None = None
     step_factor: float | None = None
+    nesterov: StrictBool | None = None
+    min_lr: float | None = None
     seed: StrictInt = 0
     device: StrictStr = "auto"
     amp: Literal["auto", "off", "bf16", "fp16"] | None = None

@@ -11,14 +11,16 @@ The same type is what a training config's ``[train]`` table becomes
 block with. Each entry point starts from a named preset of this module and changes only the
 fields it is given.
 
-SGD (momentum 0.9) or AdamW; per-step schedule "cosine" (after a linear warm-up),
+SGD (momentum 0.9, Nesterov with ``nesterov=True``) or AdamW; per-step schedule "cosine"
+(after a linear warm-up),
 "constant", or "step": the learning rate multiplied by ``step_factor`` at the start of each
 epoch of ``milestones`` (PyTorch's ``MultiStepLR`` stepped once per epoch, as NPOS' official
 recipe, :mod:`oodbench.train.method_defaults`). The cosine schedule is SGDR's single cycle (Loshchilov & Hutter, ICLR 2017,
-arXiv 1608.03983) down to 0:
+arXiv 1608.03983) down to ``min_lr`` (0 unless given; DOE's official recipe ends at 1e-6):
 
     factor(s) = (s + 1) / W                                 for s < W (warm-up steps)
-    factor(s) = 0.5 * (1 + cos(pi * (s - W) / (S - W)))     for W <= s < S (S = all steps)
+    factor(s) = f + (1 - f) * 0.5 * (1 + cos(pi * (s - W) / (S - W)))
+                                      for W <= s < S (S = all steps, f = min_lr / lr)
     factor(s) = step_factor ** #{m in milestones: s >= m * steps per epoch}     ("step")
 
 W = ``warmup_epochs`` x steps per epoch, or ``round(warmup_fraction x S)`` (at most one of
@@ -34,7 +36,9 @@ Defaults (the fields of :class:`OptimSettings`, = :data:`FINETUNE`) and where th
 * ``epochs=10``: oodbench's choice for fine-tuning a trained network on a CPU-sized budget
   (``oodbench.train.train`` and the ``[train]`` table of a training config);
 * ``schedule="cosine"``, no warm-up (``warmup_epochs=0, warmup_fraction=0``): oodbench's
-  choice (one SGDR cycle, above).
+  choice (one SGDR cycle, above);
+* ``nesterov=False, min_lr=0``: plain momentum and a cosine down to 0, as SGDR; the recipes
+  that state otherwise set them (DOE: both, NPOS: Nesterov).
 
 The presets of the other entry points differ only where named:
 
@@ -85,6 +89,8 @@ class OptimSettings:
     warmup_fraction: float = 0.0
     milestones: tuple[int, ...] = ()
     step_factor: float = 0.1
+    nesterov: bool = False
+    min_lr: float = 0.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "milestones", tuple(self.milestones))
@@ -126,15 +132,35 @@ class OptimSettings:
             raise InvalidInputError(f"optimizer must be one of {OPTIMIZERS}; got {self.optimizer!r}")
         if self.schedule not in SCHEDULES:
             raise InvalidInputError(f"schedule must be one of {SCHEDULES}; got {self.schedule!r}")
+        self._check_recipe_options()
+
+    def _check_recipe_options(self) -> None:
+        """``nesterov`` and ``min_lr``: each refused where it would change nothing."""
+        if not isinstance(self.nesterov, bool):
+            raise InvalidInputError(f"nesterov must be true or false; got {self.nesterov!r}")
+        if self.nesterov and self.optimizer != "sgd":
+            raise InvalidInputError(
+                f"nesterov=True goes with optimizer='sgd' (Nesterov momentum); got "
+                f"optimizer={self.optimizer!r}: drop nesterov or use SGD")
+        if isinstance(self.min_lr, bool) or not isinstance(self.min_lr, int | float) or not (
+                0.0 <= self.min_lr < self.lr):
+            raise InvalidInputError(
+                f"min_lr (where the cosine ends) must lie in [0, lr={self.lr}); got {self.min_lr!r}")
+        if self.min_lr and self.schedule != "cosine":
+            raise InvalidInputError(
+                f"min_lr is where the cosine schedule ends; schedule={self.schedule!r} never "
+                f"reaches it: drop min_lr (got {self.min_lr!r}) or use schedule='cosine'")
 
     def as_dict(self) -> dict[str, Any]:
-        """The settings for a run's record. ``warmup_fraction`` is left out at 0, and
-        ``milestones`` / ``step_factor`` unless the schedule is "step" (they came later), so the
-        records and cache keys of runs made before them still match."""
+        """The settings for a run's record. ``warmup_fraction``, ``nesterov`` and ``min_lr`` are
+        left out at their defaults, and ``milestones`` / ``step_factor`` unless the schedule is
+        "step" (they came later), so the records and cache keys of runs made before them still
+        match."""
         out = asdict(self)
         out["milestones"] = list(self.milestones)
-        if not self.warmup_fraction:
-            del out["warmup_fraction"]
+        for name in ("warmup_fraction", "nesterov", "min_lr"):
+            if not out[name]:
+                del out[name]
         if self.schedule != "step":
             del out["milestones"], out["step_factor"]
         return out
@@ -148,7 +174,7 @@ class OptimSettings:
     def make_optimizer(self, params: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
         if self.optimizer == "sgd":
             return torch.optim.SGD(params, lr=self.lr, momentum=SGD_MOMENTUM,
-                                   weight_decay=self.weight_decay)
+                                   weight_decay=self.weight_decay, nesterov=self.nesterov)
         return torch.optim.AdamW(params, lr=self.lr, weight_decay=self.weight_decay)
 
     def make_scheduler(
@@ -157,9 +183,10 @@ class OptimSettings:
         total = self.epochs * steps_per_epoch
         warmup = self.warmup_steps(steps_per_epoch)
         boundaries = tuple(m * steps_per_epoch for m in self.milestones)
+        floor = self.min_lr / self.lr
         return torch.optim.lr_scheduler.LambdaLR(
             optimizer, lambda step: lr_factor(step, total, warmup, self.schedule,
-                                              boundaries, self.step_factor)
+                                              boundaries, self.step_factor, floor)
         )
 
 
@@ -203,9 +230,11 @@ def resolve(optim: OptimSettings | None, default: OptimSettings, legacy: Mapping
 
 
 def lr_factor(step: int, total: int, warmup: int, schedule: str,
-              boundaries: tuple[int, ...] = (), step_factor: float = 0.1) -> float:
+              boundaries: tuple[int, ...] = (), step_factor: float = 0.1,
+              floor: float = 0.0) -> float:
     """The multiplier of the base learning rate at optimisation step ``step`` (see module);
-    ``boundaries``: the "step" schedule's milestones in optimisation steps."""
+    ``boundaries``: the "step" schedule's milestones in optimisation steps; ``floor``: the
+    cosine's end, as a share of the base rate (``min_lr / lr``)."""
     if step < warmup:
         return (step + 1) / warmup
     if schedule == "constant":
@@ -213,4 +242,4 @@ def lr_factor(step: int, total: int, warmup: int, schedule: str,
     if schedule == "step":
         return float(step_factor ** sum(step >= b for b in boundaries))
     progress = (step - warmup) / max(total - warmup, 1)
-    return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
+    return floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
