@@ -202,3 +202,102 @@ def test_a_training_recipe_is_its_losss_default():
                 assert stated == getattr(optim, key), (r.id, key, stated, getattr(optim, key))
                 checked.add(loss)
     assert {"cma", "npos"} <= checked  # the recipes that state their optimiser
+
+
+# -- preprocessing read from the official code: pinned, and what `reproduce` makes of it ---------
+#: the official evaluation transforms, re-stated from the code each recipe cites (a changed
+#: recipe value fails): (resize, crop_fraction, interpolation, mean, std)
+IMAGENET = ([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])
+OFFICIAL_PREPROCESSING = {
+    # react util/data_loader.py:32-38, knn-ood :47-53, dice ood_eval.py:92-98, ash
+    # model_factory.py:23-31, LINe ood_eval.py:99-105: Resize(256), CenterCrop(224), ImageNet
+    # Normalize; torchvision's Resize default is bilinear
+    "posthoc-resnet50": (256, 224 / 256, "bilinear", *IMAGENET),
+    # COOD_benchmarking utils/misc.py:279-285 (timm's transform of the model); the vendored timm
+    # 0.4.8 vision_transformer.py:78-80 (384 px, crop_pct 1.0, mean / std 0.5), :42 (bicubic)
+    "cood": (384, 1.0, "bicubic", [0.5] * 3, [0.5] * 3),
+    # MCM utils/train_eval_util.py:27-34: Resize(224) (bilinear), CenterCrop(224), CLIP's Normalize
+    "mcm": (224, 1.0, "bilinear", [0.48145466, 0.4578275, 0.40821073],
+            [0.26862954, 0.26130258, 0.27577711]),
+    # gradnorm_ood test_ood.py:19-24 (and RankFeat, MOS): Resize((480, 480)), Normalize(0.5)
+    "bit": ([480, 480], 1.0, "bilinear", [0.5] * 3, [0.5] * 3),
+    # class_prior test_ood.py:86-91: Resize((480, 480)), [123.675, 116.28, 103.53] / 255, ...
+    "class-prior": ([480, 480], 1.0, "bilinear", [123.675 / 255, 116.28 / 255, 103.53 / 255],
+                    [58.395 / 255, 57.12 / 255, 57.375 / 255]),
+}
+KEYS = ("resize", "crop_fraction", "interpolation", "mean", "std")
+
+
+@pytest.mark.parametrize("family", list(OFFICIAL_PREPROCESSING))
+def test_each_familys_preprocessing_is_its_official_transform(family: str) -> None:
+    official = dict(zip(KEYS, OFFICIAL_PREPROCESSING[family]))
+    members = [r for r in recipes().values() if r.family == family]
+    assert members
+    for r in members:
+        stated = {k: r.value("preprocessing", k) for k in KEYS}
+        # the recipe prints 255-divided constants to 1e-6 or better
+        assert stated == {k: pytest.approx(v, rel=1e-6) if k in ("mean", "std", "crop_fraction")
+                          else v for k, v in official.items()}, r.id
+
+
+@pytest.mark.parametrize("rid", ["scale-resnet50", "react-resnet50", "knn-resnet50",
+                                 "cood-vit-l32-384-msp", "nnguide-regnet"])
+def test_reproduce_names_no_preprocessing_difference_where_the_model_config_is_the_official_one(
+        rid: str) -> None:
+    """For these rows the official transform is exactly the timm data config oodbench applies
+    (no network: timm's pretrained config is local)."""
+    from oodbench.run.reproduce import model_preprocessing, preprocessing_differences
+
+    r = recipe(rid)
+    applied = model_preprocessing(r.value("model", "spec"))
+    assert applied is not None
+    assert preprocessing_differences(r, applied) == []
+
+
+def test_nnguides_regnet_is_the_official_weights_file() -> None:
+    """roomo7time/nnguide model_engines/regnet.py:13-15, 62-63: torchvision's regnet_y_16gf with
+    IMAGENET1K_SWAG_E2E_V1 and its transforms; timm's spec loads the same file."""
+    import timm
+    from torchvision.models import RegNet_Y_16GF_Weights
+
+    r = recipe("nnguide-regnet")
+    weights = RegNet_Y_16GF_Weights.IMAGENET1K_SWAG_E2E_V1
+    cfg = timm.models.get_pretrained_cfg(r.value("model", "spec").split(":", 1)[1])
+    assert cfg.url == weights.url
+    t = weights.transforms()
+    assert (r.value("preprocessing", "resize"), r.value("preprocessing", "interpolation")) == (
+        t.resize_size[0], t.interpolation.value)
+    assert r.value("preprocessing", "crop_fraction") == t.crop_size[0] / t.resize_size[0]
+
+
+def test_moods_preprocessing_is_the_transform_its_evaluation_builds() -> None:
+    """MOODv1/datasets.py:347-361 (build_transform(is_train=False): crop_pct 224 / 256,
+    Resize(int(224 / crop_pct), interpolation=3 = bicubic), CenterCrop(224), the Inception mean
+    and std 0.5 unless --imagenet_default_mean_and_std), which oodbench's mood_eval_transform
+    follows."""
+    from oodbench.models.preprocessing import MOOD_EVAL_CROP, MOOD_INPUT_SIZE
+
+    r = recipe("mood-beit-l")
+    crop_pct = 224 / 256
+    assert r.value("preprocessing", "resize") == int(224 / crop_pct) == int(
+        MOOD_INPUT_SIZE / MOOD_EVAL_CROP)
+    assert r.value("preprocessing", "crop_fraction") == crop_pct == MOOD_EVAL_CROP
+    assert r.value("preprocessing", "interpolation") == "bicubic"
+    assert r.value("preprocessing", "mean") == r.value("preprocessing", "std") == [0.5] * 3
+    assert r.value("training", "precision") == "fp16"  # utils.py:735-740, DeepSpeed fp16
+    assert r.value("model", "released") is True
+
+
+def test_what_stays_unknown_says_why() -> None:
+    """No unknown setting of a family this issue read says only "not read here": it names what
+    was read and what does not state the value."""
+    read = {"posthoc-resnet50", "cood", "mcm", "bit", "class-prior", "mood", "npos", "doe",
+            "unleashing-mask", "tuning"}
+    for r in recipes().values():
+        if r.family not in read:
+            continue
+        for section in SECTIONS:
+            for key, setting in r.section(section).items():
+                if not setting.known:
+                    assert "not read here" not in setting.source, (
+                        r.id, section, key, setting.source)
