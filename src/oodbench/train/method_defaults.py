@@ -167,9 +167,10 @@ NPOS = MethodDefaults(
                     "(MultiStepLR(milestones=[60], gamma=10), stepped once per epoch)",
         "templates": "deeplearning-wisc/npos CLIP_based/OOD/CLIP/CLIP_ft.py:196-215 (18 templates)",
     },
-    differences=("precision: the official ImageNet run trains on pre-extracted features "
-                 "(feature_extraction_im1k.py) whose precision the scripts do not fix; oodbench "
-                 "uses amp='auto'",),
+    differences=("precision: the official ImageNet run keeps OpenAI CLIP's half-precision "
+                 "weights (CLIP/CLIP_ft.py:177, clip.load on CUDA) and trains on features cached "
+                 "in half precision (feature_extraction_im1k.py:35), its heads in float32 "
+                 "(CLIP_ft.py:297); oodbench uses amp='auto' (autocast over float32 weights)",),
 )
 
 DOE = MethodDefaults(
