@@ -10,10 +10,10 @@ the ratio (contiguous / channels-last: above 1 means channels-last is faster), a
 at torch's default thread count; then EfficientNet-Lite0's milliseconds per image by batch size
 (contiguous, one thread: small batches keep its depthwise layers' activations in cache). Prints
 a table; writes
-``benchmarks/results/bench_memory_format.json``.
+``speed/results/bench_memory_format.json``.
 
-    python benchmarks/bench_memory_format.py            # five families, 3 repeats
-    python benchmarks/bench_memory_format.py --quick    # smaller batches, 2 repeats
+    python speed/bench_memory_format.py            # five families, 3 repeats
+    python speed/bench_memory_format.py --quick    # smaller batches, 2 repeats
 """
 
 from __future__ import annotations

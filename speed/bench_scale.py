@@ -17,12 +17,12 @@ time is that of the ``extract`` call alone, the best of ``--repeat`` runs of eac
 machine's cores (2 here) and by whatever else runs on them: the load average is recorded.
 
 Prints a table and writes its part (``detectors`` or ``extraction``) of
-``benchmarks/results/bench_scale.json`` (other parts are kept); ``detectors`` after every
+``speed/results/bench_scale.json`` (other parts are kept); ``detectors`` after every
 detector (``"complete": false`` until the last).
 
-    python benchmarks/bench_scale.py detectors                      # 50,000 scored, 50,000 bank
-    python benchmarks/bench_scale.py detectors --rows 5000 --bank 5000 --only knn,vim
-    python benchmarks/bench_scale.py extraction                     # resnet18, 384 images
+    python speed/bench_scale.py detectors                      # 50,000 scored, 50,000 bank
+    python speed/bench_scale.py detectors --rows 5000 --bank 5000 --only knn,vim
+    python speed/bench_scale.py extraction                     # resnet18, 384 images
 """
 
 from __future__ import annotations

@@ -14,10 +14,10 @@ whole run as the pool grows from 1,000 to 10,000 classes.
    read from storage (``read_bytes`` of ``/proc/self/io``: the pool not served by the page cache).
 
 The window is fixed (default 100 classes, 11 levels) so that only the pool grows between sizes.
-Prints tables and writes ``benchmarks/results/bench_cood.json``.
+Prints tables and writes ``speed/results/bench_cood.json``.
 
-    python benchmarks/bench_cood.py                                # 1,000 / 3,000 / 10,000 classes
-    python benchmarks/bench_cood.py --sizes 1000,10000 --images 200
+    python speed/bench_cood.py                                # 1,000 / 3,000 / 10,000 classes
+    python speed/bench_cood.py --sizes 1000,10000 --images 200
 """
 
 from __future__ import annotations

@@ -8,10 +8,10 @@ runs with ``--durations=15`` added (``PYTEST_ADDOPTS``), so the JSON also names 
 tests of each run. The load average before and after each clone is recorded: a busy machine
 makes every figure larger, so quote only runs with a low load.
 
-    python benchmarks/bench_fresh_clone.py            # 3 clones of HEAD, one after another
-    python benchmarks/bench_fresh_clone.py --clones 1 --keep
+    python speed/bench_fresh_clone.py            # 3 clones of HEAD, one after another
+    python speed/bench_fresh_clone.py --clones 1 --keep
 
-Prints a table; writes ``benchmarks/results/bench_fresh_clone.json``.
+Prints a table; writes ``speed/results/bench_fresh_clone.json``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-OUT = REPO / "benchmarks" / "results" / "bench_fresh_clone.json"
+OUT = Path(__file__).resolve().parent / "results" / "bench_fresh_clone.json"
 
 
 def timed(cmd: list[str], cwd: Path, log: Path, env: dict[str, str]) -> tuple[float, int]:

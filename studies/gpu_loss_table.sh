@@ -2,11 +2,11 @@
 # The full-scale loss table (recipe gpu-resnet18: CIFAR ResNet-18, all 5,000 training images of
 # each of the 6 ID classes, all test images) on a device machine, in one call.
 #
-#   here:    bash benchmarks/gpu_loss_table.sh pack
+#   here:    bash studies/gpu_loss_table.sh pack
 #            -> .gpu-data.tar.gz (git-ignored): the 6 ID class folders of cifar10-train, cifar10-test,
 #               and imagenet-val-1300 down-sampled once to 32 px PNGs (the pixels the CPU study
 #               computes on the fly); about 30 MB gzipped, within a device call's 64 MiB.
-#   device:  run(command="bash benchmarks/gpu_loss_table.sh run", carry=[".gpu-data.tar.gz"],
+#   device:  run(command="bash studies/gpu_loss_table.sh run", carry=[".gpu-data.tar.gz"],
 #                timeout_s=600)
 #            EPOCHS (default 15) and SEEDS (default 1) size it: the paper's schedule is
 #            EPOCHS=200 SEEDS=3, about 15 x 200 ResNet-18 epochs of 30,000 images, far more than
@@ -59,14 +59,14 @@ run)
     fi
     export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} OODBENCH_CACHE=/tmp/cache
     nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
-    python3 benchmarks/bench_recipe.py --recipe gpu-resnet18 --device cuda --threads 8 \
+    python3 speed/bench_recipe.py --recipe gpu-resnet18 --device cuda --threads 8 \
         --data-root /tmp/data --images 12000 --rounds 3 --out "$out/bench_recipe_gpu-resnet18.json"
-    python3 benchmarks/loss_table.py --recipe gpu-resnet18 --device cuda --threads 8 \
+    python3 studies/loss_table.py --recipe gpu-resnet18 --device cuda --threads 8 \
         --data-root /tmp/data --epochs "${EPOCHS:-15}" --seeds "${SEEDS:-1}" \
         --out "$out/loss_table_gpu-resnet18.json"
     ;;
 *)
-    echo "usage: bash benchmarks/gpu_loss_table.sh pack|run" >&2
+    echo "usage: bash studies/gpu_loss_table.sh pack|run" >&2
     exit 2
     ;;
 esac

@@ -10,10 +10,10 @@ interval holds the true value.
 Cost: wall time of the interval of one results row (one ID set against one OOD group) at the
 C-OOD paper's size (50,000 ID against 50,000 OOD images per level) and smaller.
 
-    python benchmarks/bench_ci.py            # 1,000 DeLong simulations per setting
-    python benchmarks/bench_ci.py --quick    # 100, for a smoke run
+    python studies/ci_coverage.py            # 1,000 DeLong simulations per setting
+    python studies/ci_coverage.py --quick    # 100, for a smoke run
 
-Prints tables and writes ``benchmarks/results/bench_ci.json`` (``bench_ci_quick.json``).
+Prints tables and writes ``studies/results/ci_coverage.json`` (``ci_coverage_quick.json``).
 """
 
 from __future__ import annotations
@@ -170,7 +170,7 @@ def main() -> None:
         "total_seconds": time.perf_counter() - started,
     }
     RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / ("bench_ci_quick.json" if args.quick else "bench_ci.json")
+    out = RESULTS / ("ci_coverage_quick.json" if args.quick else "ci_coverage.json")
     out.write_text(json.dumps({"meta": meta, "coverage": coverage, "cost": costs}, indent=2) + "\n")
     console.print(f"wrote {out}")
 

@@ -12,10 +12,10 @@ The single-file table (oodbench before the store: ``append`` reads and rewrites 
 ``results.parquet``, ``is_finished`` reads it all) is run the same way, side by side, until a
 block takes longer than ``--legacy-limit`` seconds.
 
-Prints a table; writes ``benchmarks/results/bench_results_store.json``.
+Prints a table; writes ``speed/results/bench_results_store.json``.
 
-    python benchmarks/bench_results_store.py                 # 20,000 cells
-    python benchmarks/bench_results_store.py --cells 2000 --block 200 --no-legacy
+    python speed/bench_results_store.py                 # 20,000 cells
+    python speed/bench_results_store.py --cells 2000 --block 200 --no-legacy
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Every registered detector on real activations: EfficientNet-Lite0 (real ImageNet weights) on
 real ImageNet validation images (ID) against CIFAR-10 test images (far OOD).
 
-    .venv/bin/python benchmarks/real_detectors.py              # 1,300 ID (650 fit / 650 test), 1,000 OOD
-    .venv/bin/python benchmarks/real_detectors.py --quick      # 200 ID, 200 OOD
-    .venv/bin/python benchmarks/real_detectors.py --n-ood 500 --seed 1
+    .venv/bin/python studies/real_detectors.py              # 1,300 ID (650 fit / 650 test), 1,000 OOD
+    .venv/bin/python studies/real_detectors.py --quick      # 200 ID, 200 OOD
+    .venv/bin/python studies/real_detectors.py --n-ood 500 --seed 1
 
 Data (``../shared/data``, see its README): ``imagenet-val-1300`` (1,300 ILSVRC-2012 val images,
 725 classes) is split with ``--seed`` into a *fit* half (training statistics: class means, the
@@ -28,7 +28,7 @@ computes it). MC-dropout, MOS (needs a group-softmax head) and CLIP-only detecto
 embeddings) are reported as not applicable with the reason. Metrics:
 ``oodbench.metrics.evaluate`` (ID positive; FPR@95 both conventions).
 
-Prints a table sorted by AUROC and writes ``benchmarks/results/real_detectors.json``
+Prints a table sorted by AUROC and writes ``studies/results/real_detectors.json``
 (``real_detectors_quick.json`` with ``--quick``), rewritten after every detector.
 """
 
@@ -59,7 +59,7 @@ from oodbench.metrics import accuracy, evaluate
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
-RESULTS = REPO / "benchmarks" / "results"
+RESULTS = Path(__file__).resolve().parent / "results"
 MODEL = "efficientnet_lite0"
 CAPTURE = ("logits", "features", "feature_map")
 #: (k at the reference bank size, reference bank size): the papers' ImageNet settings

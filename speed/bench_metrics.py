@@ -1,11 +1,11 @@
 """Speed of oodbench.metrics against scikit-learn and pure-Python pair counting.
 
-Prints a table and writes the figures as JSON (``benchmarks/results/bench_metrics.json``, or
+Prints a table and writes the figures as JSON (``speed/results/bench_metrics.json``, or
 ``bench_metrics_quick.json`` with ``--quick``). Every row also records the largest absolute
 difference between the two results, so a fast wrong answer shows.
 
-    python benchmarks/bench_metrics.py            # n = 1e4, 1e6, 1e7; pair counting on 2e4
-    python benchmarks/bench_metrics.py --quick    # n = 1e3, 1e4, 1e5; pair counting on 2e3
+    python speed/bench_metrics.py            # n = 1e4, 1e6, 1e7; pair counting on 2e4
+    python speed/bench_metrics.py --quick    # n = 1e3, 1e4, 1e5; pair counting on 2e3
 
 Scores: half ID ~ N(1, 1), half OOD ~ N(0, 1), float64, seed 0. Times are the best of a few
 repeats (one at n = 1e7), wall clock, on whatever machine runs this.

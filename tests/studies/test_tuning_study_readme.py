@@ -1,17 +1,17 @@
-"""The README's tuning-study section against benchmarks/results/tuning_study.json: every
+"""The README's tuning-study section against studies/results/tuning_study.json: every
 "mean ± std" figure of the section is the JSON's near / far AUROC over the held-out seeds,
 recomputed here with the convention the section states (sample standard deviation), so the
 README and the JSON cannot drift apart again."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import statistics
 
 import pytest
 
+from tests._scripts import load_script
 from tests.conftest import REPO
 
 #: a cell of the table's "seeds 0-3" columns: near mean±std / far mean±std, M* [per seed]
@@ -22,15 +22,12 @@ PAIR = re.compile(r"(\d+\.\d\d) ?± ?(\d+\.\d\d)")
 
 @pytest.fixture(scope="module")
 def study():
-    spec = importlib.util.spec_from_file_location("tuning_study", REPO / "benchmarks" / "tuning_study.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("studies/tuning_study.py")
 
 
 @pytest.fixture(scope="module")
 def report():
-    return json.loads((REPO / "benchmarks" / "results" / "tuning_study.json").read_text())
+    return json.loads((REPO / "studies" / "results" / "tuning_study.json").read_text())
 
 
 @pytest.fixture(scope="module")

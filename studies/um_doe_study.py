@@ -1,9 +1,9 @@
 """UM, UMAP and DOE against plain cross-entropy fine-tuning, on CIFAR-10 at a CPU scale.
 
-    .venv/bin/python benchmarks/um_doe_study.py             # seeds 0, 1, 2 in one process
-    .venv/bin/python benchmarks/um_doe_study.py --seed 1    # one seed (run seeds side by side),
-    .venv/bin/python benchmarks/um_doe_study.py --merge     # then join the per-seed files
-    .venv/bin/python benchmarks/um_doe_study.py --quick     # 1 seed, tiny subsets (a smoke run)
+    .venv/bin/python studies/um_doe_study.py             # seeds 0, 1, 2 in one process
+    .venv/bin/python studies/um_doe_study.py --seed 1    # one seed (run seeds side by side),
+    .venv/bin/python studies/um_doe_study.py --merge     # then join the per-seed files
+    .venv/bin/python studies/um_doe_study.py --quick     # 1 seed, tiny subsets (a smoke run)
 
 The methods' papers (Zhu et al., ICML 2023, arXiv 2306.03715; Wang et al., ICLR 2023,
 arXiv 2303.05033) start from a trained classifier and fine-tune it; so does this study, with
@@ -39,7 +39,7 @@ The committed JSON (3 seeds, the defaults) was made with the machine's load aver
 10 and 26 on 2 cores; seeds 0 and 1 estimated UM's / UMAP's L_hat on augmented training images
 (the code then; since, the model's eval transform), seed 2 on the eval transform.
 
-Writes ``benchmarks/results/um_doe_study.json`` (``um_doe_study_quick.json``) after every run,
+Writes ``studies/results/um_doe_study.json`` (``um_doe_study_quick.json``) after every run,
 with the machine's load average (the machine is shared: timings are not speed claims);
 training runs are checkpointed under ``OODBENCH_CACHE/bench/um_doe_study`` and a restarted
 study resumes them.

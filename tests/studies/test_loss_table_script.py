@@ -1,4 +1,4 @@
-"""The loss-table study's bookkeeping (benchmarks/loss_table.py) on synthetic logits."""
+"""The loss-table study's bookkeeping (studies/loss_table.py) on synthetic logits."""
 
 import json
 
@@ -12,7 +12,7 @@ from tests._scripts import load_script
 
 @pytest.fixture(scope="module")
 def table():
-    return load_script("benchmarks/loss_table.py")
+    return load_script("studies/loss_table.py")
 
 
 def _logits(rng, separation: float) -> dict[str, np.ndarray]:

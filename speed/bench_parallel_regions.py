@@ -25,10 +25,10 @@ contention each such region waits for its slowest, possibly descheduled, thread.
 of ``--repeat``, idle-as-possible and with ``--neighbours`` spinning processes, before / after /
 pytorch-ood in one call.
 
-Prints tables and writes ``benchmarks/results/bench_parallel_regions.json``.
+Prints tables and writes ``speed/results/bench_parallel_regions.json``.
 
-    python benchmarks/bench_parallel_regions.py --quick          # 5,000 rows, counts only
-    python benchmarks/bench_parallel_regions.py --quick --time   # and the timings
+    python speed/bench_parallel_regions.py --quick          # 5,000 rows, counts only
+    python speed/bench_parallel_regions.py --quick --time   # and the timings
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """Time ``fit`` and ``score`` of every registered detector on cached-size activations, next to
 pytorch-ood 0.4.0's implementation on the same arrays.
 
-    .venv/bin/python benchmarks/bench_detectors.py            # full size (minutes to hours)
-    .venv/bin/python benchmarks/bench_detectors.py --quick    # every row count / 10
-    .venv/bin/python benchmarks/bench_detectors.py --only react,dice --budget 120  # update rows
-    .venv/bin/python benchmarks/bench_detectors.py --quick --repeat 3   # best of 3 per side
-    .venv/bin/python benchmarks/bench_detectors.py --quick --setting busy   # 2 spinning neighbours
-    .venv/bin/python benchmarks/bench_detectors.py --table    # the three settings side by side
+    .venv/bin/python speed/bench_detectors.py            # full size (minutes to hours)
+    .venv/bin/python speed/bench_detectors.py --quick    # every row count / 10
+    .venv/bin/python speed/bench_detectors.py --only react,dice --budget 120  # update rows
+    .venv/bin/python speed/bench_detectors.py --quick --repeat 3   # best of 3 per side
+    .venv/bin/python speed/bench_detectors.py --quick --setting busy   # 2 spinning neighbours
+    .venv/bin/python speed/bench_detectors.py --table    # the three settings side by side
 
 Full size: 50,000 scored rows x 2,048 features, 1,000 classes, a 100,000-row training bank,
 float32 (what the extraction cache holds for a ResNet-50 on ImageNet); feature-map detectors
@@ -27,7 +27,7 @@ seconds, enforced with SIGALRM between Python-level steps): a run over budget is
 such.
 
 Three settings (``--setting``), each written to its own file
-``benchmarks/results/bench_detectors_<setting>.json``: ``one-thread`` (torch and every BLAS
+``speed/results/bench_detectors_<setting>.json``: ``one-thread`` (torch and every BLAS
 limited to one thread), ``default`` (each library's own thread counts, nothing else started)
 and ``busy`` (the default thread counts, with ``--neighbours`` processes spinning
 ``while True: pass`` beside the benchmark for its whole run, started and stopped by it, at its
@@ -39,7 +39,7 @@ and per detector.
 For the detectors of logits alone, pytorch-ood is timed both in batches and in one call on all
 rows (its faster way when the logits are cached), and the better of the two is kept.
 
-Prints a table and writes ``benchmarks/results/bench_detectors.json`` (without ``--setting``). Timings are wall-clock
+Prints a table and writes ``speed/results/bench_detectors.json`` (without ``--setting``). Timings are wall-clock
 seconds of one run on this machine (``--clock cpu``: CPU seconds of this process; ``--repeat``:
 the best of several), with the thread counts and the machine's load averages before and after
 in the JSON; nothing here is a unit test. ``--threads 1`` limits torch and the BLAS of NumPy,

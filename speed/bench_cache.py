@@ -11,10 +11,10 @@ per process and file version):
 * hit again: a second ``extract`` in the same process (the files are not hashed again);
 * subset hit: ``capture=("logits",)`` served by the logits+features entry (no forward pass).
 
-Prints a table; writes ``benchmarks/results/bench_cache.json``.
+Prints a table; writes ``speed/results/bench_cache.json``.
 
-    python benchmarks/bench_cache.py            # 50,000 rows (ImageNet validation size)
-    python benchmarks/bench_cache.py --quick    # 5,000 rows
+    python speed/bench_cache.py            # 50,000 rows (ImageNet validation size)
+    python speed/bench_cache.py --quick    # 5,000 rows
 """
 
 from __future__ import annotations

@@ -25,10 +25,10 @@
 Times are wall-clock and CPU seconds of this process (``time.process_time``: less sensitive to
 other work on a shared machine than wall time, since both the forward pass and the detectors
 use every torch thread); the load averages are recorded. Prints tables and writes
-``benchmarks/results/bench_suite.json`` after each part (``--parts`` to run some of them).
+``speed/results/bench_suite.json`` after each part (``--parts`` to run some of them).
 
-    python benchmarks/bench_suite.py                       # 1,300 images, banks 1k..50k
-    python benchmarks/bench_suite.py --images 256 --banks 1000,5000 --parts forward,suite
+    python speed/bench_suite.py                       # 1,300 images, banks 1k..50k
+    python speed/bench_suite.py --images 256 --banks 1000,5000 --parts forward,suite
 """
 
 from __future__ import annotations

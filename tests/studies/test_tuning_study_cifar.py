@@ -1,22 +1,14 @@
-"""The CIFAR-scale tuning study's per-claim rules (benchmarks/tuning_study_cifar.py) on
+"""The CIFAR-scale tuning study's per-claim rules (studies/tuning_study_cifar.py) on
 hand-made rows: a difference counts only outside the other row's mean DeLong interval."""
-
-import importlib.util
-import sys
 
 import pytest
 
-from tests.conftest import REPO
+from tests._scripts import load_script
 
 
 @pytest.fixture(scope="module")
 def study():
-    sys.path.insert(0, str(REPO / "benchmarks"))  # the script imports its sibling loss_table
-    spec = importlib.util.spec_from_file_location("tuning_study_cifar",
-                                                  REPO / "benchmarks" / "tuning_study_cifar.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("studies/tuning_study_cifar.py")
 
 
 def _row(label, protocol, seed, auroc, half=0.02):

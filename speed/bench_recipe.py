@@ -1,7 +1,7 @@
 """Images/s of the small-image recipe against a bare PyTorch loop on the same network.
 
-    .venv/bin/python benchmarks/bench_recipe.py               # cpu-small, 1 thread
-    .venv/bin/python benchmarks/bench_recipe.py --recipe gpu-resnet18 --device cuda
+    .venv/bin/python speed/bench_recipe.py               # cpu-small, 1 thread
+    .venv/bin/python speed/bench_recipe.py --recipe gpu-resnet18 --device cuda
 
 Both train the recipe's network on the same real CIFAR-10 images held in memory:
 
@@ -16,7 +16,7 @@ The two alternate for ``--rounds`` rounds, each on a freshly initialised network
 in the machine's load hits both alike; the table gives the median images/s of each and the
 recipe's overhead ``1 - recipe / bare``, in wall-clock time and in this process's CPU time
 (``time.process_time``: on a shared machine the wall clock also counts the time the scheduler
-gave to other processes; CPU time does not). Writes ``benchmarks/results/bench_recipe.json`` (or
+gave to other processes; CPU time does not). Writes ``speed/results/bench_recipe.json`` (or
 ``bench_recipe_<recipe>.json``) with ``os.getloadavg()`` before and after: on a shared machine
 the figures are only comparable with each other, not with another run's.
 """

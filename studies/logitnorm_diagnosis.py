@@ -1,6 +1,6 @@
 """Why LogitNorm trained badly in the old loss table: short runs that separate the suspects.
 
-    .venv/bin/python benchmarks/logitnorm_diagnosis.py      # ~3 min on one idle CPU core
+    .venv/bin/python studies/logitnorm_diagnosis.py      # ~3 min on one idle CPU core
 
 The old table (5-conv CNN, 8 epochs, lr 0.1 cosine, no augmentation) reached 63 % with CE and
 31-38 % with LogitNorm (tau = 0.04) on 6 CIFAR-10 classes. The suspects: the implementation,
@@ -19,11 +19,12 @@ t)``; ``tests/losses/test_logitnorm.py`` checks it on real tensors). What this s
    0.05. Per-epoch training loss and accuracy, ID accuracy on test images and the mean logit
    norm after training.
 
-Writes ``benchmarks/results/logitnorm_diagnosis.json`` (with the machine's load average).
+Writes ``studies/results/logitnorm_diagnosis.json`` (with the machine's load average).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -64,6 +65,7 @@ def gradient_scale(train, recipe) -> dict[str, float]:  # type: ignore[no-untype
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()  # --help; no options
     torch.set_num_threads(1)
     train = tensor_images(ImageFolder(SHARED / "cifar10-train"), per_class=TRAIN_PER_CLASS
                           ).split(ID)[0]

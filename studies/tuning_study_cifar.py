@@ -1,18 +1,18 @@
 """Tuning study at CIFAR scale: tuning without OOD data (arXiv 2602.05935) on the loss study's
 CE network, with variants trained from scratch.
 
-    OODBENCH_CACHE=/path/to/cache .venv/bin/python benchmarks/tuning_study_cifar.py --train-only
-    OODBENCH_CACHE=/path/to/cache .venv/bin/python benchmarks/tuning_study_cifar.py
+    OODBENCH_CACHE=/path/to/cache .venv/bin/python studies/tuning_study_cifar.py --train-only
+    OODBENCH_CACHE=/path/to/cache .venv/bin/python studies/tuning_study_cifar.py
 
-(``benchmarks/tuning_study.py --cifar`` runs the second.) Resumable: every training writes a
+(``studies/tuning_study.py --cifar`` runs the second.) Resumable: every training writes a
 checkpoint per epoch under ``$OODBENCH_CACHE`` and every finished row is written to the JSON
-(``benchmarks/results/tuning_study_cifar.json``) at once; the same command continues.
+(``studies/results/tuning_study_cifar.json``) at once; the same command continues.
 
 Setting (what the issue asks for, nothing tuned toward the paper's answer):
 
 * **Network**: the 32 px recipe's CPU network (``oodbench.train.recipe``, ``cpu-resnet9``:
   ResNet-9 at width 16, 20 epochs, bfloat16), trained with CE at seed 0 on the 30,000 training
-  images of the loss study's 6 ID classes of CIFAR-10 (``benchmarks/loss_table.py``: airplane,
+  images of the loss study's 6 ID classes of CIFAR-10 (``studies/loss_table.py``: airplane,
   automobile, bird, cat, deer, dog); its cache folder is the loss study's
   (``$OODBENCH_CACHE/loss_table/<run key>``), so either study reuses the other's run.
 * **ID**: ``fit`` = those training images; the 6,000 ID test images split per class by a

@@ -6,10 +6,10 @@ evaluated on OOD sets that neither tuning saw, printed next to the published Ima
 ResNet-50 rows (``../shared/data/leaderboards/imagenet1k_resnet50_tuning.csv``; far-OOD from the
 paper's Table 3).
 
-    .venv/bin/python benchmarks/tuning_study.py            # head and last-block seeds 0-3, 16 GP trials
-    .venv/bin/python benchmarks/tuning_study.py --quick    # seed 0 only (both), 12 trials
-    .venv/bin/python benchmarks/tuning_study.py --cifar    # the CIFAR-scale study instead
-                                                           # (benchmarks/tuning_study_cifar.py)
+    .venv/bin/python studies/tuning_study.py            # head and last-block seeds 0-3, 16 GP trials
+    .venv/bin/python studies/tuning_study.py --quick    # seed 0 only (both), 12 trials
+    .venv/bin/python studies/tuning_study.py --cifar    # the CIFAR-scale study instead
+                                                        # (studies/tuning_study_cifar.py)
 
 Definitions, spaces and search: VRA+ as App. A defines it (``vra_plus.py``), PLF in oodbench's
 reading of App. A (``oodbench/detectors/plf.py``: PLF's own source, arXiv 2506.14194, could not
@@ -70,7 +70,7 @@ from real_detectors import split_halves  # noqa: E402 - the sibling benchmark's 
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
-RESULTS = REPO / "benchmarks" / "results"
+RESULTS = Path(__file__).resolve().parent / "results"
 MODEL = "efficientnet_lite0"
 PER_CIFAR_CLASS = 30
 #: the spread over seeds (printed tables and the README): the sample standard deviation

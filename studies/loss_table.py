@@ -1,9 +1,9 @@
 """A small-scale reproduction of the training-loss table of Spratling & Schütt (arXiv 2501.12191).
 
-    .venv/bin/python benchmarks/loss_table.py                       # the CPU study (5 x 3 runs)
-    .venv/bin/python benchmarks/loss_table.py &  # a second worker on the other core: the same
-    .venv/bin/python benchmarks/loss_table.py --quick               # 1 seed, tiny subsets
-    .venv/bin/python benchmarks/loss_table.py --recipe gpu-resnet18 --device cuda   # full scale
+    .venv/bin/python studies/loss_table.py                       # the CPU study (5 x 3 runs)
+    .venv/bin/python studies/loss_table.py &  # a second worker on the other core: the same
+    .venv/bin/python studies/loss_table.py --quick               # 1 seed, tiny subsets
+    .venv/bin/python studies/loss_table.py --recipe gpu-resnet18 --device cuda   # full scale
 
 The published unknown-class rejection AUROCs on ImageNet-1k (ResNet-50 / Swin-T / ViT-B/16,
 ``../shared/data/leaderboards/imagenet1k_ood_losses.csv``): LogitNorm 85.53 / 78.09 / 64.3,
@@ -40,7 +40,7 @@ come back to at the end. Each (loss, seed) is cached by content (recipe, data fi
 ``$OODBENCH_CACHE/loss_table/<key>/``: the per-epoch checkpoints (a killed run resumes from its
 last epoch) and, once evaluated, the logits and the record, so an interrupted study continues
 where it stopped. Nothing is tuned to match the paper. After every run, each worker writes
-``benchmarks/results/loss_table.json`` (``loss_table_quick.json``, ``loss_table_<recipe>.json``
+``studies/results/loss_table.json`` (``loss_table_quick.json``, ``loss_table_<recipe>.json``
 for another recipe) from every run of the plan found in the cache (so it shows what all workers
 and earlier sessions finished, and lists the runs still missing), with per run: when it started
 and finished, its wall and CPU time (``time.process_time``; a paused or crowded-out worker
@@ -97,7 +97,7 @@ def load_data(root: Path, train_per_class: int | None, test_per_class: int | Non
               ) -> dict[str, TensorImages]:
     """The four image sets; ``root`` holds ``cifar10-train``, ``cifar10-test`` and either
     ``imagenet-val-1300`` or its 32 px copy ``imagenet-val-1300-32px/<any>/*.png`` (what
-    ``benchmarks/gpu_loss_table.sh`` packs for a device machine; the same pixels)."""
+    ``studies/gpu_loss_table.sh`` packs for a device machine; the same pixels)."""
     train = tensor_images(ImageFolder(root / "cifar10-train"), per_class=train_per_class,
                           name="cifar10-train")
     test = tensor_images(ImageFolder(root / "cifar10-test"), per_class=test_per_class,

@@ -1,12 +1,12 @@
 """Training throughput: ``oodbench.train.train`` against a bare PyTorch loop, and the
 frozen-feature fast path (``train_head``) against a forward pass per epoch.
 
-    python benchmarks/bench_train.py            # ~3 min on one CPU thread
-    python benchmarks/bench_train.py --quick
+    python speed/bench_train.py            # ~3 min on one CPU thread
+    python speed/bench_train.py --quick
 
 Data: ``--images`` real CIFAR-10 test images (``../shared/data/cifar10-test``; random 32 px
 images when it is absent), 6 classes, in memory (``ArraySource``). Model: the 5-convolution CNN
-of ``benchmarks/loss_table.py`` (conv-BN-ReLU, ~0.1M parameters), CPU, one torch thread.
+of ``studies/loss_table.py`` (conv-BN-ReLU, ~0.1M parameters), CPU, one torch thread.
 
 1. **Overhead of oodbench.train.** *bare*: the loop a user writes (``torch.utils.data.DataLoader``
    with ``shuffle=True`` over ``source.load`` + the model's transform, ``model(x)``,
@@ -20,7 +20,7 @@ of ``benchmarks/loss_table.py`` (conv-BN-ReLU, ~0.1M parameters), CPU, one torch
    every epoch); *feature cache*: one ``extract`` of the features (into an empty cache) plus
    ``train_head`` on them for the same epochs (same batch size, lr, optimiser).
 
-Prints a table and writes ``benchmarks/results/bench_train.json`` (``bench_train_quick.json``).
+Prints a table and writes ``speed/results/bench_train.json`` (``bench_train_quick.json``).
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# the loss study's network and data (studies/loss_table.py)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "studies"))
 from loss_table import ID, SHARED, read_images, small_cnn  # noqa: E402
 from oodbench.data.arrays import ArraySource  # noqa: E402
 from oodbench.extract import extract  # noqa: E402

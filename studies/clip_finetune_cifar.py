@@ -1,8 +1,8 @@
 """A small real CMA / NPOS run on the CPU: a small randomly initialised CLIP fine-tuned on 6
 CIFAR-10 classes, scored with MCM against the 4 held-out classes (class-OOD).
 
-    python benchmarks/clip_finetune_cifar.py --quick    # 100 / class, 2 epochs: 12.5 min here
-    python benchmarks/clip_finetune_cifar.py            # 500 / class, 8 epochs: not run here
+    python studies/clip_finetune_cifar.py --quick    # 100 / class, 2 epochs: 12.5 min here
+    python studies/clip_finetune_cifar.py            # 500 / class, 8 epochs: not run here
 
 The recorded run is ``--quick`` on the shared 2-core machine at load average ~20 (recorded in
 the JSON); the default run's training is about 20 times longer and did not fit.
@@ -22,7 +22,7 @@ recorded in the JSON.
 Data: ``../shared/data/cifar10-train`` (first ``--train`` images of each ID class) and
 ``cifar10-test`` (first ``--test`` per class: ID = airplane .. dog, OOD = frog, horse, ship,
 truck). Model: open_clip ViT, 32 px, patch 4, width 128, 4 blocks, embed 64, text width 64 /
-2 blocks. Writes ``benchmarks/results/clip_finetune_cifar.json`` (``_quick``), with the machine
+2 blocks. Writes ``studies/results/clip_finetune_cifar.json`` (``_quick``), with the machine
 load (``os.getloadavg()``) at start and end: timings on a shared machine are indicative only.
 """
 

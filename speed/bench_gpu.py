@@ -25,11 +25,11 @@ speed does not depend on them), AMP bf16 and channels-last:
   CPU, on the extracted activations (largest absolute difference over the largest score;
   ``tests/detectors/test_backends.py`` asks 1e-5 relative of them on a stand-in device).
 
-Prints a table and writes ``benchmarks/results/bench_gpu.json``. Without CUDA it says so and
+Prints a table and writes ``speed/results/bench_gpu.json``. Without CUDA it says so and
 exits with status 2 (``--device cpu`` runs the same steps on the CPU, as a check of the script).
 
-    python benchmarks/bench_gpu.py                       # 8,192 images, batch 256, cuda
-    python benchmarks/bench_gpu.py --device cpu --images 64 --batch-size 16
+    python speed/bench_gpu.py                       # 8,192 images, batch 256, cuda
+    python speed/bench_gpu.py --device cpu --images 64 --batch-size 16
 """
 
 from __future__ import annotations

@@ -11,10 +11,10 @@ random 256 px JPEGs (decoded and preprocessed by the model's own transform):
 
 Runs alternate bare/extract; the table gives the median and the best of ``--repeats`` runs and
 the overhead of extract over bare for both. Prints a table; writes
-``benchmarks/results/bench_extract.json`` (one entry per device, others kept).
+``speed/results/bench_extract.json`` (one entry per device, others kept).
 
-    python benchmarks/bench_extract.py --quick                  # CPU, resnet50, 48 images
-    python benchmarks/bench_extract.py --device cuda [--quick]  # resnet50 + ViT-B/16 with AMP
+    python speed/bench_extract.py --quick                  # CPU, resnet50, 48 images
+    python speed/bench_extract.py --device cuda [--quick]  # resnet50 + ViT-B/16 with AMP
 """
 
 from __future__ import annotations

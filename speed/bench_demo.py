@@ -3,9 +3,9 @@
 Runs the demo in a fresh subprocess with an empty activation cache (so the time includes the
 imports, training, every forward pass, every detector and the report), once or ``--repeats``
 times, and prints a table of the wall times with the machine's load average; writes
-``benchmarks/results/bench_demo.json``.
+``speed/results/bench_demo.json``.
 
-    python benchmarks/bench_demo.py [--repeats 1]
+    python speed/bench_demo.py [--repeats 1]
 """
 
 from __future__ import annotations
