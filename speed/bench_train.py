@@ -6,7 +6,8 @@ frozen-feature fast path (``train_head``) against a forward pass per epoch.
 
 Data: ``--images`` real CIFAR-10 test images (``../shared/data/cifar10-test``; random 32 px
 images when it is absent), 6 classes, in memory (``ArraySource``). Model: the 5-convolution CNN
-of ``studies/loss_table.py`` (conv-BN-ReLU, ~0.1M parameters), CPU, one torch thread.
+the loss table first trained (``small_cnn``: conv-BN-ReLU, ~0.1M parameters), CPU, one torch
+thread.
 
 1. **Overhead of oodbench.train.** *bare*: the loop a user writes (``torch.utils.data.DataLoader``
    with ``shuffle=True`` over ``source.load`` + the model's transform, ``model(x)``,
@@ -30,25 +31,63 @@ import json
 import os
 import platform
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
+from PIL import Image
+from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-# the loss study's network and data (studies/loss_table.py)
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "studies"))
-from loss_table import ID, SHARED, read_images, small_cnn  # noqa: E402
-from oodbench.data.arrays import ArraySource  # noqa: E402
-from oodbench.extract import extract  # noqa: E402
-from oodbench.train import train, train_head  # noqa: E402
-from oodbench.train.optim import OptimSettings  # noqa: E402
+from oodbench import models
+from oodbench.data.arrays import ArraySource
+from oodbench.extract import extract
+from oodbench.train import train, train_head
+from oodbench.train.optim import OptimSettings
 
 OUT = Path(__file__).resolve().parent / "results"
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+#: the loss study's 6 ID classes of CIFAR-10
+ID = ("airplane", "automobile", "bird", "cat", "deer", "dog")
+#: CIFAR-10's per-channel mean and standard deviation
+MEAN, STD = np.array([0.4914, 0.4822, 0.4465]), np.array([0.2470, 0.2435, 0.2616])
 BATCH = 128
+
+
+def read_images(root: Path, classes: tuple[str, ...], per_class: int) -> tuple[np.ndarray, np.ndarray]:
+    """The first ``per_class`` JPEGs of each class folder, as uint8 HWC arrays and labels."""
+    images, labels = [], []
+    for label, name in enumerate(classes):
+        files = sorted((root / name).glob("*.jpg"))[:per_class]
+        images += [np.asarray(Image.open(f).convert("RGB")) for f in files]
+        labels += [label] * len(files)
+    return np.stack(images), np.asarray(labels)
+
+
+def to_tensor(image: Image.Image) -> torch.Tensor:
+    x = (np.asarray(image.convert("RGB"), dtype=np.float32) / 255.0 - MEAN) / STD
+    return torch.from_numpy(x.astype(np.float32)).permute(2, 0, 1)
+
+
+def small_cnn(num_classes: int, seed: int) -> models.Classifier:
+    """conv-BN-ReLU x5 (16-16-32-32-64 channels, max-pool after the 2nd and 4th), global
+    average pooling, linear head: the loss table's first network (before the small-image
+    recipe), kept here so that this benchmark measures what its recorded runs measured."""
+    layers: list[nn.Module] = []
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        for i, (c_in, c_out) in enumerate([(3, 16), (16, 16), (16, 32), (32, 32), (32, 64)]):
+            layers += [nn.Conv2d(c_in, c_out, 3, padding=1, bias=False), nn.BatchNorm2d(c_out),
+                       nn.ReLU()]
+            if i in (1, 3):
+                layers.append(nn.MaxPool2d(2))
+        feature_layer = str(len(layers) - 1)
+        layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, num_classes)]
+    return models.wrap(nn.Sequential(*layers), feature_layer=feature_layer,
+                       head_layer=str(len(layers) - 1), transform=to_tensor,
+                       spec=f"loss_table_cnn(seed={seed})")
 
 
 class Plain(Dataset):

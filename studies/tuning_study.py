@@ -66,7 +66,7 @@ from oodbench.tune.paper_space import paper_space
 from oodbench.tune.split import split_by_class
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from real_detectors import split_halves  # noqa: E402 - the sibling benchmark's split
+from real_detectors import split_halves  # noqa: E402 - the sibling study's split
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
