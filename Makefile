@@ -23,7 +23,7 @@ demo: $(BASE_STAMP)
 	$(BIN)/oodbench demo
 
 lint: $(DEV_STAMP)
-	$(BIN)/ruff check src tests benchmarks scripts
+	$(BIN)/ruff check src tests speed studies scripts
 
 typecheck: $(DEV_STAMP)
 	$(BIN)/mypy
@@ -37,7 +37,7 @@ test: lint typecheck
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 bench: $(DEV_STAMP)
-	$(BIN)/python benchmarks/bench_metrics.py
+	$(BIN)/python speed/bench_metrics.py
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

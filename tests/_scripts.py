@@ -1,8 +1,10 @@
-"""Load a script of the repository's ``benchmarks/`` folder by its file path, to test the script.
+"""Load a script of the repository's ``speed/`` or ``studies/`` folder by its file path, to test
+the script.
 
-Nothing under ``tests/`` imports from ``benchmarks/`` (``tests/test_architecture.py``): shared code
-does not live there. A test *of* a script (its bookkeeping, its plan) loads that file as the
-script runs, under a private module name, which puts nothing on ``sys.path``.
+Nothing under ``tests/`` imports from ``speed/`` or ``studies/`` (``tests/test_architecture.py``):
+shared code does not live there. A test *of* a script (its bookkeeping, its plan) loads that
+file as the script runs, under a private module name; the loader puts nothing on ``sys.path``
+(a script that imports a sibling puts its own folder there, as it does when it runs).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from tests.conftest import REPO
 
 
 def load_script(path: str) -> ModuleType:
-    """The module of ``REPO/path`` (e.g. ``"benchmarks/loss_table.py"``), executed once per
+    """The module of ``REPO/path`` (e.g. ``"studies/loss_table.py"``), executed once per
     session (registered as ``_script_<stem>``: dataclasses look their module up by name)."""
     file = REPO / path
     name = f"_script_{file.stem}"

@@ -9,10 +9,10 @@ below; never from a layer above, never from another package of its own layer, an
 may import each other, directly or through others (no cycle, at the level of modules and of
 subpackages).
 
-Outside the package, the repository's top-level ``benchmarks/`` (speed benchmarks and studies)
-and ``tests/`` never import each other, in either direction: reference oracles live in
-``tests/oracles/``, and a test of a benchmark script loads that file by path
-(``tests/_scripts.py``).
+Outside the package, the repository's top-level script folders, ``speed/`` (speed benchmarks)
+and ``studies/`` (research studies), and ``tests/`` never import each other, in either
+direction: reference oracles live in ``tests/oracles/``, and a test of a script loads that file
+by path (``tests/_scripts.py``).
 """
 
 from __future__ import annotations
@@ -159,51 +159,69 @@ def test_the_real_layers_catch_an_upward_import_added_to_the_package(tmp_path, a
     assert any("cycle between subpackages" in p for p in found), found
 
 
-# -- benchmarks/ and tests/ ---------------------------------------------------------------------
-#: the two top-level trees that must not import each other, and the name each is imported by
-TREES = {"benchmarks": "benchmarks", "tests": "tests"}
+# -- speed/, studies/ and tests/ ---------------------------------------------------------------
+#: the top-level script folders: speed benchmarks and studies (none named like a package of oodbench)
+SCRIPT_TREES = ("speed", "studies")
 
 
 def cross_imports(root: Path) -> list[str]:
-    """Every import (statement or string) from ``root/benchmarks`` of ``tests`` and from
-    ``root/tests`` of the top-level ``benchmarks`` (``oodbench.benchmarks`` is the package's)."""
+    """Every import (statement or string) of ``tests`` from ``root/speed`` and ``root/studies``,
+    and every import from ``root/tests`` of either folder, by its name or by the module name of
+    one of its scripts (a script imports a sibling as ``import loss_table``; a test loads a script
+    by path instead). ``oodbench.benchmarks`` and ``tests.benchmarks`` are other packages."""
     import ast
 
+    scripts = {p.stem for tree in SCRIPT_TREES for p in (root / tree).glob("*.py")}
+    folders = " or ".join(f"{tree}/" for tree in SCRIPT_TREES)
+    #: tree -> (top names its import statements may not use, the same for strings, why)
+    forbidden = {**{tree: ({"tests"}, {"tests"}, f"{tree}/ must not import tests/")
+                    for tree in SCRIPT_TREES},
+                 "tests": (set(SCRIPT_TREES) | scripts, set(SCRIPT_TREES),
+                           f"tests/ must not import {folders} (load a script by path: "
+                           "tests/_scripts.py)")}
     problems = []
-    for tree_name, other in (("benchmarks", "tests"), ("tests", "benchmarks")):
+    for tree_name, (statements, strings, why) in forbidden.items():
         for path in sorted((root / tree_name).rglob("*.py")):
             tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
             names = [(a.name, n.lineno) for n in ast.walk(tree) if isinstance(n, ast.Import)
                      for a in n.names]
             names += [(n.module or "", n.lineno) for n in ast.walk(tree)
                       if isinstance(n, ast.ImportFrom) and not n.level]
-            names += list(string_imports(tree, {other}))
+            names = [(name, line) for name, line in names if name.split(".")[0] in statements]
+            # strings: only the folder names ("loss_table.json" is a file, not a module)
+            names += list(string_imports(tree, strings))
             for name, line in names:
-                if name.split(".")[0] == other:
-                    problems.append(f"{path.relative_to(root)} (line {line}) imports {name}: "
-                                    f"{tree_name}/ and {other}/ must not import each other")
+                problems.append(f"{path.relative_to(root)} (line {line}) imports {name}: {why}")
     return problems
 
 
-def test_benchmarks_and_tests_do_not_import_each_other():
+def test_scripts_and_tests_do_not_import_each_other():
     assert cross_imports(REPO) == []
 
 
 @pytest.mark.parametrize("files, expected", [
-    ({"benchmarks/parity.py": "from tests.detectors.conftest import make_activations\n"},
-     ["benchmarks/parity.py (line 1) imports tests.detectors.conftest"]),
-    ({"tests/test_x.py": "def test():\n    from benchmarks import protocol_reference\n"},
-     ["tests/test_x.py (line 2) imports benchmarks"]),
-    ({"tests/test_y.py": "import importlib\nref = importlib.import_module('benchmarks.ref')\n"},
-     ["tests/test_y.py (line 2) imports benchmarks.ref"]),
-    ({"tests/test_z.py": "from oodbench import benchmarks\nfrom tests.benchmarks import x\n",
-      "benchmarks/b.py": "from oodbench.benchmarks import base\nimport real_detectors\n"}, []),
+    ({"speed/parity.py": "from tests.detectors.conftest import make_activations\n"},
+     ["speed/parity.py (line 1) imports tests.detectors.conftest"]),
+    ({"studies/study.py": "def main():\n    import tests.oracles.real_data\n"},
+     ["studies/study.py (line 2) imports tests.oracles.real_data"]),
+    ({"tests/test_x.py": "def test():\n    from studies import protocol_reference\n"},
+     ["tests/test_x.py (line 2) imports studies"]),
+    ({"tests/test_y.py": "import importlib\nref = importlib.import_module('speed.ref')\n"},
+     ["tests/test_y.py (line 2) imports speed.ref"]),
+    ({"studies/loss_table.py": "ID = 6\n",
+      "tests/test_w.py": "import sys\nsys.path.insert(0, 'studies')\nfrom loss_table import ID\n"},
+     ["tests/test_w.py (line 3) imports loss_table"]),
+    ({"tests/test_z.py": "from oodbench import benchmarks\nfrom tests.benchmarks import x\n"
+                         "name = 'loss_table.json'\n",
+      "studies/loss_table.py": "ID = 6\n",
+      "studies/b.py": "from oodbench.benchmarks import base\nimport loss_table\n",
+      "speed/c.py": "import loss_table\nfrom bench_detectors import make_acts\n"}, []),
 ])
 def test_the_tree_check_catches_each_direction(tmp_path, files, expected):
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text, encoding="utf-8")
-    for tree in TREES:
+    for tree in (*SCRIPT_TREES, "tests"):
         (tmp_path / tree).mkdir(exist_ok=True)
     found = cross_imports(tmp_path)
     assert len(found) == len(expected), found

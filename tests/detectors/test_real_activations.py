@@ -1,6 +1,6 @@
 """Every registered detector on real activations: EfficientNet-Lite0 with its real ImageNet weights
 on real ImageNet validation images (ID) and CIFAR-10 test images (OOD), run through the plan of
-``benchmarks/real_detectors.py`` (same detectors and small-sample hyper-parameters) on a subset.
+``studies/real_detectors.py`` (same detectors and small-sample hyper-parameters) on a subset.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ NOT_APPLICABLE = {"mc_dropout": "dropout", "mos": "group-softmax head"}
 
 @pytest.mark.heavy
 def test_every_detector_scores_real_activations(imagenet_val_1300, cifar10_test):
-    study = load_script("benchmarks/real_detectors.py")  # the script under test
+    study = load_script("studies/real_detectors.py")  # the script under test
     sources, extract_all, split_halves = study.sources, study.extract_all, study.split_halves
     detector_plan, run_detector = study.detector_plan, study.run_detector
     model = models.load("efficientnet_lite0")

@@ -1,5 +1,5 @@
 """The forward pass's memory format: channels-last only on CUDA with autocast. The CPU stays
-contiguous: channels-last gains little or loses there (``benchmarks/bench_memory_format.py``),
+contiguous: channels-last gains little or loses there (``speed/bench_memory_format.py``),
 and with it the same images extracted locally and as Ray shard tasks gave different values
 (``tests/run/test_ray_executor.py`` requires them equal)."""
 

@@ -20,7 +20,7 @@ or the rank correlation is 1.0 to 1e-8 (float32 head products can swap near-ties
 reference differs when it does. Live-network detectors (ODIN) run on a few images per side;
 MC-dropout runs on a small random timm ViT (the C-OOD ``vit_drop_rate`` sites).
 
-Prints the table and writes ``benchmarks/results/protocol_parity.json`` (``_quick`` with --quick).
+Prints the table and writes ``studies/results/protocol_parity.json`` (``_quick`` with --quick).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from oodbench.extract.activations import Activations
 from tests.oracles import protocol_reference as ref
 from tests.oracles.real_data import DATA, REPO, extract_all, sources
 
-RESULTS = REPO / "benchmarks" / "results"
+RESULTS = REPO / "studies" / "results"
 #: a match: relative difference at most this, or rank correlation at least 1 - RANK_TOL
 REL_TOL, RANK_TOL = 1e-5, 1e-8
 

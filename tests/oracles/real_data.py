@@ -1,9 +1,9 @@
 """The reference data of the test-side runs: EfficientNet-Lite0 on real ImageNet validation images
 (ID) and CIFAR-10 test images (OOD), from ``../shared/data`` (its README says what each holds).
 
-The seeded subsets are drawn as ``benchmarks/real_detectors.py`` draws them (same seeds, same
+The seeded subsets are drawn as ``studies/real_detectors.py`` draws them (same seeds, same
 rows), so the fidelity table and the real-detector run see the same images; the two are kept
-apart because nothing in ``benchmarks/`` may import from ``tests/`` nor the reverse.
+apart because nothing in ``studies/`` may import from ``tests/`` nor the reverse.
 """
 
 from __future__ import annotations

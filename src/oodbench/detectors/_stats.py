@@ -220,7 +220,7 @@ def scatter_matrix(
     amplifies the covariance's rounding by its condition number, and ViM's split between the
     principal and the residual space turns on eigenvalue gaps that can be 1e-6 of the largest
     (float32 chunk products, even summed in float64, moved ViM's scores by 1e-5 relative on
-    ``benchmarks/bench_detectors.py``'s arrays, against 1e-7 for float64).
+    ``speed/bench_detectors.py``'s arrays, against 1e-7 for float64).
     """
     backend = current()
     dim = features.shape[1]

@@ -10,13 +10,13 @@
 ``num_workers="auto"``
     CPU: 0. The forward pass already uses every core through torch's intra-op threads; worker
     processes would compete with it for the same cores, and decoding in the main process costs
-    only a few percent of a CPU forward pass (see ``benchmarks/bench_extract.py``).
+    only a few percent of a CPU forward pass (see ``speed/bench_extract.py``).
     CUDA: ``min(16, cpus - 1)`` workers (the GPU then waits on JPEG decoding, not the other way
     round), 0 when there are fewer than two batches.
 
 Memory format (:func:`uses_channels_last`)
     ``channels_last`` on CUDA with autocast (tensor cores); contiguous everywhere else. On the
-    CPU, oneDNN's channels-last kernels gain little or lose (``benchmarks/bench_memory_format.py``
+    CPU, oneDNN's channels-last kernels gain little or lose (``speed/bench_memory_format.py``
     on an idle machine: 0.75x to 1.19x by family), and with them the same images extracted in
     one process and as Ray shard tasks gave different values (``tests/run/test_ray_executor.py``
     requires them equal), so the CPU stays contiguous: a result must not depend on how its

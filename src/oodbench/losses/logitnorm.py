@@ -15,7 +15,7 @@ times ``1 / (tau ||z||)``, projected orthogonally to ``z``. A fresh network has 
 learning rate, ``||z||`` grows fast (the orthogonal steps only lengthen it) and the effective
 step then shrinks as ``1 / ||z||``. Over the paper's 200 epochs this transient does not matter
 (the authors' own log for WRN-40-2 is at chance after epoch 1 and ends at 94.5 %); in a run of
-a few epochs it does: ``benchmarks/logitnorm_diagnosis.py`` measures it.
+a few epochs it does: ``studies/logitnorm_diagnosis.py`` measures it.
 """
 
 from __future__ import annotations

@@ -160,7 +160,7 @@ def auroc_ci(
     Methods in Medical Research 17, 2008). It stays inside (0, 1) and keeps its coverage near
     AUROC 1, where C-OOD's easy levels lie: over 1,000 binormal simulations at AUROC 0.99 with
     50 + 50 samples it covered 92.9 % against the plain interval's 81.5 %, and both were within
-    a point of 95 % at AUROC 0.75 and 0.9 (``benchmarks/results/bench_ci.json``). At A = 0 or 1
+    a point of 95 % at AUROC 0.75 and 0.9 (``studies/results/ci_coverage.json``). At A = 0 or 1
     the logit is infinite and the plain interval (zero width) is returned.
     ``method="wald"``: ``A +- z sqrt(var)`` clipped to [0, 1], pROC's ``ci.auc(method =
     "delong")``.

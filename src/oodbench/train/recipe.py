@@ -28,7 +28,7 @@ What makes it fast, and what every loss shares:
 
 The presets in :data:`RECIPES` are data:
 
-* ``cpu-resnet9``, the CPU study of ``benchmarks/loss_table.py``: Page's ResNet-9 at width 16
+* ``cpu-resnet9``, the CPU study of ``studies/loss_table.py``: Page's ResNet-9 at width 16
   (16/32/64/128 channels), bfloat16 autocast, 20 epochs over all 30,000 training images of the
   6 ID classes, batch 128, peak lr 0.1 and weight decay 5e-4 (He et al.'s CIFAR optimiser, as
   LogitNorm's and HEM's CIFAR experiments use it), 15 % warm-up then cosine. Why: CE had to
@@ -43,7 +43,7 @@ The presets in :data:`RECIPES` are data:
 * ``cpu-resnet8``, the earlier CPU study: the smallest He et al. network (widths 16/32/64,
   one block per stage, ResNet-8), 10 epochs, batch 64, peak lr 0.05 (0.1 per 128 images,
   scaled linearly to the batch), 15 % warm-up then cosine, float32; CE reached 77.4 %
-  (``benchmarks/results/loss_table_cpu-resnet8.json``).
+  (``studies/results/loss_table_cpu-resnet8.json``).
 * ``cpu-small``, a smoke-test size of the same network: 1 epoch (examples, quick checks).
 * ``resnet20``, the paper network of He et al. (2016) at a CPU-sized epoch count.
 * ``gpu-resnet18``, the full-scale

@@ -40,7 +40,7 @@ class BenchmarkEntry(Schema):
 
     ``ci``: DeLong's 95 % interval of AUROC (cheap, on by default); ``n_bootstrap``: that many
     seeded bootstrap replicates for FPR@95 and AUPR intervals (0 = off; it costs about
-    ``n_bootstrap`` times the metric, see benchmarks/bench_ci.py).
+    ``n_bootstrap`` times the metric, see studies/ci_coverage.py).
     """
 
     type: StrictStr
