@@ -194,9 +194,14 @@ def from_wide(
             "tuning": wide["tuning"] if tuning is None and "tuning" in wide else None,
         }
     )
-    long = base.join(wide[metric_columns]).melt(
-        id_vars=list(base.columns), value_vars=metric_columns, var_name="metric", value_name="value"
-    )
+    # the long rows metric by metric, each block the wide rows in order (what ``DataFrame.melt``
+    # gives, without its per-column object copies: ~0.1 s a cell at 11 levels x 6 metrics)
+    n_rows = len(wide)
+    long = base.iloc[np.tile(np.arange(n_rows), len(metric_columns))].reset_index(drop=True)
+    long["metric"] = np.repeat(np.asarray(metric_columns, dtype=object), n_rows)
+    long["value"] = np.concatenate(
+        [wide[m].astype("float64").to_numpy() for m in metric_columns]
+    ) if metric_columns else np.empty(0)
     for bound, suffix in zip(("ci_low", "ci_high"), _INTERVAL_SUFFIXES):  # metric by metric
         long[bound] = np.concatenate([
             wide[f"{m}{suffix}"].to_numpy(dtype=float) if f"{m}{suffix}" in wide
