@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import base64
 import html
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -132,13 +132,14 @@ def write_report(
     fix = "pass another folder with --out DIR (out= in Python), or make this one writable"
     check_writable(target, "the report", fix)  # before the figures are drawn
     published = published_comparison(rows)  # once, for both files
+    boards = leaderboards(rows, table)  # once, for both files (each DeLong test reads scores)
     page = render_html(rows, table=table, title=name, configuration=config, histograms=histograms,
-                       note=view.note, published=published, figures=figures)
+                       note=view.note, published=published, figures=figures, boards=boards)
     html_path, md_path = target / "report.html", target / "report.md"
     with writing(target, "the report", fix):
         html_path.write_text(page, encoding="utf-8")
         md_path.write_text(render_markdown(rows, title=name, html_name=html_path.name, table=table,
-                                           note=view.note, published=published),
+                                           note=view.note, published=published, boards=boards),
                            encoding="utf-8")
     return ReportFiles(html_path, md_path, view)
 
@@ -154,12 +155,15 @@ def render_html(
     note: str = "",
     published: PublishedComparison | None = None,
     figures: bool = True,
+    boards: Mapping[str, pd.DataFrame] | None = None,
 ) -> str:
     """The whole report as one HTML string (figures inline); ``note``: the line about the
     cells of earlier versions of the experiment (:attr:`ResultsView.note`); ``published``: the
     comparison with the published results (computed when not given); ``figures=False``: the
-    tables only, each figure section saying so."""
+    tables only, each figure section saying so; ``boards``: :func:`leaderboards` of ``rows``
+    (computed when not given)."""
     names = lb.benchmarks(rows)
+    boards = boards if boards is not None else leaderboards(rows, table)
     skipped_images = table.skipped_images() if table is not None else {}
     parts = [f"<h1>{_e(title)}</h1>", _summary_html(rows, skipped_images, note)]
     nav = [(f"bench-{i}", n) for i, n in enumerate(names)]
@@ -167,7 +171,7 @@ def render_html(
             ("failures", "Failures"), ("configuration", "Configuration")]
     parts.append("<nav>" + "".join(f'<a href="#{a}">{_e(t)}</a>' for a, t in nav) + "</nav>")
     for i, name in enumerate(names):
-        parts.append(_benchmark_html(rows, name, f"bench-{i}", table, figures))
+        parts.append(_benchmark_html(rows, name, f"bench-{i}", boards[name], figures))
     parts.append(_tuning_html(rows))
     parts.append(_published_html(published or published_comparison(rows)))
     parts.append(_histograms_html(rows, table, histograms, figures))
@@ -213,13 +217,19 @@ def _with_tests(rows: pd.DataFrame, name: str, table: ResultsTable | None) -> pd
     return board
 
 
+def leaderboards(rows: pd.DataFrame, table: ResultsTable | None) -> dict[str, pd.DataFrame]:
+    """Each benchmark's leaderboard with its ``vs_above`` tests, by benchmark name: computed once
+    for the HTML and the Markdown of one report."""
+    return {name: _with_tests(rows, name, table) for name in lb.benchmarks(rows)}
+
+
 #: what a figure section says in a report written without figures
 NO_FIGURES = "<p class=note>Figures left out (written with --no-figures).</p>"
 
 
-def _benchmark_html(rows: pd.DataFrame, name: str, anchor: str,
-                    table: ResultsTable | None = None, figures: bool = True) -> str:
-    board = _with_tests(rows, name, table)
+def _benchmark_html(rows: pd.DataFrame, name: str, anchor: str, board: pd.DataFrame,
+                    figures: bool = True) -> str:
+    """One benchmark's section; ``board``: its leaderboard with the tests (:func:`leaderboards`)."""
     severity = lb.is_severity(rows, name)
     n_groups = int(board["groups"].max()) if len(board) else 0
     what = f"{n_groups} severity levels" if severity else f"{n_groups} OOD groups"
@@ -543,9 +553,11 @@ def _figure_html(fig: object, caption: str) -> str:
 # -- Markdown -------------------------------------------------------------------------------
 def render_markdown(rows: pd.DataFrame, *, title: str = "oodbench report",
                     html_name: str = "report.html", table: ResultsTable | None = None,
-                    note: str = "", published: PublishedComparison | None = None) -> str:
+                    note: str = "", published: PublishedComparison | None = None,
+                    boards: Mapping[str, pd.DataFrame] | None = None) -> str:
     """A Markdown summary: leaderboards, near/far means, failures and unreadable images (figures
-    are in the HTML)."""
+    are in the HTML); ``boards``: :func:`leaderboards` of ``rows`` (computed when not given)."""
+    boards = boards if boards is not None else leaderboards(rows, table)
     cells = rows.drop_duplicates("cell")["status"].value_counts()
     out = [f"# {title}", "",
            f"{int(cells.get('ok', 0))} cells finished, {int(cells.get('failed', 0))} failed, "
@@ -554,7 +566,7 @@ def render_markdown(rows: pd.DataFrame, *, title: str = "oodbench report",
            "", "Scores are confidences (higher = more in-distribution). Leaderboard values are "
            "means over each benchmark's OOD groups (C-OOD: severity levels).", ""]
     for name in lb.benchmarks(rows):
-        board = _with_tests(rows, name, table)
+        board = boards[name]
         out += [f"## {name}", "", _markdown_table(board, ["rank", "model", "label",
                                                           *lb.DEFAULT_METRICS, "id_accuracy",
                                                           "vs_above"]), ""]
