@@ -122,7 +122,7 @@ class DOEHooks(LoopHooks):
                     w.copy_(theta)
 
         optimise(loss * batch.share, batch.optimizer, batch.params, scaler=batch.scaler,
-                 clip_norm=self.criterion.clip_norm,  # type: ignore[attr-defined]
+                 clip_norm=self.criterion.clip_norm,  # type: ignore[arg-type]
                  before_step=None if restore is None else put_back)
 
     def step(self, batch: Batch) -> torch.Tensor:

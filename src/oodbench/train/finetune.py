@@ -171,7 +171,7 @@ def train(
     scheduler = settings.make_scheduler(opt, -(-rows.size // batch_size))
     loop: TrainLoop[Any] = TrainLoop(
         opt, scheduler, params, epochs, device=dev, amp=amp_dtype, world=world, rank=rank,
-        checkpoint=Checkpoint(out_dir, config, net, weights=lambda: hooks.weights(net),
+        checkpoint=Checkpoint(out_dir, config, net, resume, weights=lambda: hooks.weights(net),
                               state=lambda: hooks.state(),
                               load=lambda weights: hooks.load(net, weights, out_dir)),
         progress=Progress(f"train {model.spec} ({loss})", int(rows.size), progress))
