@@ -18,6 +18,7 @@ from oodbench.extract.runtime import resolve_device
 from oodbench.models.classifier import Classifier
 from oodbench.models.clip import ClipClassifier
 from oodbench.train import ddp
+from oodbench.train.loop import epoch_order
 
 
 def require_clip(model: Classifier, method: str) -> ClipClassifier:
@@ -51,11 +52,9 @@ class Placement:
 
     def epoch_batches(self, epoch: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """(global batches, this rank's shares) of ``epoch``'s seeded order; seeds torch too."""
-        rng = np.random.default_rng([self.seed, epoch])
-        order = rng.permutation(self.rows)
-        torch.manual_seed(int(rng.integers(2**62)))
-        global_batches = ddp.batches(order, self.batch_size)
-        return global_batches, [ddp.share(b, self.world, self.rank) for b in global_batches]
+        _, global_batches, local = epoch_order(self.seed, epoch, self.rows, self.batch_size,
+                                               self.world, self.rank)
+        return global_batches, local
 
 
 def epoch_record(epoch: int, loss_sum: float, images: int, skipped: int, seconds: float,

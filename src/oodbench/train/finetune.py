@@ -19,7 +19,8 @@
 * **Checkpoints and resume**: every finished epoch writes ``model.safetensors``,
   ``optimizer.safetensors`` and ``train.json`` (config, history) under ``out``
   (:mod:`oodbench.train.checkpoint`); a run with the same config and ``out`` resumes from the
-  last finished epoch and ends with the same weights as an uninterrupted run.
+  last finished epoch and ends with the same weights as an uninterrupted run (the one training
+  loop, :mod:`oodbench.train.loop`, owns the checkpoints, AMP, DDP and the progress bar).
 * **No silent no-ops**: a setting the loss would leave unused (``warmup_epochs`` with ``cma``,
   an outlier source with ``ce``), or a loss option that would keep part of the method off for
   the whole run (NPOS ``start_epoch`` or DOE ``warmup`` >= ``epochs``), is a
@@ -66,6 +67,7 @@ from oodbench.train.loop import (
     StepResult,
     TrainLoop,
     data_parallel,
+    epoch_order,
 )
 from oodbench.train.npos import train_npos
 from oodbench.train.optim import OptimSettings
@@ -216,11 +218,8 @@ class _Epoch:
         """This epoch's batches: (ID batch, its global batch, outlier batch or None), in the
         order ``default_rng([seed, epoch])`` draws; torch seeded from the same generator."""
         world, rank, dev = self.loop.world, self.loop.rank, self.loop.device
-        rng = np.random.default_rng([self.seed, epoch])
-        order = rng.permutation(self.rows)
-        torch.manual_seed(int(rng.integers(2**62)))  # dropout masks, loader worker seeds
-        global_batches = ddp.batches(order, self.batch_size)
-        local = [ddp.share(b, world, rank) for b in global_batches]
+        rng, global_batches, local = epoch_order(self.seed, epoch, self.rows, self.batch_size,
+                                                 world, rank)
         loader = make_loader(self.source, self.load, local, device=dev,
                              num_workers=self.num_workers)
         out_iter: Any = iter([None] * len(local))

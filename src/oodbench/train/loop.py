@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -166,9 +167,12 @@ class TrainLoop(Generic[B]):
     callbacks: Sequence[Callable[[dict[str, Any]], None]] = ()
     history: list[dict[str, Any]] = field(default_factory=list, init=False)
     start_epoch: int = field(default=0, init=False)  # epochs a checkpoint held (0: a new run)
+    #: the float16 grad scaler (CUDA's, as before the loop was one: on a CPU it disables itself)
+    scaler: torch.amp.GradScaler | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
-        self.scaler = torch.amp.GradScaler("cuda") if self.amp == torch.float16 else None
+        if self.amp == torch.float16:
+            self.scaler = torch.amp.GradScaler("cuda")
         self._resumed = False
 
     def autocast(self) -> AbstractContextManager[None]:
@@ -276,6 +280,19 @@ def data_parallel(model: torch.nn.Module, device: torch.device, world: int) -> t
         return model
     return torch.nn.parallel.DistributedDataParallel(
         model, device_ids=[device.index] if device.type == "cuda" else None)
+
+
+def epoch_order(seed: int, epoch: int, rows: np.ndarray, batch_size: int, world: int = 1,
+                rank: int = 0) -> tuple[np.random.Generator, list[np.ndarray], list[np.ndarray]]:
+    """Epoch ``epoch``'s seeded order of ``rows``: permuted by ``default_rng([seed, epoch])``,
+    torch seeded from the same generator (dropout masks, loader workers), cut into global
+    batches and this rank's shares of them; returns (the generator, for further draws such as
+    the outlier order; global batches; shares)."""
+    rng = np.random.default_rng([seed, epoch])
+    order = rng.permutation(rows)
+    torch.manual_seed(int(rng.integers(2**62)))
+    global_batches = ddp.batches(order, batch_size)
+    return rng, global_batches, [ddp.share(b, world, rank) for b in global_batches]
 
 
 def batch_slices(order: torch.Tensor, batch_size: int) -> Iterator[torch.Tensor]:

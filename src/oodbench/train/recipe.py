@@ -13,7 +13,8 @@ What makes it fast, and what every loss shares:
   al.'s CIFAR ResNet (:mod:`oodbench.models.cifar_resnet`, ``network="resnet"``) or Page's
   ResNet-9, the network of the fast CIFAR-10 recipes (:mod:`oodbench.models.cifar_resnet9`,
   ``network="resnet9"``). Mixed precision by ``amp``: ``"auto"`` is bfloat16/float16
-  autocast on CUDA and float32 on the CPU; ``"bf16"`` is bfloat16 autocast on either (on a
+  autocast on CUDA (float16 with the grad scaler of the one training loop,
+  :mod:`oodbench.train.loop`, which runs every epoch) and float32 on the CPU; ``"bf16"`` is bfloat16 autocast on either (on a
   CPU with native bfloat16 dot products, AVX512-BF16 or AMX, 1.7 times the float32 images/s
   of the same network here). Evaluation (:func:`predict_logits`) is always float32.
 * **Optimiser and schedule**: SGD with momentum 0.9 and weight decay
