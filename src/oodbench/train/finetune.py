@@ -179,10 +179,10 @@ def train(
         progress=Progress(f"train {model.spec} ({loss})", int(rows.size), progress))
     loop.resume()  # the checkpoint's weights into the network before it moves
     place_model(model, dev)
-    epoch = _Epoch(model, data_parallel(model, dev, world), modules, criterion, hooks, loop,
-                   source, outliers, rows, np.asarray(source.labels, dtype=np.int64), load,
-                   batch_size, out_batch, seed, num_workers)
-    history = loop.run(epoch.begin, epoch.step, epoch.record)
+    run = _Run(model, data_parallel(model, dev, world), modules, criterion, hooks, loop, source,
+               outliers, rows, np.asarray(source.labels, dtype=np.int64), load, batch_size,
+               out_batch, seed, num_workers)
+    history = loop.run(lambda epoch: _epoch(run, epoch), run.step, run.record)
     hooks.finish(model)
     for p in model.parameters():
         p.requires_grad_(True)
@@ -194,9 +194,10 @@ def train(
 
 
 @dataclass
-class _Epoch:
-    """The classifier loop's hooks into :class:`~oodbench.train.loop.TrainLoop`: the seeded
-    data order of an epoch, the step (the loss, or the method's own step), the epoch record."""
+class _Run:
+    """The classifier loop's hooks into :class:`~oodbench.train.loop.TrainLoop` (with
+    :func:`_epoch`, the start of each epoch): the step (the loss, or the method's own step)
+    and the epoch record."""
 
     model: Classifier
     runner: torch.nn.Module  # the model, or its DDP wrapper under torchrun
@@ -213,27 +214,6 @@ class _Epoch:
     out_batch: int
     seed: int
     num_workers: int | str
-
-    def begin(self, epoch: int) -> Iterable[Any]:
-        """This epoch's batches: (ID batch, its global batch, outlier batch or None), in the
-        order ``default_rng([seed, epoch])`` draws; torch seeded from the same generator."""
-        world, rank, dev = self.loop.world, self.loop.rank, self.loop.device
-        rng, global_batches, local = epoch_order(self.seed, epoch, self.rows, self.batch_size,
-                                                 world, rank)
-        loader = make_loader(self.source, self.load, local, device=dev,
-                             num_workers=self.num_workers)
-        out_iter: Any = iter([None] * len(local))
-        if self.outliers is not None:
-            n_out, size = len(self.outliers), self.out_batch
-            out_order = rng.permutation(n_out)
-            picks = [out_order[(np.arange(size) + i * size) % n_out] for i in range(len(local))]
-            out_iter = iter(make_loader(self.outliers, self.load,
-                                        [ddp.share(p, world, rank) for p in picks], device=dev,
-                                        num_workers=self.num_workers))
-        self.model.eval()
-        for m in self.modules:
-            m.train()
-        return zip(loader, global_batches, out_iter)
 
     def step(self, epoch: int, index: int, item: Any) -> StepResult:
         """One batch: the method's step when its hooks take it (DOE), else the loss's."""
@@ -269,6 +249,28 @@ class _Epoch:
         return {"epoch": t.epoch + 1, "loss": loss_sum / max(images, 1.0), "images": int(images),
                 "skipped": int(failed), "seconds": t.seconds,
                 "images_per_s": images / t.seconds if t.seconds > 0 else None}
+
+
+def _epoch(run: _Run, epoch: int) -> Iterable[Any]:
+    """This epoch's batches: (ID batch, its global batch, outlier batch or None), in the
+    order ``default_rng([seed, epoch])`` draws; torch seeded from the same generator."""
+    world, rank, dev = run.loop.world, run.loop.rank, run.loop.device
+    rng, global_batches, local = epoch_order(run.seed, epoch, run.rows, run.batch_size,
+                                             world, rank)
+    loader = make_loader(run.source, run.load, local, device=dev,
+                         num_workers=run.num_workers)
+    out_iter: Any = iter([None] * len(local))
+    if run.outliers is not None:
+        n_out, size = len(run.outliers), run.out_batch
+        out_order = rng.permutation(n_out)
+        picks = [out_order[(np.arange(size) + i * size) % n_out] for i in range(len(local))]
+        out_iter = iter(make_loader(run.outliers, run.load,
+                                    [ddp.share(p, world, rank) for p in picks], device=dev,
+                                    num_workers=run.num_workers))
+    run.model.eval()
+    for m in run.modules:
+        m.train()
+    return zip(loader, global_batches, out_iter)
 
 
 def hooks_for(criterion: Loss) -> LoopHooks:

@@ -274,8 +274,8 @@ def train_recipe(
     def begin(epoch: int) -> Iterator[torch.Tensor]:
         correct.zero_()
         gens.clear()
-        gens[epoch] = _generator(seed, epoch)
-        return _epoch(model, images, recipe, gens[epoch], dev)
+        gens[epoch], batches = _epoch(model, images, recipe, seed, dev, epoch)
+        return batches
 
     def step(epoch: int, index: int, rows: torch.Tensor) -> StepResult:
         nonlocal correct
@@ -300,13 +300,15 @@ def train_recipe(
     return RecipeResult(model.eval(), config, history)
 
 
-def _epoch(model: torch.nn.Module, images: torch.Tensor, recipe: Recipe, gen: torch.Generator,
-           dev: torch.device) -> Iterator[torch.Tensor]:
-    """The start of an epoch: the network in train mode and the batches of rows in the epoch's
-    seeded order (``gen`` then draws each batch's crops and flips)."""
+def _epoch(model: torch.nn.Module, images: torch.Tensor, recipe: Recipe, seed: int,
+           dev: torch.device, epoch: int) -> tuple[torch.Generator, Iterator[torch.Tensor]]:
+    """The start of epoch ``epoch``: the network in train mode; the epoch's generator (seeded
+    with ``(seed, epoch)``) and the batches of rows in the order it draws (it then draws each
+    batch's crops and flips)."""
     model.train()
+    gen = _generator(seed, epoch)
     order = torch.randperm(len(images), generator=gen).to(dev)
-    return batch_slices(order, recipe.batch_size)
+    return gen, batch_slices(order, recipe.batch_size)
 
 
 @torch.no_grad()
