@@ -133,18 +133,20 @@ def train_small_cnn(
     xt = xt.unsqueeze(1)
     yt = torch.from_numpy(y)
     model = SmallCNN(k, seed=seed, class_names=class_names, **model_options)  # type: ignore[arg-type]
+    from oodbench.train.loop import StepResult, TrainLoop, batch_slices
+
     generator = torch.Generator().manual_seed(seed)
     optimiser = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
     loss_fn = nn.CrossEntropyLoss()
+    loop: TrainLoop[torch.Tensor] = TrainLoop(optimiser, None, list(model.parameters()), epochs)
+
+    def step(epoch: int, index: int, idx: torch.Tensor) -> StepResult:
+        loss = loss_fn(model(xt[idx]), yt[idx])
+        loop.step(loss)
+        return StepResult(loss.detach(), len(idx))
+
     model.train()
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)  # dropout masks
-        for _ in range(epochs):
-            order = torch.randperm(len(xt), generator=generator)
-            for start in range(0, len(xt), batch_size):
-                idx = order[start : start + batch_size]
-                optimiser.zero_grad()
-                loss = loss_fn(model(xt[idx]), yt[idx])
-                loss.backward()
-                optimiser.step()
+    loop.run(lambda epoch: batch_slices(torch.randperm(len(xt), generator=generator), batch_size),
+             step, lambda t: {"epoch": t.epoch + 1, "loss": float(t.loss_sum) / t.seen},
+             torch_seed=seed)  # dropout masks
     return model.eval()

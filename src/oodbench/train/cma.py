@@ -24,7 +24,6 @@ the paper tests with "The nice {}" and NegLabel).
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -35,19 +34,14 @@ import torch.nn.functional as F
 
 from oodbench.data.source import Source
 from oodbench.extract.loader import make_loader, to_device
-from oodbench.extract.runtime import autocast, place_model, resolve_amp
+from oodbench.extract.runtime import place_model, resolve_amp
 from oodbench.losses.cma import CMA
 from oodbench.models.classifier import Classifier
 from oodbench.train import checkpoint as ckpt
 from oodbench.train import ddp, method_defaults
+from oodbench.train.clip_common import Placement, epoch_record, require_clip
 from oodbench.train.labels import select_classes
-from oodbench.train.method_loop import (
-    Placement,
-    epoch_record,
-    optimisation_step,
-    require_clip,
-    run_epochs,
-)
+from oodbench.train.loop import Checkpoint, EpochTotals, Progress, StepResult, TrainLoop
 from oodbench.train.optim import OptimSettings, lr_factor
 from oodbench.train.result import TrainResult
 
@@ -84,46 +78,45 @@ def train_cma(
     tokens = clip_model.tokenizer(
         [criterion.train_prompt.format(name) for name in clip_model.class_names]).to(place.device)
     labels = np.asarray(source.labels, dtype=np.int64)
-    scaler = torch.amp.GradScaler("cuda") if amp_dtype == torch.float16 else None
     load = transform or method_defaults.CMA.transform(model.transform)
+    out_dir = Path(out)
+    loop: TrainLoop[Any] = TrainLoop(
+        opt, scheduler, params, settings.epochs, device=place.device, amp=amp_dtype,
+        world=place.world, rank=place.rank, average_gradients=True,
+        checkpoint=Checkpoint(out_dir, config, net, resume=resume),
+        progress=Progress(f"train {model.spec} (cma)", int(rows.size), progress))
 
-    def run_epoch(epoch: int, advance: Callable[[int, float], None]) -> dict[str, Any]:
-        global_batches, local = place.epoch_batches(epoch)
+    def begin(epoch: int) -> Any:
+        _, local = place.epoch_batches(epoch)
         loader = make_loader(source, load, local, device=place.device, num_workers=num_workers)
         net.train()
-        loss_sum, images, skipped, start = 0.0, 0, 0, time.perf_counter()
-        for batch in loader:
-            skipped += len(batch.failed)
-            if ddp.any_rank(batch.images is None, place.device):
-                scheduler.step()
-                continue
-            x = to_device(batch.images, place.device, channels_last=False)
-            y = torch.from_numpy(labels[batch.indices]).to(place.device)
-            classes, position = torch.unique(y, return_inverse=True)
-            with autocast(place.device, amp_dtype):
-                image = net.encode_image(x)  # type: ignore[operator]
-                text = net.encode_text(tokens[classes])[position]  # type: ignore[operator]
-            u = ddp.gather_with_grad(F.normalize(image.float(), dim=-1))
-            v = ddp.gather_with_grad(F.normalize(text.float(), dim=-1))
-            logits = net.logit_scale.exp() * u @ v.T  # type: ignore[operator]
-            value = criterion(logits, torch.arange(len(u), device=place.device))
-            optimisation_step(value, opt, params, scaler)
-            scheduler.step()
-            loss_sum += float(value.detach()) * len(u)
-            images += len(u)
-            advance(len(u), loss_sum / images)
-        return epoch_record(epoch, loss_sum, images, skipped, time.perf_counter() - start,
+        return loader
+
+    def step(epoch: int, index: int, batch: Any) -> StepResult:
+        if ddp.any_rank(batch.images is None, place.device):
+            return StepResult(None, skipped=len(batch.failed))
+        x = to_device(batch.images, place.device, channels_last=False)
+        y = torch.from_numpy(labels[batch.indices]).to(place.device)
+        classes, position = torch.unique(y, return_inverse=True)
+        with loop.autocast():
+            image = net.encode_image(x)  # type: ignore[operator]
+            text = net.encode_text(tokens[classes])[position]  # type: ignore[operator]
+        u = ddp.gather_with_grad(F.normalize(image.float(), dim=-1))
+        v = ddp.gather_with_grad(F.normalize(text.float(), dim=-1))
+        logits = net.logit_scale.exp() * u @ v.T  # type: ignore[operator]
+        value = criterion(logits, torch.arange(len(u), device=place.device))
+        loop.step(value)
+        return StepResult(value.detach(), len(u), skipped=len(batch.failed))
+
+    def record(t: EpochTotals) -> dict[str, Any]:
+        return epoch_record(t.epoch, float(t.loss_sum), t.seen, t.skipped, t.seconds,
                             place.device)
 
-    out_dir = Path(out)
     try:
-        history = run_epochs(
-            out=out_dir, config=config, net=net, opt=opt, scheduler=scheduler,
-            epochs=settings.epochs, images_per_epoch=int(rows.size),
-            description=f"train {model.spec} (cma)", place=place, resume=resume,
-            progress=progress, run_epoch=run_epoch)
+        history = loop.run(begin, step, record)
     finally:
         net.eval()
     clip_model.refresh_text_head()
     model.eval()
-    return TrainResult(model, out_dir, out_dir / ckpt.WEIGHTS, config, history)
+    return TrainResult(model, out_dir, out_dir / ckpt.WEIGHTS, config, history,
+                       loop.start_epoch)

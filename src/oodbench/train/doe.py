@@ -4,6 +4,10 @@
     DOEHooks.step                          warm-up: CE + OE; then OE at theta + gamma P,
                                            theta restored exactly, CE at theta
 
+The hook of the one training loop (:mod:`oodbench.train.loop`): its three optimiser steps per
+batch go through :func:`oodbench.train.loop.optimise` (gradient clipping, the float16 scaler),
+the perturbation's gradient through :func:`oodbench.train.loop.backward`.
+
 As the official proxy (QizhouWang/DOE doe_final.py:144, ``WideResNet(..., dropRate=0)``, put in
 train mode at line 161, so BatchNorm uses the batch's statistics), the perturbation pass runs
 with every dropout and drop-path module off and BatchNorm as the loop has it; and only the
@@ -26,6 +30,7 @@ import torch.nn.functional as F
 from oodbench.losses.oe import uniform_cross_entropy
 from oodbench.train.checkpoint import read_method_state
 from oodbench.train.hooks import Batch, LoopHooks
+from oodbench.train.loop import backward, optimise
 
 #: added to the norm of a direction before rescaling (the official EPS)
 EPS = 1e-20
@@ -87,7 +92,7 @@ def perturbation(
         w.grad = None
     with dropout_off(runner):
         logits = runner(x)
-    (scale_gradient(logits[n_in:]) ** 2 * share).backward()
+    backward(scale_gradient(logits[n_in:]) ** 2 * share)
     with torch.no_grad():
         for b, old in zip(_buffers(runner), saved):
             b.copy_(old)
@@ -105,15 +110,20 @@ class DOEHooks(LoopHooks):
     average_: list[torch.Tensor] | None = None
 
 
-    def _clipped_step(self, batch: Batch, loss: torch.Tensor, restore: list[torch.Tensor] | None = None) -> None:
-        batch.optimizer.zero_grad(set_to_none=True)
-        (loss * batch.share).backward()
-        torch.nn.utils.clip_grad_norm_(batch.params, self.criterion.clip_norm)  # type: ignore[arg-type]
-        if restore is not None:
+    def _clipped_step(self, batch: Batch, loss: torch.Tensor,
+                      restore: list[torch.Tensor] | None = None) -> None:
+        """One optimiser step on ``loss`` with the gradient norm clipped; ``restore``: the
+        unperturbed weights, put back between the backward pass and the step."""
+
+        def put_back() -> None:
             with torch.no_grad():
-                for w, theta in zip(perturbed_parameters(batch.runner, batch.params), restore):
+                for w, theta in zip(perturbed_parameters(batch.runner, batch.params),
+                                    restore or []):
                     w.copy_(theta)
-        batch.optimizer.step()
+
+        optimise(loss * batch.share, batch.optimizer, batch.params, scaler=batch.scaler,
+                 clip_norm=self.criterion.clip_norm,  # type: ignore[arg-type]
+                 before_step=None if restore is None else put_back)
 
     def step(self, batch: Batch) -> torch.Tensor:
         c: Any = self.criterion

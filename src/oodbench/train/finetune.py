@@ -19,7 +19,8 @@
 * **Checkpoints and resume**: every finished epoch writes ``model.safetensors``,
   ``optimizer.safetensors`` and ``train.json`` (config, history) under ``out``
   (:mod:`oodbench.train.checkpoint`); a run with the same config and ``out`` resumes from the
-  last finished epoch and ends with the same weights as an uninterrupted run.
+  last finished epoch and ends with the same weights as an uninterrupted run (the one training
+  loop, :mod:`oodbench.train.loop`, owns the checkpoints, AMP, DDP and the progress bar).
 * **No silent no-ops**: a setting the loss would leave unused (``warmup_epochs`` with ``cma``,
   an outlier source with ``ce``), or a loss option that would keep part of the method off for
   the whole run (NPOS ``start_epoch`` or DOE ``warmup`` >= ``epochs``), is a
@@ -38,8 +39,8 @@
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,7 @@ from oodbench import losses
 from oodbench.data.source import Source
 from oodbench.errors import InvalidInputError
 from oodbench.extract.loader import make_loader, to_device
-from oodbench.extract.runtime import autocast, place_model, resolve_amp, resolve_device
+from oodbench.extract.runtime import place_model, resolve_amp, resolve_device
 from oodbench.losses.base import Loss
 from oodbench.models.classifier import Classifier
 from oodbench.train import checkpoint as ckpt
@@ -59,11 +60,19 @@ from oodbench.train import ddp, doe, method_defaults, method_settings, unleashin
 from oodbench.train.cma import train_cma
 from oodbench.train.hooks import Batch, LoopHooks, Run
 from oodbench.train.labels import select_classes
+from oodbench.train.loop import (
+    Checkpoint,
+    EpochTotals,
+    Progress,
+    StepResult,
+    TrainLoop,
+    data_parallel,
+    epoch_order,
+)
 from oodbench.train.npos import train_npos
 from oodbench.train.optim import OptimSettings
 from oodbench.train.optim import resolve as optim_settings
 from oodbench.train.parts import network, trainable_modules
-from oodbench.train.progress import training_bar
 from oodbench.train.result import TrainResult
 
 #: the training paths of losses whose ``trainer`` is not "classifier" (CLIP fine-tuning)
@@ -161,40 +170,19 @@ def train(
         p.requires_grad_(True)
     params = hooks.parameters(params)
     opt = settings.make_optimizer(params)
-    steps = -(-rows.size // batch_size)
-    scheduler = settings.make_scheduler(opt, steps)
-    history: list[dict[str, Any]] = []
-    start_epoch = 0
-    previous = ckpt.resume_checkpoint(out_dir, config, resume)
-    if previous is not None:
-        record, weights, opt_state = previous
-        hooks.load(net, weights, out_dir)
-        opt.load_state_dict(opt_state)
-        scheduler.load_state_dict(record["scheduler"])
-        start_epoch, history = record["epochs_done"], record["history"]
+    scheduler = settings.make_scheduler(opt, -(-rows.size // batch_size))
+    loop: TrainLoop[Any] = TrainLoop(
+        opt, scheduler, params, epochs, device=dev, amp=amp_dtype, world=world, rank=rank,
+        checkpoint=Checkpoint(out_dir, config, net, resume, weights=lambda: hooks.weights(net),
+                              state=lambda: hooks.state(),
+                              load=lambda weights: hooks.load(net, weights, out_dir)),
+        progress=Progress(f"train {model.spec} ({loss})", int(rows.size), progress))
+    loop.resume()  # the checkpoint's weights into the network before it moves
     place_model(model, dev)
-    opt.load_state_dict(opt.state_dict())  # moves optimiser state to the parameters' device
-    runner: torch.nn.Module = model
-    if world > 1:
-        runner = torch.nn.parallel.DistributedDataParallel(
-            model, device_ids=[dev.index] if dev.type == "cuda" else None)
-    scaler = torch.amp.GradScaler("cuda") if amp_dtype == torch.float16 else None
-    labels = np.asarray(source.labels, dtype=np.int64)
-    with training_bar(f"train {model.spec} ({loss})", epochs * rows.size,
-                      completed=start_epoch * rows.size, enabled=progress and rank == 0) as advance, \
-            torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
-        for epoch in range(start_epoch, epochs):
-            history.append(_epoch(
-                runner, model, modules, criterion, opt, scheduler, scaler, source, outliers,
-                rows, labels, load, epoch, settings, out_batch, seed, dev, amp_dtype,
-                num_workers, world, rank, advance, hooks, params))
-            if rank == 0:
-                ckpt.write_checkpoint(
-                    out_dir, hooks.weights(net), opt.state_dict(),
-                    {"config": config, "epochs_done": epoch + 1, "history": history,
-                     "scheduler": scheduler.state_dict()}, method=hooks.state())
-            if world > 1:
-                dist.barrier()
+    run = _Run(model, data_parallel(model, dev, world), modules, criterion, hooks, loop, source,
+               outliers, rows, np.asarray(source.labels, dtype=np.int64), load, batch_size,
+               out_batch, seed, num_workers)
+    history = loop.run(lambda epoch: _epoch(run, epoch), run.step, run.record)
     hooks.finish(model)
     for p in model.parameters():
         p.requires_grad_(True)
@@ -202,77 +190,87 @@ def train(
     # memoised weights digest, so the activation cache keys the trained model as a new one
     model.load_state_dict(model.state_dict())
     model.eval()
-    return TrainResult(model, out_dir, out_dir / ckpt.WEIGHTS, config, history, start_epoch)
+    return TrainResult(model, out_dir, out_dir / ckpt.WEIGHTS, config, history, loop.start_epoch)
 
 
-def _epoch(runner, model, modules, criterion, opt, scheduler, scaler, source, outliers, rows,  # type: ignore[no-untyped-def]
-           labels, load, epoch, settings, out_batch, seed, dev, amp_dtype, num_workers, world,
-           rank, advance, hooks, params) -> dict[str, Any]:
-    """One pass over the rows in this epoch's seeded order; returns the epoch's record."""
-    rng = np.random.default_rng([seed, epoch])
-    order = rng.permutation(rows)
-    torch.manual_seed(int(rng.integers(2**62)))  # dropout masks, loader worker seeds
-    global_batches = ddp.batches(order, settings.batch_size)
-    local = [ddp.share(b, world, rank) for b in global_batches]
-    loader = make_loader(source, load, local, device=dev, num_workers=num_workers)
-    out_iter: Any = iter([None] * len(local))
-    if outliers is not None:
-        out_order = rng.permutation(len(outliers))
-        picks = [out_order[(np.arange(out_batch) + i * out_batch) % len(outliers)]
-                 for i in range(len(local))]
-        out_iter = iter(make_loader(outliers, load, [ddp.share(p, world, rank) for p in picks],
-                                    device=dev, num_workers=num_workers))
-    model.eval()
-    for m in modules:
-        m.train()
-    total = torch.zeros((), dtype=torch.float64, device=dev)
-    seen, skipped, start = 0, 0, time.perf_counter()
-    for index, (batch, global_batch, out_batch_data) in enumerate(
-            zip(loader, global_batches, out_iter)):
-        skipped += len(batch.failed)
+@dataclass
+class _Run:
+    """The classifier loop's hooks into :class:`~oodbench.train.loop.TrainLoop` (with
+    :func:`_epoch`, the start of each epoch): the step (the loss, or the method's own step)
+    and the epoch record."""
+
+    model: Classifier
+    runner: torch.nn.Module  # the model, or its DDP wrapper under torchrun
+    modules: list[torch.nn.Module]
+    criterion: Loss
+    hooks: LoopHooks
+    loop: TrainLoop[Any]
+    source: Source
+    outliers: Source | None
+    rows: np.ndarray
+    labels: np.ndarray
+    load: Callable[..., torch.Tensor]
+    batch_size: int
+    out_batch: int
+    seed: int
+    num_workers: int | str
+
+    def step(self, epoch: int, index: int, item: Any) -> StepResult:
+        """One batch: the method's step when its hooks take it (DOE), else the loss's."""
+        batch, global_batch, out_data = item
         if batch.images is None:
-            scheduler.step()
-            continue
+            return StepResult(None, skipped=len(batch.failed))
+        loop, dev = self.loop, self.loop.device
         x = to_device(batch.images, dev, channels_last=False)
-        y = torch.from_numpy(labels[batch.indices]).to(dev)
-        x_out = (None if out_batch_data is None or out_batch_data.images is None
-                 else to_device(out_batch_data.images, dev, channels_last=False))
-        share = len(y) * world / len(global_batch) if world > 1 else 1.0
-        value = hooks.step(Batch(runner, opt, params, x, y, x_out, epoch, index, seed, share,
-                                 lambda: autocast(dev, amp_dtype)))
-        if value is not None:
-            scheduler.step()
-            total += value.double() * len(y)
-            seen += len(y)
-            if advance is not None:
-                advance(len(global_batch), float(total) / max(seen, 1))
-            continue
-        with autocast(dev, amp_dtype):
-            logits = runner(x)
-            out_logits = None if x_out is None else runner(x_out)
-            value = criterion(logits.float(), y, None if out_logits is None else out_logits.float())
-        scaled = value * share if world > 1 else value
-        opt.zero_grad(set_to_none=True)
-        if scaler is not None:
-            scaler.scale(scaled).backward()
-            scaler.step(opt)
-            scaler.update()
-        else:
-            scaled.backward()
-            opt.step()
-        scheduler.step()
-        total += value.detach().double() * len(y)
-        seen += len(y)
-        if advance is not None:
-            advance(len(global_batch), float(total) / max(seen, 1))
-    counts = torch.tensor([float(total), float(seen), float(skipped)], dtype=torch.float64)
-    if world > 1:
-        dist.all_reduce(counts)
-    seconds = time.perf_counter() - start
-    loss_sum, images, failed = (float(v) for v in counts)
-    return {"epoch": epoch + 1, "loss": loss_sum / max(images, 1.0), "images": int(images),
-            "skipped": int(failed), "seconds": seconds,
-            "images_per_s": images / seconds if seconds > 0 else None}
+        y = torch.from_numpy(self.labels[batch.indices]).to(dev)
+        x_out = (None if out_data is None or out_data.images is None
+                 else to_device(out_data.images, dev, channels_last=False))
+        share = len(y) * loop.world / len(global_batch) if loop.world > 1 else 1.0
+        value = self.hooks.step(Batch(self.runner, loop.optimizer, loop.params, x, y, x_out,
+                                      epoch, index, self.seed, share, loop.autocast,
+                                      loop.scaler))
+        if value is None:
+            with loop.autocast():
+                logits = self.runner(x)
+                out_logits = None if x_out is None else self.runner(x_out)
+                value = self.criterion(logits.float(), y,
+                                       None if out_logits is None else out_logits.float())
+            loop.step(value * share if loop.world > 1 else value)
+        return StepResult(value.detach(), len(y), images=len(global_batch),
+                          skipped=len(batch.failed))
+
+    def record(self, t: EpochTotals) -> dict[str, Any]:
+        """The epoch's history entry, summed over the ranks."""
+        counts = torch.tensor([float(t.loss_sum), float(t.seen), float(t.skipped)],
+                              dtype=torch.float64)
+        if self.loop.world > 1:
+            dist.all_reduce(counts)
+        loss_sum, images, failed = (float(v) for v in counts)
+        return {"epoch": t.epoch + 1, "loss": loss_sum / max(images, 1.0), "images": int(images),
+                "skipped": int(failed), "seconds": t.seconds,
+                "images_per_s": images / t.seconds if t.seconds > 0 else None}
+
+
+def _epoch(run: _Run, epoch: int) -> Iterable[Any]:
+    """This epoch's batches: (ID batch, its global batch, outlier batch or None), in the
+    order ``default_rng([seed, epoch])`` draws; torch seeded from the same generator."""
+    world, rank, dev = run.loop.world, run.loop.rank, run.loop.device
+    rng, global_batches, local = epoch_order(run.seed, epoch, run.rows, run.batch_size,
+                                             world, rank)
+    loader = make_loader(run.source, run.load, local, device=dev,
+                         num_workers=run.num_workers)
+    out_iter: Any = iter([None] * len(local))
+    if run.outliers is not None:
+        n_out, size = len(run.outliers), run.out_batch
+        out_order = rng.permutation(n_out)
+        picks = [out_order[(np.arange(size) + i * size) % n_out] for i in range(len(local))]
+        out_iter = iter(make_loader(run.outliers, run.load,
+                                    [ddp.share(p, world, rank) for p in picks], device=dev,
+                                    num_workers=run.num_workers))
+    run.model.eval()
+    for m in run.modules:
+        m.train()
+    return zip(loader, global_batches, out_iter)
 
 
 def hooks_for(criterion: Loss) -> LoopHooks:

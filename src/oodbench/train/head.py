@@ -25,9 +25,9 @@ from oodbench.errors import ClassCountMismatchError, InvalidInputError
 from oodbench.extract.activations import Activations
 from oodbench.models._adapter import resolve_device
 from oodbench.train.labels import select_classes
+from oodbench.train.loop import Progress, StepResult, TrainLoop, batch_slices
 from oodbench.train.optim import HEAD, OptimSettings
 from oodbench.train.optim import resolve as optim_settings
-from oodbench.train.progress import training_bar
 
 
 @dataclass(frozen=True)
@@ -147,30 +147,31 @@ def train_head(
         head = nn.Linear(x.shape[1], width).to(dev)
     opt = settings.make_optimizer(head.parameters())
     steps = -(-len(x) // batch_size)
-    scheduler = settings.make_scheduler(opt, steps)
+    loop: TrainLoop[tuple[torch.Tensor, torch.Tensor | None]] = TrainLoop(
+        opt, settings.make_scheduler(opt, steps), list(head.parameters()), epochs, device=dev,
+        progress=Progress(f"head ({loss})", len(x), progress))
     generator = torch.Generator().manual_seed(seed)
-    history: list[float] = []
+
+    def begin(epoch: int) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
+        """The epoch's row batches, each with its outlier rows (drawn from ``generator``)."""
+        order = torch.randperm(len(x), generator=generator)
+        if x_out is None:
+            return [(idx, None) for idx in batch_slices(order, batch_size)]
+        out_order = torch.randperm(len(x_out), generator=generator)
+        return [(idx, out_order[(torch.arange(out_batch) + step * out_batch) % len(x_out)])
+                for step, idx in enumerate(batch_slices(order, batch_size))]
+
+    def step(epoch: int, index: int, batch: tuple[torch.Tensor, torch.Tensor | None]
+             ) -> StepResult:
+        idx, pick = batch
+        out_logits = None if pick is None or x_out is None else head(x_out[pick].to(dev))
+        value = criterion(head(x[idx].to(dev)), y[idx].to(dev), out_logits)
+        loop.step(value)
+        return StepResult(value.detach(), len(idx))
+
     start = time.perf_counter()
-    with training_bar(f"head ({loss})", epochs * len(x), enabled=progress) as advance:
-        for _ in range(epochs):
-            order = torch.randperm(len(x), generator=generator)
-            out_order = (torch.randperm(len(x_out), generator=generator)
-                         if x_out is not None else None)
-            total = 0.0
-            for step in range(steps):
-                idx = order[step * batch_size : (step + 1) * batch_size]
-                out_logits = None
-                if x_out is not None and out_order is not None:
-                    pick = out_order[(torch.arange(out_batch) + step * out_batch) % len(x_out)]
-                    out_logits = head(x_out[pick].to(dev))
-                value = criterion(head(x[idx].to(dev)), y[idx].to(dev), out_logits)
-                opt.zero_grad(set_to_none=True)
-                value.backward()
-                opt.step()
-                scheduler.step()
-                total += float(value.detach()) * len(idx)
-                advance(len(idx), total / min((step + 1) * batch_size, len(x)))
-            history.append(total / len(x))
+    history = [h["loss"] for h in loop.run(
+        begin, step, lambda t: {"epoch": t.epoch + 1, "loss": float(t.loss_sum) / len(x)})]
     config: dict[str, Any] = {
         "loss": loss, "loss_options": criterion.hyperparams, **settings.as_dict(), "seed": seed,
         "device": str(dev), "n_train": int(len(x)),

@@ -9,11 +9,13 @@ the hooks in ``Loss.hooks`` (a key of :data:`HOOKS`); the loop then calls, in th
                             UMAP: put masks on the weights); returns config entries to record
     parameters(params)      the parameters the optimiser updates (UMAP: the mask scores)
     load(net, weights, out) resume: restore the network and the method's state
-    step(batch) -> loss     one optimisation step (DOE), or None for the loop's own
+    step(batch) -> loss     the batch's optimisation steps (DOE, through
+                            :func:`oodbench.train.loop.optimise`), or None for the loop's own
     weights(net), state()   what each epoch's checkpoint holds (model / method.safetensors)
     finish(model)           after the last epoch (UMAP: bake the masks into the weights)
 
-Everything else (data order, checkpoints, resume, DDP, AMP, progress) stays the loop's.
+Everything else (data order, checkpoints, resume, DDP, AMP, progress) stays the loop's
+(:mod:`oodbench.train.finetune` on :class:`oodbench.train.loop.TrainLoop`).
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ class Batch:
     seed: int
     share: float  # this rank's share of the global batch times the world size (1 without DDP)
     autocast: Callable[[], Any]
+    scaler: torch.amp.GradScaler | None = None  # the loop's float16 grad scaler
 
 
 class LoopHooks:

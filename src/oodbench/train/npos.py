@@ -36,7 +36,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
@@ -48,21 +47,16 @@ from torch import nn
 
 from oodbench.data.source import Source
 from oodbench.errors import InvalidInputError
-from oodbench.extract.runtime import autocast, place_model, resolve_amp
+from oodbench.extract.runtime import place_model, resolve_amp
 from oodbench.losses.npos import NPOS
 from oodbench.models.classifier import Classifier
 from oodbench.models.clip import resolve_templates
 from oodbench.train import checkpoint as ckpt
 from oodbench.train import ddp
+from oodbench.train.clip_common import Placement, epoch_record, require_clip
 from oodbench.train.frozen_cache import frozen_outputs
 from oodbench.train.labels import select_classes
-from oodbench.train.method_loop import (
-    Placement,
-    epoch_record,
-    optimisation_step,
-    require_clip,
-    run_epochs,
-)
+from oodbench.train.loop import Checkpoint, EpochTotals, Progress, StepResult, TrainLoop
 from oodbench.train.npos_synthesis import ClassQueues, draw, synthesize
 from oodbench.train.optim import OptimSettings
 from oodbench.train.result import TrainResult
@@ -183,7 +177,6 @@ def train_npos(
     steps = -(-place.rows.size // settings.batch_size)
     scheduler = settings.make_scheduler(opt, steps)
     queues = ClassQueues(n_classes, criterion.queue_size, dim, device=place.device)
-    scaler = torch.amp.GradScaler("cuda") if amp_dtype == torch.float16 else None
     trained = [*split.blocks[split.frozen :], split.visual.ln_post, phi]
 
     def method_state() -> dict[str, torch.Tensor]:
@@ -193,56 +186,60 @@ def train_npos(
         phi.load_state_dict({k[4:]: v for k, v in state.items() if k.startswith("phi.")})
         queues.load({k: v for k, v in state.items() if k.startswith("queue.")})
 
-    def run_epoch(epoch: int, advance: Callable[[int, float], None]) -> dict[str, Any]:
+    loop: TrainLoop[Any] = TrainLoop(
+        opt, scheduler, params, settings.epochs, device=place.device, amp=amp_dtype,
+        world=place.world, rank=place.rank, average_gradients=True,
+        checkpoint=Checkpoint(out_dir, config, clip_model.clip, resume=resume,
+                              state=method_state, load_state=load_method_state),
+        progress=Progress(f"train {model.spec} (npos)", int(place.rows.size), progress))
+
+    def begin(epoch: int) -> Any:
         global_batches, local = place.epoch_batches(epoch)
         for m in trained:
             m.train()
-        loss_sum, images, start = 0.0, 0, time.perf_counter()
-        for step, positions in enumerate(local):
-            tokens = torch.from_numpy(cache[positions]).to(place.device, torch.float32)
-            y = torch.from_numpy(labels[positions]).to(place.device)
-            with autocast(place.device, amp_dtype):
-                embedding = split.late(tokens).float()
-                own = torch.cat([clip_model.head(F.normalize(embedding, dim=-1)),
-                                 phi(embedding)], dim=1)
-            batch_logits = ddp.gather_with_grad(own.float())
-            batch_labels = ddp.gather_with_grad(y.float()).long()
-            was_full = queues.full
-            queues.push(ddp.gather_with_grad(embedding.detach()), batch_labels)
-            outlier_logits = None
-            if was_full and epoch >= criterion.start_epoch:
-                noise, picks = draw(n_classes, dim, samples=criterion.samples,
-                                    boundary=criterion.boundary,
-                                    generator=_step_generator(place.seed, epoch, step))
-                outliers = synthesize(queues.data, noise.to(place.device), picks,
-                                      k=criterion.k, boundary=criterion.boundary,
-                                      sigma=criterion.sigma, keep=criterion.keep)
-                with autocast(place.device, amp_dtype):
-                    outlier_logits = torch.cat(
-                        [clip_model.head(F.normalize(outliers, dim=-1)), phi(outliers)],
-                        dim=1).float()
-            value = criterion(batch_logits, batch_labels, outlier_logits)
-            optimisation_step(value, opt, params, scaler)
-            scheduler.step()
-            loss_sum += float(value.detach()) * len(batch_labels)
-            images += len(batch_labels)
-            advance(len(global_batches[step]), loss_sum / images)
-        return epoch_record(epoch, loss_sum, images, unreadable if place.rank == 0 else 0,
-                            time.perf_counter() - start, place.device)
+        return zip(local, [len(b) for b in global_batches])
+
+    def step(epoch: int, index: int, batch: Any) -> StepResult:
+        positions, global_size = batch
+        tokens = torch.from_numpy(cache[positions]).to(place.device, torch.float32)
+        y = torch.from_numpy(labels[positions]).to(place.device)
+        with loop.autocast():
+            embedding = split.late(tokens).float()
+            own = torch.cat([clip_model.head(F.normalize(embedding, dim=-1)),
+                             phi(embedding)], dim=1)
+        batch_logits = ddp.gather_with_grad(own.float())
+        batch_labels = ddp.gather_with_grad(y.float()).long()
+        was_full = queues.full
+        queues.push(ddp.gather_with_grad(embedding.detach()), batch_labels)
+        outlier_logits = None
+        if was_full and epoch >= criterion.start_epoch:
+            noise, picks = draw(n_classes, dim, samples=criterion.samples,
+                                boundary=criterion.boundary,
+                                generator=_step_generator(place.seed, epoch, index))
+            outliers = synthesize(queues.data, noise.to(place.device), picks,
+                                  k=criterion.k, boundary=criterion.boundary,
+                                  sigma=criterion.sigma, keep=criterion.keep)
+            with loop.autocast():
+                outlier_logits = torch.cat(
+                    [clip_model.head(F.normalize(outliers, dim=-1)), phi(outliers)],
+                    dim=1).float()
+        value = criterion(batch_logits, batch_labels, outlier_logits)
+        loop.step(value)
+        return StepResult(value.detach(), len(batch_labels), images=global_size)
+
+    def record(t: EpochTotals) -> dict[str, Any]:
+        return epoch_record(t.epoch, float(t.loss_sum), t.seen,
+                            unreadable if place.rank == 0 else 0, t.seconds, place.device)
 
     try:
-        history = run_epochs(
-            out=out_dir, config=config, net=clip_model.clip, opt=opt, scheduler=scheduler,
-            epochs=settings.epochs, images_per_epoch=int(place.rows.size),
-            description=f"train {model.spec} (npos)", place=place, resume=resume,
-            progress=progress, run_epoch=run_epoch, method_state=method_state,
-            load_method_state=load_method_state)
+        history = loop.run(begin, step, record)
     finally:
         for p in model.parameters():
             p.requires_grad_(True)
         model.eval()
     clip_model._digest = None  # the image tower changed
-    return TrainResult(model, out_dir, out_dir / ckpt.WEIGHTS, config, history)
+    return TrainResult(model, out_dir, out_dir / ckpt.WEIGHTS, config, history,
+                       loop.start_epoch)
 
 
 def _check_queues_fill(criterion: NPOS, labels: np.ndarray, n_classes: int, epochs: int,

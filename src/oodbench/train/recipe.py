@@ -13,7 +13,8 @@ What makes it fast, and what every loss shares:
   al.'s CIFAR ResNet (:mod:`oodbench.models.cifar_resnet`, ``network="resnet"``) or Page's
   ResNet-9, the network of the fast CIFAR-10 recipes (:mod:`oodbench.models.cifar_resnet9`,
   ``network="resnet9"``). Mixed precision by ``amp``: ``"auto"`` is bfloat16/float16
-  autocast on CUDA and float32 on the CPU; ``"bf16"`` is bfloat16 autocast on either (on a
+  autocast on CUDA (float16 with the grad scaler of the one training loop,
+  :mod:`oodbench.train.loop`, which runs every epoch) and float32 on the CPU; ``"bf16"`` is bfloat16 autocast on either (on a
   CPU with native bfloat16 dot products, AVX512-BF16 or AMX, 1.7 times the float32 images/s
   of the same network here). Evaluation (:func:`predict_logits`) is always float32.
 * **Optimiser and schedule**: SGD with momentum 0.9 and weight decay
@@ -58,8 +59,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -69,11 +69,10 @@ import torch
 
 from oodbench import losses
 from oodbench.errors import InvalidInputError, UnknownNameError
-from oodbench.extract.runtime import autocast, resolve_amp, resolve_device
-from oodbench.models.checkpoint import load_strict
+from oodbench.extract.runtime import resolve_amp, resolve_device
 from oodbench.models.cifar_resnet import CifarResNet
 from oodbench.models.cifar_resnet9 import CifarResNet9
-from oodbench.train import checkpoint as ckpt
+from oodbench.train.loop import Checkpoint, EpochTotals, StepResult, TrainLoop, batch_slices
 from oodbench.train.optim import RECIPE, OptimSettings, from_options
 from oodbench.train.tensor_images import CIFAR_MEAN, CIFAR_STD, TensorImages, augment, normalise
 
@@ -257,68 +256,59 @@ def train_recipe(
     settings = recipe.optim
     opt = settings.make_optimizer(model.parameters())
     scheduler = settings.make_scheduler(opt, -(-len(data) // settings.batch_size))
-    history: list[dict[str, Any]] = []
-    out_dir = Path(out) if out is not None else None
-    previous = ckpt.read_checkpoint(out_dir) if out_dir is not None else None
-    if previous is not None:
-        record, weights, opt_state = previous
-        if record["config"] != config:
-            raise InvalidInputError(
-                f"{out_dir} holds a run of another config; train into another out folder")
-        load_strict(model, weights, origin=repr(os.fspath(out_dir / ckpt.WEIGHTS)))  # type: ignore[operator]
-        opt.load_state_dict(opt_state)
-        scheduler.load_state_dict(record["scheduler"])
-        history = record["history"]
+    callbacks = [] if log is None else [lambda h: log(
+        f"  epoch {h['epoch']}/{recipe.epochs}: loss {h['loss']:.4f}, train acc "
+        f"{h['train_accuracy']:.3f}, {h['images_per_s']:.0f} images/s")]
+    loop: TrainLoop[torch.Tensor] = TrainLoop(
+        opt, scheduler, list(model.parameters()), recipe.epochs, device=dev, amp=amp_dtype,
+        checkpoint=None if out is None else Checkpoint(Path(out), config, model),
+        callbacks=callbacks)
+    loop.resume()  # the checkpoint's weights into the network before it moves
     model.to(dev)
     if recipe.channels_last:
         model.to(memory_format=torch.channels_last)  # type: ignore[call-arg]
-    opt.load_state_dict(opt.state_dict())  # optimiser state onto the parameters' device
     images, labels = data.images.to(dev), data.labels.to(dev)
-    for epoch in range(len(history), recipe.epochs):
-        history.append(_epoch(model, criterion, opt, scheduler, images, labels, recipe,
-                              _generator(seed, epoch), dev, amp_dtype, epoch))
-        if out_dir is not None:
-            ckpt.write_checkpoint(out_dir, model.state_dict(), opt.state_dict(), {
-                "config": config, "epochs_done": epoch + 1, "history": history,
-                "scheduler": scheduler.state_dict()})
-        if log is not None:
-            h = history[-1]
-            log(f"  epoch {h['epoch']}/{recipe.epochs}: loss {h['loss']:.4f}, train acc "
-                f"{h['train_accuracy']:.3f}, {h['images_per_s']:.0f} images/s")
+    correct = torch.zeros((), dtype=torch.int64, device=dev)
+    gens: dict[int, torch.Generator] = {}
+
+    def begin(epoch: int) -> Iterator[torch.Tensor]:
+        correct.zero_()
+        gens.clear()
+        gens[epoch], batches = _epoch(model, images, recipe, seed, dev, epoch)
+        return batches
+
+    def step(epoch: int, index: int, rows: torch.Tensor) -> StepResult:
+        nonlocal correct
+        x = augment(images[rows], gens[epoch], pad=recipe.pad, flip=recipe.flip,
+                    mean=recipe.mean, std=recipe.std)
+        y = labels[rows]
+        with loop.autocast():
+            logits = model(x)
+        value = criterion(logits.float(), y)
+        loop.step(value)
+        correct += (logits.detach().argmax(1) == y).sum()
+        return StepResult(value.detach(), len(y))
+
+    def record(t: EpochTotals) -> dict[str, Any]:
+        return {"epoch": t.epoch + 1, "loss": float(t.loss_sum) / t.seen,
+                "train_accuracy": int(correct) / t.seen, "images": t.seen,
+                "seconds": t.seconds, "cpu_seconds": t.cpu_seconds,
+                "images_per_s": t.seen / t.seconds, "lr_end": float(scheduler.get_last_lr()[0])}
+
+    history = loop.run(begin, step, record)
     model.load_state_dict(model.state_dict())  # forget the memoised digest of the old weights
     return RecipeResult(model.eval(), config, history)
 
 
-def _epoch(model, criterion, opt, scheduler, images, labels, recipe, gen, dev, amp_dtype,  # type: ignore[no-untyped-def]
-           epoch) -> dict[str, Any]:
-    """One pass over the images in this epoch's seeded order."""
+def _epoch(model: torch.nn.Module, images: torch.Tensor, recipe: Recipe, seed: int,
+           dev: torch.device, epoch: int) -> tuple[torch.Generator, Iterator[torch.Tensor]]:
+    """The start of epoch ``epoch``: the network in train mode; the epoch's generator (seeded
+    with ``(seed, epoch)``) and the batches of rows in the order it draws (it then draws each
+    batch's crops and flips)."""
     model.train()
+    gen = _generator(seed, epoch)
     order = torch.randperm(len(images), generator=gen).to(dev)
-    loss_sum = torch.zeros((), dtype=torch.float64, device=dev)
-    correct = torch.zeros((), dtype=torch.int64, device=dev)
-    start, cpu_start = time.perf_counter(), time.process_time()
-    for i in range(0, len(order), recipe.batch_size):
-        rows = order[i : i + recipe.batch_size]
-        x = augment(images[rows], gen, pad=recipe.pad, flip=recipe.flip, mean=recipe.mean,
-                    std=recipe.std)
-        y = labels[rows]
-        with autocast(dev, amp_dtype):
-            logits = model(x)
-        value = criterion(logits.float(), y)
-        opt.zero_grad(set_to_none=True)
-        value.backward()
-        opt.step()
-        scheduler.step()
-        loss_sum += value.detach().double() * len(y)
-        correct += (logits.detach().argmax(1) == y).sum()
-    if dev.type == "cuda":
-        torch.cuda.synchronize(dev)
-    seconds = time.perf_counter() - start
-    n = len(order)
-    return {"epoch": epoch + 1, "loss": float(loss_sum) / n, "train_accuracy": int(correct) / n,
-            "images": n, "seconds": seconds, "cpu_seconds": time.process_time() - cpu_start,
-            "images_per_s": n / seconds,
-            "lr_end": float(scheduler.get_last_lr()[0])}
+    return gen, batch_slices(order, recipe.batch_size)
 
 
 @torch.no_grad()

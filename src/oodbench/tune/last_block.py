@@ -19,7 +19,8 @@ Training (``train`` options: fields of :class:`~oodbench.train.optim.OptimSettin
 its preset :data:`~oodbench.train.optim.LAST_BLOCK`: ``epochs=10, batch_size=64, lr=0.01,
 weight_decay=5e-4, optimizer="sgd", schedule="cosine"``, oodbench's choices), seeded
 (row order and dropout by ``seed``); the trained parts are cached under the same directory,
-keyed by the inputs' digest, the kept classes, the options and the seed.
+keyed by the inputs' digest, the kept classes, the options and the seed. The training runs
+on the one loop of :mod:`oodbench.train.loop`.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from oodbench.atomic_files import atomic_path
 from oodbench.config import cache_dir
 from oodbench.errors import InvalidInputError
 from oodbench.extract.activations import Activations
+from oodbench.train.loop import StepResult, TrainLoop, batch_slices
 from oodbench.train.optim import LAST_BLOCK, from_options
 from oodbench.tune.kept_classes import images_of, reindex, without_classes
 
@@ -174,22 +176,22 @@ class LastBlockVariant:
         x, y = torch.from_numpy(np.asarray(inputs, dtype=np.float32)), torch.from_numpy(labels)
         opt = settings.make_optimizer(trainable)
         steps = -(-len(x) // settings.batch_size)
-        scheduler = settings.make_scheduler(opt, steps)
+        loop: TrainLoop[torch.Tensor] = TrainLoop(
+            opt, settings.make_scheduler(opt, steps), trainable, settings.epochs)
         generator = torch.Generator().manual_seed(seed)
         self.net.eval()
         for module in _blocks(self.net):
             module.train()
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            for _ in range(settings.epochs):
-                order = torch.randperm(len(x), generator=generator)
-                for step in range(steps):
-                    idx = order[step * settings.batch_size : (step + 1) * settings.batch_size]
-                    loss = torch.nn.functional.cross_entropy(self._forward(x[idx])[1], y[idx])
-                    opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                    opt.step()
-                    scheduler.step()
+
+        def step(epoch: int, index: int, idx: torch.Tensor) -> StepResult:
+            loss = torch.nn.functional.cross_entropy(self._forward(x[idx])[1], y[idx])
+            loop.step(loss)
+            return StepResult(loss.detach(), len(idx))
+
+        loop.run(lambda epoch: batch_slices(torch.randperm(len(x), generator=generator),
+                                            settings.batch_size),
+                 step, lambda t: {"epoch": t.epoch + 1, "loss": float(t.loss_sum) / t.seen},
+                 torch_seed=seed)  # dropout masks
 
     def apply(self, acts: Activations, inputs: np.ndarray) -> Activations:
         """``acts`` through the variant: its logits, features and head; labels re-indexed to
