@@ -58,3 +58,25 @@ def test_a_config_changing_the_schedule_or_optimiser_drops_the_recipes_option():
     assert adamw.nesterov is False and adamw.min_lr == 1e-6
     assert TrainSettings(loss="doe", nesterov=False).optim().nesterov is False
     assert TrainSettings(loss="doe", min_lr=1e-4).optim().min_lr == 1e-4
+
+
+def test_a_method_with_its_own_warm_up_keeps_the_settings_floor_and_milestones():
+    """CMA states its warm-up as a loss option; the rest of its schedule (the cosine's floor,
+    a step schedule's milestones) still comes from the settings: one scheduler for all."""
+    settings = OptimSettings(lr=0.1, epochs=4, min_lr=0.01)
+    opt = settings.make_optimizer(torch.nn.Linear(2, 2).parameters())
+    scheduler = settings.make_scheduler(opt, steps_per_epoch=5, warmup=3)
+    factors = [scheduler.lr_lambdas[0](s) for s in range(20)]
+    floor = settings.min_lr / settings.lr  # the share the cosine ends at
+    assert factors == [lr_factor(s, 20, 3, "cosine", floor=floor) for s in range(20)]
+    assert factors[:3] == [1 / 3, 2 / 3, 1.0] and factors[-1] > 0.1
+
+
+def test_every_training_entry_point_builds_its_schedule_through_the_settings():
+    """No module but optim.py makes a LambdaLR: a method building its own would drop
+    ``min_lr`` and the step schedule's milestones without a word."""
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[2] / "src" / "oodbench"
+    makers = sorted(str(p.relative_to(src)) for p in src.rglob("*.py") if "LambdaLR(" in p.read_text())
+    assert makers == ["train/optim.py"]

@@ -42,7 +42,7 @@ from oodbench.train import ddp, method_defaults
 from oodbench.train.clip_common import Placement, epoch_record, require_clip
 from oodbench.train.labels import select_classes
 from oodbench.train.loop import Checkpoint, EpochTotals, Progress, StepResult, TrainLoop
-from oodbench.train.optim import OptimSettings, lr_factor
+from oodbench.train.optim import OptimSettings
 from oodbench.train.result import TrainResult
 
 
@@ -72,9 +72,9 @@ def train_cma(
         p.requires_grad_(True)
     opt = settings.make_optimizer(params)
     steps = -(-rows.size // settings.batch_size)
-    total, warmup = settings.epochs * steps, criterion.warmup_steps
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda step: lr_factor(step, total, warmup, settings.schedule))
+    # the warm-up is the loss's (CMA's option); schedule, milestones and cosine floor are the
+    # settings' (one scheduler for every method: none of them is dropped here)
+    scheduler = settings.make_scheduler(opt, steps, warmup=criterion.warmup_steps)
     tokens = clip_model.tokenizer(
         [criterion.train_prompt.format(name) for name in clip_model.class_names]).to(place.device)
     labels = np.asarray(source.labels, dtype=np.int64)

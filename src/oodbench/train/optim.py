@@ -178,10 +178,12 @@ class OptimSettings:
         return torch.optim.AdamW(params, lr=self.lr, weight_decay=self.weight_decay)
 
     def make_scheduler(
-        self, optimizer: torch.optim.Optimizer, steps_per_epoch: int
+        self, optimizer: torch.optim.Optimizer, steps_per_epoch: int, warmup: int | None = None
     ) -> torch.optim.lr_scheduler.LambdaLR:
+        """The per-step schedule of the module docstring; ``warmup``: W in optimisation steps
+        when the method states it itself (CMA's loss option), else from these settings."""
         total = self.epochs * steps_per_epoch
-        warmup = self.warmup_steps(steps_per_epoch)
+        warmup = self.warmup_steps(steps_per_epoch) if warmup is None else warmup
         boundaries = tuple(m * steps_per_epoch for m in self.milestones)
         floor = self.min_lr / self.lr
         return torch.optim.lr_scheduler.LambdaLR(
