@@ -20,9 +20,9 @@ from oodbench.data.spec import SourceSpec
 from oodbench.results import wide
 from oodbench.results.table import ResultsTable
 from oodbench.schema import Schema
-from oodbench.tune import PROTOCOLS
-from oodbench.tune.protocol import Objective, TuningProtocol
-from oodbench.tune.protocol import register as register_protocol
+from oodbench.tuning import PROTOCOLS
+from oodbench.tuning.protocol import Objective, TuningProtocol
+from oodbench.tuning.protocol import register as register_protocol
 from tests.run.tiny import write_tiny_experiment
 
 

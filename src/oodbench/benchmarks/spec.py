@@ -43,6 +43,7 @@ from oodbench.benchmarks.standard import (
     Data,
     OodSetsBenchmark,
 )
+from oodbench.benchmarks.kinds import named_benchmarks
 from oodbench.data import catalog
 from oodbench.data.source import Source
 from oodbench.errors import (
@@ -190,7 +191,7 @@ def builtin(name: str) -> BenchmarkFile:
     """The built-in benchmark file ``name`` (``UnknownNameError`` with the closest names)."""
     paths = builtin_paths()
     if name not in paths:
-        raise UnknownNameError("benchmark", name, [*paths, "cood"])
+        raise UnknownNameError("benchmark", name, named_benchmarks())
     spec = read_file(paths[name])
     if spec.name != name:
         raise InvalidInputError(f"{paths[name]} is named {spec.name!r}; the file stem must match")

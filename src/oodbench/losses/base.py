@@ -127,7 +127,8 @@ class Loss(nn.Module):
 
 
 # -- registry -------------------------------------------------------------------------------
-_REGISTRY: Registry[Loss] = Registry("loss")
+_REGISTRY: Registry[type[Loss]] = Registry(
+    "loss", builtins="oodbench.losses")
 L = TypeVar("L", bound=type[Loss])
 
 
