@@ -168,7 +168,7 @@ def needs_of(entry: Any) -> list[str]:
         if value is not _MISSING and not callable(value):
             if isinstance(value, bool):
                 return [attribute] if value else []
-            return sorted(str(v) for v in value)
+            return sorted(str(v) for v in value) if isinstance(value, Iterable) else [str(value)]
     return []
 
 

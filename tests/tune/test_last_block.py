@@ -9,8 +9,8 @@ import torch
 
 import oodbench
 from oodbench.train.parts import trainable_modules
-from oodbench.tuning.protocols.held_out import through, without_classes
 from oodbench.tuning.last_block import LastBlockVariant, block_inputs
+from oodbench.tuning.protocols.held_out import through, without_classes
 from tests.tune.test_held_out import digits  # noqa: F401 - the shared fixture
 
 LAST = {"epochs": 2, "batch_size": 32, "lr": 0.05}

@@ -22,8 +22,8 @@ from oodbench.schema import parse
 from oodbench.tuning import Range
 from oodbench.tuning.protocols.held_out import Variant
 from oodbench.tuning.protocols.paper_protocol import tuning_sets as paper_sets
-from oodbench.tuning.spec import TuneSpec
 from oodbench.tuning.protocols.synthetic import Synthetic, id_pixels, normalisation, set_images
+from oodbench.tuning.spec import TuneSpec
 
 
 def _pixels(model, id_val, config):

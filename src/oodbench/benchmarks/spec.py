@@ -35,6 +35,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, StrictInt, StrictStr, field_validator, model_validator
 
+from oodbench.benchmarks.kinds import named_benchmarks
 from oodbench.benchmarks.standard import (
     AGGREGATES,
     AGGREGATIONS,
@@ -43,7 +44,6 @@ from oodbench.benchmarks.standard import (
     Data,
     OodSetsBenchmark,
 )
-from oodbench.benchmarks.kinds import named_benchmarks
 from oodbench.data import catalog
 from oodbench.data.source import Source
 from oodbench.errors import (

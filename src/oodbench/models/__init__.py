@@ -12,7 +12,12 @@ adapter and no torch; the names below are imported from their modules on first u
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from oodbench.models.classifier import CAPTURABLE, Classifier
+    from oodbench.models.registry import FAMILIES, ModelFamily, describe_specs, load
+    from oodbench.models.wrapping import wrap
 
 #: name -> the module that defines it (imported on first use)
 _LAZY = {
@@ -22,7 +27,7 @@ _LAZY = {
     "ModelFamily": "oodbench.models.registry",
     "describe_specs": "oodbench.models.registry",
     "load": "oodbench.models.registry",
-    "wrap": "oodbench.models.wrap",
+    "wrap": "oodbench.models.wrapping",
 }
 
 __all__ = ["CAPTURABLE", "FAMILIES", "Classifier", "ModelFamily", "describe_specs", "load", "wrap"]

@@ -72,7 +72,14 @@ Optuna's seeded, resumable TPE or Gaussian-process sampler (:mod:`oodbench.tunin
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from oodbench.tuning.api import NAMED_GRIDS, named_grid, tune
+    from oodbench.tuning.criteria import ID_CRITERIA, OOD_CRITERIA
+    from oodbench.tuning.protocol import PROTOCOLS, TuningProtocol, register
+    from oodbench.tuning.result import TuneResult
+    from oodbench.tuning.space import Range
 
 #: name -> the module that defines it (imported on first use)
 _LAZY = {
@@ -88,7 +95,8 @@ _LAZY = {
     "Range": "oodbench.tuning.space",
 }
 
-__all__ = sorted(_LAZY)
+__all__ = ["ID_CRITERIA", "NAMED_GRIDS", "OOD_CRITERIA", "PROTOCOLS", "Range", "TuneResult",
+           "TuningProtocol", "named_grid", "register", "tune"]
 
 
 def __getattr__(name: str) -> Any:

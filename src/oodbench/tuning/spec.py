@@ -26,8 +26,8 @@ from pydantic import (
 
 from oodbench.data.spec import OodSourceSpec, SourceSpec
 from oodbench.errors import OodbenchError, UnknownNameError
-from oodbench.schema import Schema
 from oodbench.registry import Registry
+from oodbench.schema import Schema
 
 if TYPE_CHECKING:
     from oodbench.tuning.protocol import TuningProtocol

@@ -87,6 +87,7 @@ from oodbench.errors import InvalidInputError, UnknownNameError
 from oodbench.extract.activations import Activations
 from oodbench.schema import Schema
 from oodbench.tuning.criteria import resolve_criterion
+from oodbench.tuning.protocol import Builder, TuningData, TuningProtocol, register
 from oodbench.tuning.protocols.held_out import (
     HeldOutClasses,
     HeldOutProtocol,
@@ -95,7 +96,6 @@ from oodbench.tuning.protocols.held_out import (
     check_train_options,
     fit_classes,
 )
-from oodbench.tuning.protocol import Builder, TuningData, TuningProtocol, register
 from oodbench.tuning.result import TuneResult, best_row
 from oodbench.tuning.space import Dimension, grid_points
 

@@ -67,10 +67,10 @@ from oodbench.errors import InvalidInputError
 from oodbench.extract.activations import Activations
 from oodbench.schema import Schema
 from oodbench.tuning.criteria import resolve_criterion
-from oodbench.tuning.protocols.held_out import HeldOutProtocol
 from oodbench.tuning.kept_classes import images_of
-from oodbench.tuning.protocols.paper_protocol import check_disjoint, pool_half, staged_search
 from oodbench.tuning.protocol import Builder, TuningData, TuningProtocol, register
+from oodbench.tuning.protocols.held_out import HeldOutProtocol
+from oodbench.tuning.protocols.paper_protocol import check_disjoint, pool_half, staged_search
 from oodbench.tuning.result import TuneResult, best_row
 from oodbench.tuning.space import Dimension, grid_points
 
