@@ -6,7 +6,7 @@
     table = bench.run(model, [create("msp"), create("energy")])
 
     benchmarks.get("cood", id_test=..., ood_pool=...)      # oodbench.benchmarks.cood
-    benchmarks.from_toml("my_benchmark.toml")              # a custom benchmark (see .spec)
+    benchmarks.from_toml("my_benchmark.toml")              # a custom benchmark (see .files)
 
 The standard benchmarks are data (``benchmarks/specs/*.toml``): which image lists or folders
 form the ID test set and each OOD group, which metrics to headline, how to aggregate. Every
@@ -30,7 +30,7 @@ from oodbench.errors import UnknownNameError
 
 if TYPE_CHECKING:
     from oodbench.benchmarks.base import Benchmark
-    from oodbench.benchmarks.spec import BenchmarkFile
+    from oodbench.benchmarks.files import BenchmarkFile
     from oodbench.benchmarks.standard import OodSetsBenchmark
 
 __all__ = [
@@ -50,7 +50,7 @@ __all__ = [
 #: names exported from the modules that define them, imported on first use
 _LAZY = {
     "Benchmark": "oodbench.benchmarks.base",
-    "BenchmarkFile": "oodbench.benchmarks.spec",
+    "BenchmarkFile": "oodbench.benchmarks.files",
     "OodSetsBenchmark": "oodbench.benchmarks.standard",
 }
 
@@ -69,7 +69,7 @@ def available() -> dict[str, str]:
 
 def spec(name: str) -> BenchmarkFile:
     """The validated benchmark file of a built-in standard benchmark (no data needed)."""
-    from oodbench.benchmarks.spec import builtin
+    from oodbench.benchmarks.files import builtin
 
     return builtin(name)
 
@@ -79,7 +79,7 @@ def get(name: str, **options: Any) -> Benchmark:
 
     ``"cood"``: ``options`` go to :class:`oodbench.benchmarks.cood.CoodBenchmark`.
     A standard benchmark: ``root`` (its data folder) and/or ``paths`` (per set: a folder, a
-    Source or Activations); see :func:`oodbench.benchmarks.spec.build`.
+    Source or Activations); see :func:`oodbench.benchmarks.files.build`.
     Unknown names raise ``UnknownNameError`` with the closest names.
     """
     owners = named_benchmarks()
@@ -90,7 +90,7 @@ def get(name: str, **options: Any) -> Benchmark:
 
 def from_spec(spec: BenchmarkFile | Mapping[str, Any], **options: Any) -> OodSetsBenchmark:
     """A benchmark from a benchmark file's dict (as read from TOML) or a :class:`BenchmarkFile`."""
-    from oodbench.benchmarks.spec import BenchmarkFile, build_with_options, parse_spec
+    from oodbench.benchmarks.files import BenchmarkFile, build_with_options, parse_spec
 
     parsed = spec if isinstance(spec, BenchmarkFile) else parse_spec(spec)
     return build_with_options(parsed, options, base_dir=None)
@@ -102,7 +102,7 @@ def from_toml(path: str | os.PathLike[str], **options: Any) -> OodSetsBenchmark:
     Without a ``root`` (in the file or in ``options``) the spec's paths are relative to the
     folder of the TOML file.
     """
-    from oodbench.benchmarks.spec import build_with_options, read_file
+    from oodbench.benchmarks.files import build_with_options, read_file
 
     path = Path(path).expanduser()
     parsed = read_file(path)

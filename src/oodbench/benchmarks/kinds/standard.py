@@ -76,15 +76,15 @@ class StandardKind(BenchmarkKind):
 
     @classmethod
     def named(cls) -> dict[str, str]:
-        from oodbench.benchmarks.spec import builtin, builtin_paths
+        from oodbench.benchmarks.files import builtin, builtin_paths
 
         return {name: builtin(name).description for name in builtin_paths()}
 
     @classmethod
     def get(cls, name: str, **options: Any) -> Benchmark:
         """A standard benchmark: ``root`` (its data folder) and/or ``paths`` (per set: a folder,
-        a Source or Activations); see :func:`oodbench.benchmarks.spec.build`."""
-        from oodbench.benchmarks.spec import build_with_options, builtin
+        a Source or Activations); see :func:`oodbench.benchmarks.files.build`."""
+        from oodbench.benchmarks.files import build_with_options, builtin
 
         return build_with_options(builtin(name), options, base_dir=None)
 
