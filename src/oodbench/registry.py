@@ -148,16 +148,18 @@ def summary(entry: Any) -> str:
 
 def settings_of(entry: Any) -> list[str]:
     """The names of an entry's settings: the fields of its ``settings`` schema (a pydantic
-    model or a dataclass), or of the entry itself when it is a dataclass of its settings."""
+    model), or the names it lists there, or a benchmark kind's table schema (``entry``); none
+    otherwise (a detector's hyper-parameters and a loss's options have listings of their own:
+    ``oodbench list detectors`` / ``losses``)."""
     schema = getattr(entry, "settings", None)
-    if schema is None:
-        schema = getattr(entry, "entry", None)  # a benchmark kind: its table's schema
+    if isinstance(schema, (tuple, list)):
+        return [str(k) for k in schema]
+    skip: set[str] = set()
+    if schema is None and hasattr(entry, "entry"):  # a benchmark kind: its table's schema
+        schema, skip = entry.entry, {"type"}  # (the type is the kind's name)
     fields = getattr(schema, "model_fields", None)
     if fields is not None:
-        return [str(k) for k in fields]
-    declared = getattr(schema if schema is not None else entry, "__dataclass_fields__", None)
-    if declared is not None:
-        return [k for k, f in declared.items() if getattr(f, "init", True) and k != "name"]
+        return [str(k) for k in fields if k not in skip]
     return []
 
 
