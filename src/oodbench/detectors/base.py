@@ -303,6 +303,8 @@ class Detector(ABC):
 _REGISTRY: Registry[type[Detector]] = Registry(
     "detector", declares=("requires", INPUTS), undeclared=undeclared,
     builtins="oodbench.detectors")
+#: every detector, by name (the registry; ``register`` adds to it)
+DETECTORS = _REGISTRY
 #: class decorator: add a detector to the registry under ``cls.name``
 register = _REGISTRY.register
 

@@ -129,6 +129,8 @@ class Loss(nn.Module):
 # -- registry -------------------------------------------------------------------------------
 _REGISTRY: Registry[type[Loss]] = Registry(
     "loss", builtins="oodbench.losses")
+#: every loss, by name (the registry; ``register`` adds to it)
+LOSSES = _REGISTRY
 L = TypeVar("L", bound=type[Loss])
 
 
