@@ -13,7 +13,7 @@ paper's Table 3).
 
 Definitions, spaces and search: VRA+ as App. A defines it (``vra_plus.py``), PLF in oodbench's
 reading of App. A (``oodbench/detectors/plf.py``: PLF's own source, arXiv 2506.14194, could not
-be read), App. A's search spaces (``grid="paper"``, ``oodbench/tune/spaces.toml``), Bayesian
+be read), App. A's search spaces (``grid="paper"``, ``oodbench/tuning/spaces.toml``), Bayesian
 optimisation with a Gaussian-process surrogate (Optuna's GPSampler), criterion AUROC, for both
 (a) and (b), so that only the protocol differs.
 
@@ -21,7 +21,7 @@ Data (``../shared/data``): the 1,300 ImageNet validation images are ID and 300 C
 images (``PER_CIFAR_CLASS`` = 30 per class, seeded; fewer than the 100 of the earlier study, to
 fit the machine) are OOD; one forward pass each (``oodbench.extract``, cached).
 The ID images are halved (``real_detectors.split_halves``): the test half only evaluates; the
-tuning half is split by class into ``fit`` and ``id_val`` (``oodbench.tune.split``). CIFAR
+tuning half is split by class into ``fit`` and ``id_val`` (``oodbench.tuning.split``). CIFAR
 classes are ranked by the model's mean max-softmax on them: the four most confident are "near",
 the four least "far", the two middle ones the OOD validation set of (a). Near / far AUROC: the
 ID test half against the pooled images of the group, with DeLong's 95 % interval (logit).
@@ -61,9 +61,9 @@ from oodbench.data.imagenet_val import ImageNetVal
 from oodbench.detectors import Detector, create
 from oodbench.extract import extract
 from oodbench.extract.activations import Activations
-from oodbench.tune import Range, TuneResult, tune
-from oodbench.tune.paper_space import paper_space
-from oodbench.tune.split import split_by_class
+from oodbench.tuning import Range, TuneResult, tune
+from oodbench.tuning.paper_space import paper_space
+from oodbench.tuning.split import split_by_class
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from real_detectors import split_halves  # noqa: E402 - the sibling study's split

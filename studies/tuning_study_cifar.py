@@ -72,8 +72,8 @@ from oodbench.extract import extract
 from oodbench.extract.activations import Activations
 from oodbench.train.recipe import RECIPES, run_key, train_recipe
 from oodbench.train.tensor_images import TensorImages, eval_transform
-from oodbench.tune import tune
-from oodbench.tune.held_out import HeldOutClasses, VariantFactory
+from oodbench.tuning import tune
+from oodbench.tuning.protocols.held_out import HeldOutClasses, VariantFactory
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from loss_table import ID, SHARED, load_data  # noqa: E402 - the loss study's data

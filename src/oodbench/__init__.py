@@ -9,14 +9,33 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
 from oodbench.errors import OodbenchError
+
+if TYPE_CHECKING:
+    from oodbench.extract.activations import Activations
+    from oodbench.tuning.result import TuneResult
 
 __all__ = ["OodbenchError", "__version__", "run_experiment", "tune"]
 
 
-def __getattr__(name: str):  # lazy: importing oodbench stays cheap
-    """``oodbench.run_experiment(path)``; ``oodbench.run`` and ``oodbench.tune`` are the packages
-    (``oodbench.tune`` is still callable: ``oodbench.tune(detector, grid, ...)``)."""
+def tune(detector_or_name: Any, grid: Mapping[str, Sequence[Any]] | str, id_val: Activations,
+         ood_val: Activations | None = None, **kwargs: Any) -> TuneResult:
+    """Pick a detector's hyper-parameters: :func:`oodbench.tuning.api.tune` (see
+    :mod:`oodbench.tuning`), loaded on the first call.
+
+        oodbench.tune("react", {"percentile": [85, 90, 95, 99]}, id_val, ood_val, fit=train)
+    """
+    from oodbench.tuning.api import tune as search
+
+    return search(detector_or_name, grid, id_val, ood_val, **kwargs)
+
+
+def __getattr__(name: str) -> Any:  # lazy: importing oodbench stays cheap
+    """``oodbench.run_experiment(path)`` (:func:`oodbench.run.run_experiment`) and the package
+    ``oodbench.run``, loaded on first use."""
     if name == "run_experiment":
         from oodbench.run import run_experiment
 
@@ -25,8 +44,4 @@ def __getattr__(name: str):  # lazy: importing oodbench stays cheap
         import importlib
 
         return importlib.import_module("oodbench.run")
-    if name == "tune":  # the callable ``oodbench.tune`` module: oodbench.tune(detector, grid, ...)
-        import importlib
-
-        return importlib.import_module("oodbench.tune")
     raise AttributeError(f"module 'oodbench' has no attribute {name!r}")

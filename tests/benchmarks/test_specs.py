@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 
 from oodbench import benchmarks
-from oodbench.benchmarks.spec import builtin_paths, parse_spec
+from oodbench.benchmarks.files import builtin_paths, parse_spec
 from oodbench.benchmarks.standard import OodSetsBenchmark
 from oodbench.data import ImageFolder, ImageList, catalog
 from oodbench.data.imagenet import imagenet1k_wnids

@@ -18,7 +18,7 @@ from oodbench.constraints import Flag, Interval, Options, undeclared
 from oodbench.detectors._doc_table import markdown
 from oodbench.detectors.base import _REGISTRY, Detector, declared_hyperparameters, register
 from oodbench.errors import InvalidInputError
-from oodbench.tune.space import Range, check_bounds
+from oodbench.tuning.space import Range, check_bounds
 from tests.conftest import REPO
 
 #: the uniform message of a bad value: detector, hyper-parameter, valid values, value

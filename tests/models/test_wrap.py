@@ -77,7 +77,7 @@ def test_bad_layer_names_and_token_maps() -> None:
         wrap(net, feature_layer="layer5", head_layer="fc")
     with pytest.raises(UnknownNameError):
         wrap(net, feature_layer="layer4", head_layer="")
-    from oodbench.models.wrap import global_average_pool
+    from oodbench.models.wrapping import global_average_pool
 
     with pytest.raises(InvalidInputError, match="pool="):
         global_average_pool(torch.zeros(2, 5, 8))

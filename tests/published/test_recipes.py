@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from oodbench import published
-from oodbench.benchmarks.spec import builtin_paths
+from oodbench.benchmarks.files import builtin_paths
 from oodbench.detectors import available, preset_for
 from oodbench.errors import ConfigError
 from oodbench.published.recipes import (

@@ -1,9 +1,12 @@
 """A new benchmark kind and a new tuning protocol, each registered from this file alone, run end
-to end through an experiment file (``oodbench run``): no other module knows their names."""
+to end through an experiment file (``oodbench run``): no other module knows their names. And a
+toy of every kind of registry entry (every word of ``oodbench list``), each one entry added from
+this file, found by name and shown by ``oodbench list``."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -15,14 +18,24 @@ from oodbench.benchmarks import KINDS
 from oodbench.benchmarks.base import Benchmark
 from oodbench.benchmarks.kinds import BenchmarkEntry, BenchmarkKind, KindInputs, register
 from oodbench.benchmarks.standard import OodSetsBenchmark
+from oodbench.cli import listing
 from oodbench.cli.main import main
+from oodbench.data import catalog
+from oodbench.data.catalog import LAYOUTS, DatasetInfo
 from oodbench.data.spec import SourceSpec
+from oodbench.detectors.base import DETECTORS, Detector
+from oodbench.extract.activations import Activations
+from oodbench.losses.base import LOSSES, Loss
+from oodbench.models.registry import FAMILIES, ModelFamily
+from oodbench.published.catalogue import LOADERS, TableLoader
+from oodbench.registry import Registry
 from oodbench.results import wide
 from oodbench.results.table import ResultsTable
 from oodbench.schema import Schema
-from oodbench.tune import PROTOCOLS
-from oodbench.tune.protocol import Objective, TuningProtocol
-from oodbench.tune.protocol import register as register_protocol
+from oodbench.train.method_registry import METHODS, TrainingMethod
+from oodbench.tuning import PROTOCOLS
+from oodbench.tuning.protocol import Objective, TuningProtocol
+from oodbench.tuning.protocol import register as register_protocol
 from tests.run.tiny import write_tiny_experiment
 
 
@@ -126,3 +139,83 @@ def test_their_schemas_check_the_file(tmp_path, registered):
     toml.write_text(toml.read_text().replace('ood = { folder = "data/noise" }', "oods = 1"))
     with pytest.raises(ExperimentError, match=r"\[\[benchmarks\]\] #3: unknown key 'oods'"):
         load_experiment(toml)
+
+
+# -- a toy of every kind, each registered from this file, shown by ``oodbench list`` ----------
+@dataclass
+class ToyDetector(Detector):
+    """A toy: the top logit."""
+
+    name = "toy_detector"
+    requires = frozenset({"logits"})
+
+    def _score(self, acts: Activations) -> np.ndarray:
+        return np.asarray(acts.logits).max(axis=1)
+
+
+class ToyLoss(Loss):
+    """A toy: the mean logit."""
+
+    name = "toy_loss"
+
+    def _loss(self, logits, labels, outlier_logits):  # type: ignore[no-untyped-def]
+        return logits.mean()
+
+
+def toy_loader(name: str, *, pretrained: bool = True, weights: Any = None) -> Any:
+    raise AssertionError("listing a family loads nothing")
+
+
+TOY_DATASET = DatasetInfo(name="toy_dataset", title="A toy: nothing to download",
+                          layout=LAYOUTS[0])
+
+class ToyBenchmarks(OneSet):
+    """A toy kind that names a benchmark of its own (``oodbench.benchmarks.get``)."""
+
+    name = "toy_kind"
+
+    @classmethod
+    def named(cls) -> dict[str, str]:
+        return {"toy_benchmark": "a toy"}
+
+
+#: ``oodbench list`` word -> (the registry, a toy entry, what the listing shows of it); every
+#: word has one
+TOYS: dict[str, tuple[Registry[Any] | None, Any, str]] = {
+    "detectors": (DETECTORS, ToyDetector, "toy_detector"),
+    "losses": (LOSSES, ToyLoss, "toy_loss"),
+    "models": (FAMILIES, ModelFamily(f"{__name__}:toy_loader", "toy_family:<name>", "a toy"),
+               "toy_family:<name>"),
+    "benchmarks": (KINDS, ToyBenchmarks, "toy_benchmark"),
+    "benchmark-types": (KINDS, OneSet, "one_set"),
+    "protocols": (PROTOCOLS, ClosestToTarget, "closest_to_target"),
+    "methods": (METHODS, TrainingMethod("toy_method", "a toy", f"{__name__}:ToyLoss"),
+                "toy_method"),
+    "datasets": (None, TOY_DATASET, "toy_dataset"),  # data: an entry of the catalogue file
+    "table-loaders": (LOADERS, TableLoader("toy_table_loader", "a toy", lambda info: None),
+                      "toy_table_loader"),
+}
+
+
+def test_every_word_of_oodbench_list_has_a_toy_here():
+    assert set(TOYS) == set(listing.KINDS)
+
+
+@pytest.mark.parametrize("what", list(TOYS))
+def test_a_toy_of_every_kind_is_one_entry_and_oodbench_list_shows_it(what, monkeypatch):
+    found, toy, shown = TOYS[what]
+    if found is None:  # the dataset catalogue is data: the toy is one more entry of its file
+        before = len(catalog.datasets())
+        entries = {**catalog._builtin(), toy.name: toy}
+        monkeypatch.setattr(catalog, "_builtin", lambda: entries)
+        found = catalog.datasets()
+    else:
+        before = len(found)  # (reading it loads the built-in entries)
+        found.add(toy)  # the registry's own checks: name, declared needs
+    try:
+        assert found.lookup(toy.name) is toy and len(found) == before + 1
+        result = CliRunner().invoke(main, ["list", what], terminal_width=200)
+        assert result.exit_code == 0, result.output
+        assert shown in result.output.split()
+    finally:
+        del found[toy.name]

@@ -120,7 +120,7 @@ def test_tiny_experiment_with_tuned_detectors(tmp_path, monkeypatch):
     from oodbench.data import ImageFolder
     from oodbench.extract import extract
     from oodbench.models.small_cnn import SmallCNN
-    from oodbench.tune.split import split_by_class
+    from oodbench.tuning.split import split_by_class
 
     model = SmallCNN(num_classes=3, seed=0)
     capture = make_plan(exp).models[0].capture
@@ -172,7 +172,7 @@ def test_tuning_uses_the_id_val_set_when_given(tmp_path, monkeypatch):
 
 
 def _fit_split(fit):
-    from oodbench.tune.split import split_by_class
+    from oodbench.tuning.split import split_by_class
 
     fit_rows, val_rows = split_by_class(fit.labels, 0)
     return fit.subset(val_rows), fit.subset(fit_rows)

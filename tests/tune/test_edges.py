@@ -1,5 +1,5 @@
 """A tuned value at the edge of its search grid or box warns, naming the parameter, the value and
-the bound (oodbench.tune.edges); an interior value, a two-value list and a non-numeric list
+the bound (oodbench.tuning.edges); an interior value, a two-value list and a non-numeric list
 do not."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 
 import oodbench
 from oodbench.extract.activations import Activations
-from oodbench.tune.edges import EDGE_FRACTION, EdgeOfSpaceWarning, edge_hits
-from oodbench.tune.space import Range
+from oodbench.tuning.edges import EDGE_FRACTION, EdgeOfSpaceWarning, edge_hits
+from oodbench.tuning.space import Range
 
 
 @pytest.mark.parametrize(("space", "best", "expected"), [

@@ -19,8 +19,8 @@ from oodbench.detectors import create
 from oodbench.errors import InvalidInputError
 from oodbench.train import optim, train_head
 from oodbench.train.optim import FINETUNE, from_options
-from oodbench.tune import Range
-from oodbench.tune.held_out import HeldOutClasses, VariantFactory
+from oodbench.tuning import Range
+from oodbench.tuning.protocols.held_out import HeldOutClasses, VariantFactory
 from tests.detectors.conftest import make_activations
 
 HEAD = {"epochs": 3, "lr": 0.05}

@@ -9,8 +9,8 @@ import torch
 
 import oodbench
 from oodbench.train.parts import trainable_modules
-from oodbench.tune.held_out import through, without_classes
-from oodbench.tune.last_block import LastBlockVariant, block_inputs
+from oodbench.tuning.last_block import LastBlockVariant, block_inputs
+from oodbench.tuning.protocols.held_out import through, without_classes
 from tests.tune.test_held_out import digits  # noqa: F401 - the shared fixture
 
 LAST = {"epochs": 2, "batch_size": 32, "lr": 0.05}
@@ -114,19 +114,19 @@ def test_same_seed_same_phi_and_m_star_with_variants_trained_afresh(digits, tmp_
     ({"percentile": [90.0]}, {"m_grid": [0]}, r"M=0, but M must be an integer in \[1, 8\]"),
     ({"percentile": [90.0]}, {"n_tuning_sets": 0}, r"n_tuning_sets \(S\) must be an integer >= 1"),
     ({"tau": [1.0]}, {}, "detector 'react' has no hyper-parameter tau"),
-    ({"percentile": oodbench.tune.Range(50.0, 101.0)}, {}, r"bound 101.0 is outside"),
+    ({"percentile": oodbench.tuning.Range(50.0, 101.0)}, {}, r"bound 101.0 is outside"),
 ])
 def test_bad_input_fails_before_the_block_pass(digits, monkeypatch, space, settings, message):  # noqa: F811
     """retrain="last_block": the errors come before the image pass for the block inputs and
     before any variant is trained."""
-    import oodbench.tune.last_block as last_block
+    import oodbench.tuning.last_block as last_block
 
     model, fit, val = digits
     monkeypatch.setattr(last_block, "block_inputs", lambda *a, **k: pytest.fail("image pass first"))
     monkeypatch.setattr(LastBlockVariant, "_train", lambda *a: pytest.fail("trained first"))
     held_out = {"m_grid": [3], "n_variants": 2, "n_tuning_sets": 2, "retrain": "last_block",
                 "train": LAST, **settings}
-    search = "gp" if any(isinstance(v, oodbench.tune.Range) for v in space.values()) else "grid"
+    search = "gp" if any(isinstance(v, oodbench.tuning.Range) for v in space.values()) else "grid"
     with pytest.raises(oodbench.errors.InvalidInputError, match=message) as err:
         oodbench.tune("react", space, val, None, fit=fit, model=model, protocol="held_out_paper",
                       held_out=held_out, search=search, n_trials=3)

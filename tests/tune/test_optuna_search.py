@@ -17,7 +17,7 @@ import oodbench
 from oodbench import metrics
 from oodbench.detectors import create
 from oodbench.errors import InvalidInputError, MissingDependencyError
-from oodbench.tune import Range
+from oodbench.tuning import Range
 from tests.tune.test_tune import data  # noqa: F401 - the shared fixture
 
 

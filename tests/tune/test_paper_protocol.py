@@ -19,8 +19,8 @@ from oodbench import metrics
 from oodbench.detectors import create
 from oodbench.errors import InvalidInputError
 from oodbench.train import train_head
-from oodbench.tune import Range
-from oodbench.tune.paper_protocol import paper_defaults
+from oodbench.tuning import Range
+from oodbench.tuning.protocols.paper_protocol import paper_defaults
 from tests.tune.test_held_out import HEAD, HEAD_OPTIM, fit_val  # noqa: F401 - the shared fixture
 
 

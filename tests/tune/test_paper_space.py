@@ -10,8 +10,8 @@ import pytest
 import oodbench
 from oodbench.detectors import detector_class
 from oodbench.errors import ConfigError, InvalidInputError
-from oodbench.tune import Range
-from oodbench.tune.paper_space import paper_detectors, paper_source, paper_space, parse_spaces
+from oodbench.tuning import Range
+from oodbench.tuning.paper_space import paper_detectors, paper_source, paper_space, parse_spaces
 from tests.tune.test_tune import data  # noqa: F401 - the shared fixture
 
 

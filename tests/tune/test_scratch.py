@@ -16,8 +16,8 @@ import pytest
 import oodbench
 import oodbench.train.recipe as recipe_module
 from oodbench.errors import InvalidInputError
-from oodbench.tune import Range
-from oodbench.tune.held_out import HeldOutClasses, VariantFactory
+from oodbench.tuning import Range
+from oodbench.tuning.protocols.held_out import HeldOutClasses, VariantFactory
 
 SCRATCH = {"recipe": "cpu-small", "epochs": 1, "batch_size": 16}
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from oodbench.errors import InvalidInputError
-from oodbench.tune.split import split_by_class
+from oodbench.tuning.split import split_by_class
 
 
 def test_split():

@@ -14,16 +14,16 @@ import pytest
 import torch
 
 import oodbench
-import oodbench.tune.synthetic as synthetic
+import oodbench.tuning.protocols.synthetic as synthetic
 from oodbench import metrics
 from oodbench.detectors import create
 from oodbench.errors import ConfigError, InvalidInputError
 from oodbench.schema import parse
-from oodbench.tune import Range
-from oodbench.tune.held_out import Variant
-from oodbench.tune.paper_protocol import tuning_sets as paper_sets
-from oodbench.tune.spec import TuneSpec
-from oodbench.tune.synthetic import Synthetic, id_pixels, normalisation, set_images
+from oodbench.tuning import Range
+from oodbench.tuning.protocols.held_out import Variant
+from oodbench.tuning.protocols.paper_protocol import tuning_sets as paper_sets
+from oodbench.tuning.protocols.synthetic import Synthetic, id_pixels, normalisation, set_images
+from oodbench.tuning.spec import TuneSpec
 
 
 def _pixels(model, id_val, config):

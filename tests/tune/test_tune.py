@@ -20,7 +20,7 @@ from oodbench import metrics
 from oodbench.detectors import Detector, create
 from oodbench.errors import InvalidInputError
 from oodbench.extract.activations import Activations
-from oodbench.tune import TuneResult
+from oodbench.tuning import TuneResult
 from tests.detectors.conftest import make_activations
 
 

@@ -39,12 +39,13 @@ from oodbench.benchmarks.base import (
     scores_key,
     skipped_images,
 )
+from oodbench.benchmarks.kinds import GROUP_KINDS
 from oodbench.data.source import Source
 from oodbench.detectors.base import Detector
 from oodbench.errors import ClassCountMismatchError, EmptyInputError, InvalidInputError
 from oodbench.extract.activations import Activations
 
-KINDS = ("near", "far")
+KINDS = GROUP_KINDS  # what an OOD group may be
 #: group names of the aggregate rows (an OOD set may not be called so)
 AGGREGATES = ("near", "far", "all")
 AGGREGATIONS = ("mean", "none")

@@ -1,7 +1,8 @@
-"""``oodbench list models | detectors | benchmarks | losses``."""
+"""``oodbench list <registry>``: every registry of extension points, one row per entry."""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -9,13 +10,33 @@ import click
 import pandas as pd
 
 from oodbench.cli.tables import aside, show, table_options
+from oodbench.registry import Registry, describe
+
+#: every registry ``oodbench list`` shows beyond detectors, losses, model families and named
+#: benchmarks (which have columns of their own): the word -> (``"module:attribute"`` of the
+#: registry, or of a function returning it; the title); each is imported only when listed
+REGISTRIES: dict[str, tuple[str, str]] = {
+    "benchmark-types": ("oodbench.benchmarks.kinds:KINDS",
+                        "benchmark types (type = ... of a [[benchmarks]] entry)"),
+    "protocols": ("oodbench.tuning.protocol:PROTOCOLS",
+                  "tuning protocols (tune = { protocol = ... } of a [[detectors]] entry)"),
+    "methods": ("oodbench.train.method_registry:METHODS",
+                "training methods (each loss names one: oodbench list losses)"),
+    "datasets": ("oodbench.data.catalog:datasets", "datasets (oodbench data info NAME)"),
+    "table-loaders": ("oodbench.published.catalogue:LOADERS",
+                      "published-table loaders (loader = ... of a catalogue entry)"),
+}
+
+#: every word ``oodbench list`` takes
+KINDS = ("detectors", "models", "benchmarks", "losses", *REGISTRIES)
 
 
 @click.command("list")
-@click.argument("what", type=click.Choice(["detectors", "models", "benchmarks", "losses"]))
+@click.argument("what", type=click.Choice(KINDS))
 @table_options
 def list_cmd(what: str, fmt: str | None, wide: bool) -> None:
-    """List the registered detectors, model specs, named benchmarks or training losses."""
+    """List a registry: detectors, model families, named benchmarks, training losses, benchmark
+    types, tuning protocols, training methods, datasets or published-table loaders."""
     if what == "detectors":
         from oodbench import detectors
 
@@ -34,7 +55,7 @@ def list_cmd(what: str, fmt: str | None, wide: bool) -> None:
         }), fmt, title="training losses (oodbench train, oodbench.train)", key=("name",),
             drop_first=("paper", "defaults"), wide=wide)
     elif what == "models":
-        from oodbench.models import FAMILIES
+        from oodbench.models.registry import FAMILIES
 
         specs = pd.DataFrame([(f.syntax, f.description) for f in FAMILIES.values()],
                              columns=["spec", "description"])
@@ -42,12 +63,32 @@ def list_cmd(what: str, fmt: str | None, wide: bool) -> None:
              key=("spec",), wide=wide)
         aside("any nn.Module: oodbench.models.wrap(module, feature_layer=..., head_layer=...)",
               fmt)
-    else:
-        from oodbench import benchmarks
+    elif what == "benchmarks":
+        from oodbench.benchmarks.kinds import KINDS as BENCHMARK_KINDS
 
-        named = pd.DataFrame(list(benchmarks.available().items()),
-                             columns=["name", "description"])
-        show(named, fmt, title="benchmarks", key=("name",), wide=wide)
+        named = pd.DataFrame([(name, kind.name, text) for kind in BENCHMARK_KINDS.values()
+                              for name, text in kind.named().items()],
+                             columns=["name", "type", "description"])
+        show(named, fmt, title="benchmarks", key=("name",), drop_first=("description",),
+             wide=wide)
+        aside("benchmark types (a [[benchmarks]] entry's type): "
+              + ", ".join(BENCHMARK_KINDS) + "; see oodbench list benchmark-types", fmt)
+    else:
+        show(registry_frame(registry(what)), fmt, title=REGISTRIES[what][1], key=("name",),
+             drop_first=("settings", "description"), wide=wide)
+
+
+def registry(what: str) -> Registry[Any]:
+    """The registry ``oodbench list`` shows as ``what`` (a key of :data:`REGISTRIES`)."""
+    module, _, attribute = REGISTRIES[what][0].partition(":")
+    found = getattr(importlib.import_module(module), attribute)
+    return found if isinstance(found, Registry) else found()  # type: ignore[no-any-return]
+
+
+def registry_frame(entries: Registry[Any]) -> pd.DataFrame:
+    """name | needs | settings | description: one row per entry (:func:`oodbench.registry.describe`)."""
+    return pd.DataFrame([describe(entry) for entry in entries.values()],
+                        columns=["name", "needs", "settings", "description"])
 
 
 #: the mark of a detector whose defaults need tuning (``Detector.untuned_defaults``)

@@ -24,7 +24,8 @@ from typing import Annotated
 
 from pydantic import RootModel
 
-from oodbench.errors import InvalidInputError, UnknownNameError
+from oodbench.errors import InvalidInputError
+from oodbench.registry import Registry
 from oodbench.schema import CHECKED_KEYS, NamedEntries, package_file, parse_toml
 
 #: the layouts ``oodbench.data.check`` knows (see the header of ``datasets.toml``)
@@ -101,6 +102,21 @@ class DatasetInfo:
         if self.layout == "image-lists" and not self.image_lists:
             raise InvalidInputError(f"dataset {self.name!r}: layout image-lists needs image_lists")
 
+    #: a dataset has no settings of its own (the registry protocol's ``settings``)
+    settings = None
+
+    @property
+    def description(self) -> str:
+        """Its title (the registry listing's description)."""
+        return self.title
+
+    @property
+    def needs(self) -> frozenset[str]:
+        """What a user must do besides ``oodbench data download``: ``"manual download"`` when
+        an archive has no public URL (the registry protocol's ``needs``)."""
+        return frozenset({"manual download"}) if len(self.public_downloads) < len(self.downloads) \
+            else frozenset()
+
     @property
     def public_downloads(self) -> tuple[Download, ...]:
         """The archives that have a public URL."""
@@ -163,14 +179,19 @@ def _builtin() -> dict[str, DatasetInfo]:
     return parse(text, file)
 
 
+def datasets() -> Registry[DatasetInfo]:
+    """The catalogue as a registry (entries are data: ``datasets.toml``, read once)."""
+    found: Registry[DatasetInfo] = Registry("dataset")
+    for info in _builtin().values():
+        found.add(info)
+    return found
+
+
 def available() -> dict[str, str]:
     """Every catalogue entry: name -> title."""
-    return {name: info.title for name, info in _builtin().items()}
+    return {name: info.title for name, info in datasets().items()}
 
 
 def get(name: str) -> DatasetInfo:
     """The catalogue entry ``name`` (``UnknownNameError`` with the closest names)."""
-    entries = _builtin()
-    if name not in entries:
-        raise UnknownNameError("dataset", name, entries)
-    return entries[name]
+    return datasets().lookup(name)

@@ -300,8 +300,11 @@ class Detector(ABC):
 # -- registry -------------------------------------------------------------------------------
 #: every detector, by name; each declares the inputs it ``requires`` and the valid values of
 #: every hyper-parameter (both checked on registration)
-_REGISTRY: Registry[Detector] = Registry("detector", declares=("requires", INPUTS),
-                                         undeclared=undeclared)
+_REGISTRY: Registry[type[Detector]] = Registry(
+    "detector", declares=("requires", INPUTS), undeclared=undeclared,
+    builtins="oodbench.detectors")
+#: every detector, by name (the registry; ``register`` adds to it)
+DETECTORS = _REGISTRY
 #: class decorator: add a detector to the registry under ``cls.name``
 register = _REGISTRY.register
 

@@ -50,7 +50,7 @@ Further choices: the quantiles pool every entry of the ID training features (App
 "absolute ID features", one distribution; ``per_unit=True`` takes them per unit instead);
 F^-1 is ``np.percentile``'s linear interpolation at 100 q. Valid values (checked on
 construction): ``0 <= q1 <= 0.89``, ``0 <= u <= 1``, every other parameter finite; App. A's
-narrower box is the ``"paper"`` search space (``oodbench/tune/spaces.toml``). Defaults: App. A
+narrower box is the ``"paper"`` search space (``oodbench/tuning/spaces.toml``). Defaults: App. A
 publishes the box, not a default, so the defaults are its centre (y_start = -2.5, y_end = 2.5,
 Delta_y = 2.5, q1 = 0.45, u = 0.5, m1 = 2.5, m2 = 0): an untuned reading; tune it
 (``oodbench.tune("plf", "paper", ..., search="gp")``).

@@ -31,7 +31,7 @@ Readings where the text is open:
 Valid values (checked on construction): ``0 <= eta_alpha <= 0.89`` (above 0.89, delta_max <
 delta_min and the construction no longer keeps eta_beta in range), ``0 <= u <= 1``, ``gamma``
 finite. The paper's search box is narrower (eta_alpha in [0.1, 0.8], gamma in [0, 5]; see
-``oodbench/tune/spaces.toml``). Defaults: the paper publishes ranges, not a default, so the
+``oodbench/tuning/spaces.toml``). Defaults: the paper publishes ranges, not a default, so the
 defaults are the centre of its box (eta_alpha = 0.45, u = 0.5, gamma = 2.5): an untuned VRA+.
 The piecewise function itself is :func:`oodbench.detectors.vra.vra` (shared with ``vra``).
 """

@@ -127,7 +127,10 @@ class Loss(nn.Module):
 
 
 # -- registry -------------------------------------------------------------------------------
-_REGISTRY: Registry[Loss] = Registry("loss")
+_REGISTRY: Registry[type[Loss]] = Registry(
+    "loss", builtins="oodbench.losses")
+#: every loss, by name (the registry; ``register`` adds to it)
+LOSSES = _REGISTRY
 L = TypeVar("L", bound=type[Loss])
 
 

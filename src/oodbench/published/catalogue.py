@@ -6,6 +6,8 @@ columns of the source's own shape (``printed``). Every cell is read as text, so 
 exactly as printed ("96.36", "71.1", "57.40"); empty cells are empty strings. The file's
 sha256 is checked against the catalogue every time it is read.
 
+How a table's rows are read is its ``loader``, an entry of :data:`LOADERS` (the registry of
+table loaders: a name, the catalogue keys a table of it ``needs``, and its behaviour, ``read``).
 The C-OOD table (``loader = "cood"``) is not a CSV here: it is the official
 ``all_paper_results.csv`` that :mod:`oodbench.results.paper` bundles and checksums, turned into
 rows of the same columns (one per model x confidence function x severity level, AUROC as the
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import io
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from importlib import resources
@@ -26,10 +28,27 @@ import pandas as pd
 from pydantic import Field
 
 from oodbench.errors import CacheError, DataError, InvalidInputError, UnknownNameError
+from oodbench.registry import Registry
 from oodbench.schema import NamedEntries, Schema, package_file, parse_toml
 
 CATALOGUE_FILE = "catalogue.toml"
-LOADERS = ("csv", "cood")
+
+
+@dataclass(frozen=True)
+class TableLoader:
+    """One registry entry: how the rows of a published table are read (``read(info)``, a
+    frame of :data:`ROW_COLUMNS` then the source's own columns) and which catalogue keys a
+    table read this way ``needs``. It has no settings of its own (``settings``: ``None``)."""
+
+    name: str
+    description: str
+    read: Callable[[TableInfo], pd.DataFrame]
+    needs: frozenset[str] = frozenset()
+    settings: None = None
+
+
+#: every table loader, by the name a catalogue entry's ``loader`` gives
+LOADERS: Registry[TableLoader] = Registry("table loader")
 
 #: the columns every row has, in order; what each holds:
 ROW_COLUMNS: dict[str, str] = {
@@ -85,9 +104,10 @@ class TableInfo:
     def __post_init__(self) -> None:
         if self.loader not in LOADERS:
             raise InvalidInputError(f"table {self.name!r} has loader {self.loader!r}; use one of "
-                                    f"{LOADERS}")
-        if self.loader == "csv" and not (self.file and self.sha256):
-            raise InvalidInputError(f"table {self.name!r} needs file and sha256")
+                                    f"{tuple(LOADERS)}")
+        missing = [key for key in sorted(LOADERS[self.loader].needs) if not getattr(self, key)]
+        if missing:
+            raise InvalidInputError(f"table {self.name!r} needs {' and '.join(missing)}")
 
 
 class Catalogue(Schema):
@@ -135,9 +155,8 @@ def table_bytes(info: TableInfo) -> bytes:
     return data
 
 
-def _read_rows(info: TableInfo) -> pd.DataFrame:
-    if info.loader == "cood":
-        return _cood_rows()
+def _csv_rows(info: TableInfo) -> pd.DataFrame:
+    """The rows of a CSV table of this package (its sha256 checked)."""
     df = pd.read_csv(io.BytesIO(table_bytes(info)), dtype=str, keep_default_na=False)
     missing = [c for c in ROW_COLUMNS if c not in df.columns]
     if missing:
@@ -147,7 +166,8 @@ def _read_rows(info: TableInfo) -> pd.DataFrame:
 
 @cache
 def _rows(name: str) -> pd.DataFrame:
-    df = _read_rows(table_info(name))
+    info = table_info(name)
+    df = LOADERS[info.loader].read(info)
     df.insert(0, "table", name)
     return df
 
@@ -233,7 +253,7 @@ def printed(name: str, method: str | None = None) -> pd.DataFrame:
     return pd.DataFrame(list(out.values()), columns=list(spec["columns"]))
 
 
-def _cood_rows() -> pd.DataFrame:
+def _cood_rows(info: TableInfo) -> pd.DataFrame:
     """The bundled C-OOD results as catalogue rows (AUROC per level, the file's own text),
     each followed by the file's own columns, every cell as the file prints it."""
     from oodbench.published import cood
@@ -272,3 +292,10 @@ def _cood_rows() -> pd.DataFrame:
     # the file's own cells beside each row, as the CSV tables keep their source's columns:
     # its printed form (``printed("cood")`` is the file again, cell for cell)
     return pd.concat([df, raw.reset_index(drop=True)], axis=1)
+
+
+LOADERS.add(TableLoader("csv", "a CSV file of this package, one row per published value, "
+                        "checked against its sha256", _csv_rows, frozenset({"file", "sha256"})))
+LOADERS.add(TableLoader("cood", "the C-OOD paper's all_paper_results.csv (bundled, checksummed) "
+                        "as rows: one per model x confidence function x severity level",
+                        _cood_rows))

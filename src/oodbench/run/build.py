@@ -1,7 +1,7 @@
 """The one place where configuration specs become objects.
 
 Specs (:class:`~oodbench.data.spec.SourceSpec`, :class:`~oodbench.models.spec.ModelSpec`,
-benchmark entries of :mod:`oodbench.benchmarks.kinds`, :class:`~oodbench.tune.spec.TuneSpec`,
+benchmark entries of :mod:`oodbench.benchmarks.kinds`, :class:`~oodbench.tuning.spec.TuneSpec`,
 :class:`~oodbench.train.config.TrainConfig`) hold data only; these functions build the
 sources, classifiers and benchmarks they describe, run a tuning entry and a training config.
 """
@@ -31,10 +31,10 @@ from oodbench.models.classifier import Classifier
 from oodbench.models.spec import ModelSpec
 from oodbench.train.config import TrainConfig, read_train_config
 from oodbench.train.finetune import TrainResult, train
-from oodbench.tune import tune
-from oodbench.tune.result import TuneResult
-from oodbench.tune.spec import TuneSpec
-from oodbench.tune.split import split_by_class
+from oodbench.tuning import tune
+from oodbench.tuning.result import TuneResult
+from oodbench.tuning.spec import TuneSpec
+from oodbench.tuning.split import split_by_class
 
 
 # -- sources ------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 a grid (one cell per combination) or a ``tune`` table, and the preset it starts from.
 
 It lives in ``run`` rather than ``detectors`` because it composes two domains (a detector
-configuration and a :class:`~oodbench.tune.spec.TuneSpec`).
+configuration and a :class:`~oodbench.tuning.spec.TuneSpec`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pydantic import Field, StrictStr, ValidationInfo, field_validator, model_va
 
 from oodbench.errors import OodbenchError, UnknownNameError
 from oodbench.schema import DeprecatedKeyWarning, NonEmptyArray, Schema, context_of
-from oodbench.tune.spec import TuneSpec
+from oodbench.tuning.spec import TuneSpec
 
 #: names that expand to every registered detector that applies to a model
 ALL_DETECTORS = "all"
@@ -111,8 +111,8 @@ class DetectorSpec(Schema):
         return chosen or None
 
     def _check_tune(self) -> None:
-        from oodbench.tune.paper_space import paper_space, paper_space_names
-        from oodbench.tune.space import check_bounds, detector_builder, grid_points, parse_space
+        from oodbench.tuning.paper_space import paper_space, paper_space_names
+        from oodbench.tuning.space import check_bounds, detector_builder, grid_points, parse_space
 
         assert self.tune is not None
         if self.grid:

@@ -41,7 +41,7 @@ The schema is the pydantic models of each domain (one mechanism for every config
 :mod:`oodbench.schema`): sources (:mod:`oodbench.data.spec`), models
 (:mod:`oodbench.models.spec`), benchmark entries (:mod:`oodbench.benchmarks.kinds`, one
 registered kind per ``type``), detector entries (:mod:`oodbench.run.detector_spec`) and their
-tuning (:mod:`oodbench.tune.spec`); this module holds the ``[experiment]`` and ``[id]`` tables
+tuning (:mod:`oodbench.tuning.spec`); this module holds the ``[experiment]`` and ``[id]`` tables
 and the file as a whole. Every mistake raises :class:`ExperimentError` naming the file, the
 field and the fix; a missing data path raises ``MissingDataError`` saying what was expected.
 """
@@ -63,7 +63,6 @@ from pydantic import (
     model_validator,
 )
 
-import oodbench.benchmarks  # noqa: F401  (registers the built-in benchmark kinds)
 from oodbench.benchmarks.kinds import KINDS, AnyBenchmarkEntry, BenchmarkEntry
 from oodbench.benchmarks.kinds.cood import CoodSpec
 from oodbench.benchmarks.kinds.custom import CustomSpec, GroupSpec
@@ -73,7 +72,7 @@ from oodbench.errors import ExperimentError, MissingDataError
 from oodbench.models.spec import ModelSpec
 from oodbench.run.detector_spec import ALL_DETECTORS, DetectorSpec, check_preset, renamed_key
 from oodbench.schema import At, ConfigPath, Schema, context_of, parse, read_toml
-from oodbench.tune.spec import TuneSpec
+from oodbench.tuning.spec import TuneSpec
 
 __all__ = [
     "ALL_DETECTORS", "AMP_OPTIONS", "BenchmarkSpec", "CoodSpec", "CustomSpec", "DetectorSpec",

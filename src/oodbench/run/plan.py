@@ -30,7 +30,7 @@ from oodbench.models.spec import ModelSpec
 from oodbench.params import Params, plain
 from oodbench.run.detector_spec import ALL_DETECTORS
 from oodbench.run.experiment import Experiment
-from oodbench.tune.paper_space import paper_space_names
+from oodbench.tuning.paper_space import paper_space_names
 
 if TYPE_CHECKING:
     from oodbench.detectors.base import Detector

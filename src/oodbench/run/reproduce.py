@@ -432,7 +432,7 @@ def _benchmark(name: str, root: Path, fit: str, detector: Mapping[str, Any],
         bench = {"type": "cood", "name": "cood", "n_levels": 11,
                  "pool": {"list": str(root / COOD_POOL_LIST), "root": str(root / pool_root)}}
     else:
-        from oodbench.benchmarks.spec import SetSpec, builtin
+        from oodbench.benchmarks.files import SetSpec, builtin
 
         spec = builtin(name)
         needed: list[tuple[str, str, SetSpec | None]] = [("id", "ID test set", spec.id)]

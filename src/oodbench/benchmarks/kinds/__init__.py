@@ -18,17 +18,22 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import GetCoreSchemaHandler, StrictBool, StrictInt, StrictStr, field_validator
 from pydantic_core import core_schema
 
-from oodbench.benchmarks.base import Benchmark
-from oodbench.data.source import Source
 from oodbench.data.spec import SourceSpec
 from oodbench.errors import UnknownNameError
 from oodbench.registry import Registry
 from oodbench.schema import Schema
+
+if TYPE_CHECKING:  # the entries' schemas load no benchmark code
+    from oodbench.benchmarks.base import Benchmark
+    from oodbench.data.source import Source
+
+#: what an OOD group of a near / far benchmark may be
+GROUP_KINDS = ("near", "far")
 
 #: what a kind may need from the experiment
 NEEDS = frozenset({"id_test", "fit", "id_val", "features"})
@@ -85,6 +90,19 @@ class BenchmarkKind:
     name: ClassVar[str] = ""
     entry: ClassVar[type[BenchmarkEntry]] = BenchmarkEntry
     needs: ClassVar[frozenset[str]] = frozenset()
+    #: what else a ``[[benchmarks]]`` table of this type holds, for messages (" with a pool")
+    table_hint: ClassVar[str] = ""
+
+    @classmethod
+    def named(cls) -> dict[str, str]:
+        """The benchmarks this kind builds by name (``oodbench.benchmarks.get(name)``,
+        ``oodbench list benchmarks``): name -> one-line description (default: none)."""
+        return {}
+
+    @classmethod
+    def get(cls, name: str, **options: Any) -> Benchmark:
+        """The named benchmark ``name`` (a key of :meth:`named`) built from ``options``."""
+        raise NotImplementedError
 
     @classmethod
     def build(cls, entry: Any, inputs: KindInputs) -> Benchmark:
@@ -93,9 +111,16 @@ class BenchmarkKind:
 
 
 #: every benchmark kind, by ``type``
-KINDS: Registry[BenchmarkKind] = Registry("benchmark type", declares=("needs", NEEDS))
+KINDS: Registry[type[BenchmarkKind]] = Registry(
+    "benchmark type", declares=("needs", NEEDS),
+    builtins=__name__)  # this package: one file per kind, loaded on first read
 #: class decorator: add a benchmark kind to :data:`KINDS`
 register = KINDS.register
+
+
+def named_benchmarks() -> dict[str, type[BenchmarkKind]]:
+    """Every named benchmark, in kind order: name -> the kind that builds it."""
+    return {name: kind for kind in KINDS.values() for name in kind.named()}
 
 
 def kind_of(entry: BenchmarkEntry) -> type[BenchmarkKind]:

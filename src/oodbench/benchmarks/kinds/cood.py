@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, StrictFloat, StrictInt, StrictStr, field_validator
 
-from oodbench.benchmarks.base import Benchmark
-from oodbench.benchmarks.cood import CoodBenchmark
 from oodbench.benchmarks.kinds import BenchmarkEntry, BenchmarkKind, KindInputs, register
 from oodbench.data.spec import SourceSpec
+
+if TYPE_CHECKING:
+    from oodbench.benchmarks.base import Benchmark
+
+COOD_DESCRIPTION = (
+    "C-OOD severity benchmark (Galil, Dabbah & El-Yaniv, ICLR 2023): OOD classes from "
+    "ImageNet-21k graded into severity levels per model and detector; build with "
+    "get('cood', id_test=..., ood_pool=...)"
+)
 
 _COOD_OPTIONS = ("window", "n_levels", "estimation_fraction", "images_per_class", "seed",
                  "selection", "id_classes")
@@ -83,9 +90,24 @@ class CoodKind(BenchmarkKind):
     name = "cood"
     entry = CoodSpec
     needs = frozenset({"id_test"})
+    table_hint = " with a pool = {...}"
+
+    @classmethod
+    def named(cls) -> dict[str, str]:
+        return {"cood": COOD_DESCRIPTION}
+
+    @classmethod
+    def get(cls, name: str, **options: Any) -> Benchmark:
+        """``get("cood", id_test=..., ood_pool=..., ...)``: the options of
+        :class:`~oodbench.benchmarks.cood.CoodBenchmark`."""
+        from oodbench.benchmarks.cood import CoodBenchmark
+
+        return CoodBenchmark(**options)
 
     @classmethod
     def build(cls, entry: CoodSpec, inputs: KindInputs) -> Benchmark:
+        from oodbench.benchmarks.cood import CoodBenchmark
+
         assert inputs.id_test is not None  # (needs id_test)
         bench = CoodBenchmark(inputs.id_test, inputs.source(entry.pool), **entry.options)
         bench.name = entry.name

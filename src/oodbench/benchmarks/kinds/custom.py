@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, StrictStr, field_validator
 
-from oodbench.benchmarks.base import Benchmark
-from oodbench.benchmarks.kinds import BenchmarkEntry, BenchmarkKind, KindInputs, register
-from oodbench.benchmarks.standard import KINDS as GROUP_KINDS
-from oodbench.benchmarks.standard import OodSetsBenchmark
+from oodbench.benchmarks.kinds import (
+    GROUP_KINDS,
+    BenchmarkEntry,
+    BenchmarkKind,
+    KindInputs,
+    register,
+)
 from oodbench.data.spec import OodSourceSpec, SourceSpec
 from oodbench.schema import one_of
+
+if TYPE_CHECKING:
+    from oodbench.benchmarks.base import Benchmark
 
 
 class GroupSpec(OodSourceSpec):
@@ -61,6 +67,8 @@ class CustomKind(BenchmarkKind):
 
     @classmethod
     def build(cls, entry: CustomSpec, inputs: KindInputs) -> Benchmark:
+        from oodbench.benchmarks.standard import OodSetsBenchmark
+
         ood = {g: inputs.source(spec) for g, spec in entry.groups.items()}
         kinds = {g: spec.kind for g, spec in entry.groups.items()}
         assert inputs.id_test is not None

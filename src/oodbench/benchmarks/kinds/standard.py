@@ -4,15 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, StrictStr, ValidationInfo, field_validator
 
-from oodbench.benchmarks.base import Benchmark
-from oodbench.benchmarks.kinds import BenchmarkEntry, BenchmarkKind, KindInputs, register
-from oodbench.benchmarks.spec import build_with_options, builtin, builtin_paths
+from oodbench.benchmarks.kinds import (
+    BenchmarkEntry,
+    BenchmarkKind,
+    KindInputs,
+    named_benchmarks,
+    register,
+)
 from oodbench.errors import UnknownNameError
 from oodbench.schema import context_of
+
+if TYPE_CHECKING:
+    from oodbench.benchmarks.base import Benchmark
 
 
 class StandardSpec(BenchmarkEntry):
@@ -29,11 +36,12 @@ class StandardSpec(BenchmarkEntry):
     @field_validator("name")
     @classmethod
     def _known(cls, name: str) -> str:
-        if name == "cood":
-            raise ValueError("the C-OOD benchmark is type = \"cood\" with a pool = {...}")
-        valid = ["cood", *builtin_paths()]
-        if name not in valid:
-            raise ValueError(str(UnknownNameError("benchmark", name, valid)))
+        owners = named_benchmarks()
+        owner = owners.get(name)
+        if owner is None:
+            raise ValueError(str(UnknownNameError("benchmark", name, owners)))
+        if owner is not StandardKind:
+            raise ValueError(f"the {name} benchmark is type = \"{owner.name}\"{owner.table_hint}")
         return name
 
     @field_validator("options")
@@ -64,7 +72,22 @@ class StandardKind(BenchmarkKind):
 
     name = "standard"
     entry = StandardSpec
+    table_hint = " with a name from `oodbench list benchmarks`"
+
+    @classmethod
+    def named(cls) -> dict[str, str]:
+        from oodbench.benchmarks.files import builtin, builtin_paths
+
+        return {name: builtin(name).description for name in builtin_paths()}
+
+    @classmethod
+    def get(cls, name: str, **options: Any) -> Benchmark:
+        """A standard benchmark: ``root`` (its data folder) and/or ``paths`` (per set: a folder,
+        a Source or Activations); see :func:`oodbench.benchmarks.files.build`."""
+        from oodbench.benchmarks.files import build_with_options, builtin
+
+        return build_with_options(builtin(name), options, base_dir=None)
 
     @classmethod
     def build(cls, entry: StandardSpec, inputs: KindInputs) -> Benchmark:
-        return build_with_options(builtin(entry.name), dict(entry.options), base_dir=None)
+        return cls.get(entry.name, **entry.options)

@@ -36,7 +36,7 @@ With n the classes of ``fit`` (D_t):
   on samples the search never saw (:func:`pool_half`).
 * **Algorithm 4.** The result is phi*_{M*}, fitted on ``fit`` through the original network.
 
-Variants (``retrain``), all through :class:`oodbench.tune.held_out.VariantFactory` (seeded,
+Variants (``retrain``), all through :class:`oodbench.tuning.protocols.held_out.VariantFactory` (seeded,
 cached by content):
 
 * ``"full"``: the network fine-tuned on the kept classes' images through ``oodbench.train``
@@ -45,11 +45,11 @@ cached by content):
   run without the original training recipe);
 * ``"scratch"``: a network re-initialised through the model factory and trained from scratch
   with the original network's recipe on the kept classes' images only
-  (:mod:`oodbench.tune.scratch`; ``train={"recipe": "cpu-resnet9"}`` for the small-image
+  (:mod:`oodbench.tuning.scratch`; ``train={"recipe": "cpu-resnet9"}`` for the small-image
   recipe, else ``oodbench.train.train`` on ``oodbench.models.load(spec, pretrained=False)``):
   the paper's own setting, the only one whose variants never saw the withheld classes;
 * ``"last_block"``: the last block and the head retrained from cached activations of the
-  stage before it, no image pass per epoch (:mod:`oodbench.tune.last_block`) -- an
+  stage before it, no image pass per epoch (:mod:`oodbench.tuning.last_block`) -- an
   approximation: every earlier layer keeps what it learnt from the withheld classes;
 * ``"head"``: a new linear head on the frozen features -- the cheapest and most optimistic
   approximation (the whole backbone has seen the withheld classes).
@@ -86,8 +86,9 @@ from oodbench.detectors import Detector
 from oodbench.errors import InvalidInputError, UnknownNameError
 from oodbench.extract.activations import Activations
 from oodbench.schema import Schema
-from oodbench.tune.criteria import resolve_criterion
-from oodbench.tune.held_out import (
+from oodbench.tuning.criteria import resolve_criterion
+from oodbench.tuning.protocol import Builder, TuningData, TuningProtocol, register
+from oodbench.tuning.protocols.held_out import (
     HeldOutClasses,
     HeldOutProtocol,
     Variant,
@@ -95,9 +96,8 @@ from oodbench.tune.held_out import (
     check_train_options,
     fit_classes,
 )
-from oodbench.tune.protocol import Builder, TuningData, TuningProtocol, register
-from oodbench.tune.result import TuneResult, best_row
-from oodbench.tune.space import Dimension, grid_points
+from oodbench.tuning.result import TuneResult, best_row
+from oodbench.tuning.space import Dimension, grid_points
 
 #: the paper's settings (Sec. 4.1): classes -> (M grid, N seeds)
 PAPER_SETTINGS: dict[int, tuple[tuple[int, ...], int]] = {
@@ -294,7 +294,7 @@ def staged_search(search: str, dims: Mapping[str, Dimension], points: list[dict[
     Eq. 3 for the h of index value): the grid ``points`` in order, or a Bayesian search whose
     sampler is seeded ``seed + value`` and whose Optuna study (with ``storage``) is
     ``<study_name>-<stage_name><value>``."""
-    from oodbench.tune.optuna_search import bayes_search
+    from oodbench.tuning.optuna_search import bayes_search
 
     trials = 50 if opts["n_trials"] is None else opts["n_trials"]
     study = opts["study_name"]

@@ -16,31 +16,34 @@ A protocol is a :class:`TuningProtocol` subclass registered in :data:`PROTOCOLS`
   by an experiment before any extraction);
 
 and how it runs: :meth:`TuningProtocol.objective` returns the point -> metrics function that
-the search (grid, TPE or GP, :mod:`oodbench.tune.dispatch`) maximises, or, for a protocol
-that searches in stages of its own (``runs_own_search``), :meth:`TuningProtocol.tune` runs it. Built-in protocols:
-``ood_val`` (:mod:`oodbench.tune.ood_val`), ``held_out_classes``
-(:mod:`oodbench.tune.held_out`) and ``held_out_paper`` (:mod:`oodbench.tune.paper_protocol`).
+the search (grid, TPE or GP, :mod:`oodbench.tuning.dispatch`) maximises, or, for a protocol
+that searches in stages of its own (``runs_own_search``), :meth:`TuningProtocol.tune` runs it.
+The built-in protocols are the files of :mod:`oodbench.tuning.protocols`, loaded on the
+registry's first read: ``ood_val`` (``ood_val.py``), ``held_out_classes`` (``held_out.py``),
+``held_out_paper`` (``paper_protocol.py``), ``noise`` and ``fgsm`` (``synthetic.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from oodbench.detectors.base import Detector
 from oodbench.errors import ConfigError, InvalidInputError, UnknownNameError
-from oodbench.extract.activations import Activations
 from oodbench.registry import Registry
 from oodbench.schema import Schema, parse
+
+if TYPE_CHECKING:  # the declarations load no detector or extraction code
+    from oodbench.detectors.base import Detector
+    from oodbench.extract.activations import Activations
 
 #: what a protocol may need from the runner
 NEEDS = frozenset({"fit", "model", "features"})
 
 #: point -> metrics
 PointObjective = Callable[[Mapping[str, Any]], dict[str, float]]
-#: point -> detector with those hyper-parameters (``oodbench.tune.space.detector_builder``)
-Builder = Callable[[Mapping[str, Any]], Detector]
+#: point -> detector with those hyper-parameters (``oodbench.tuning.space.detector_builder``)
+Builder = Callable[[Mapping[str, Any]], "Detector"]
 
 
 class NoSettings(Schema):
@@ -124,7 +127,9 @@ class TuningProtocol:
 
 
 #: every tuning protocol, by name
-PROTOCOLS: Registry[TuningProtocol] = Registry("tuning protocol", declares=("needs", NEEDS))
+PROTOCOLS: Registry[type[TuningProtocol]] = Registry(
+    "tuning protocol", declares=("needs", NEEDS),
+    builtins="oodbench.tuning.protocols")
 
 
 #: class decorator: add a tuning protocol to :data:`PROTOCOLS`

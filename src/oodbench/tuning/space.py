@@ -22,7 +22,7 @@ from oodbench.constraints import check_error, field_error, unknown_names
 from oodbench.detectors import Detector, create, detector_class
 from oodbench.detectors.base import declared_hyperparameters
 from oodbench.errors import InvalidInputError
-from oodbench.tune.protocol import PROTOCOLS, protocol_class
+from oodbench.tuning.protocol import PROTOCOLS, protocol_class
 
 
 def protocol_params() -> frozenset[str]:

@@ -1,7 +1,7 @@
 """``tune = {...}`` of an experiment's ``[[detectors]]`` entry, as data.
 
 Common keys (:class:`TuneSpec`): ``protocol`` (a registered tuning protocol,
-:mod:`oodbench.tune.protocol`), ``space`` (a table, or ``"paper"``: the tuning paper's space
+:mod:`oodbench.tuning.protocol`), ``space`` (a table, or ``"paper"``: the tuning paper's space
 for the detector), ``search`` (``"grid"``, ``"tpe"``, ``"gp"``), ``criterion``, ``n_trials``,
 ``seed``, ``id_val`` and ``ood`` (sources); every other key belongs to the protocol and is
 validated by its ``settings`` schema (``n_variants``, ``held_out_fraction``, ``retrain``,
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import (
     Field,
@@ -26,11 +26,21 @@ from pydantic import (
 
 from oodbench.data.spec import OodSourceSpec, SourceSpec
 from oodbench.errors import OodbenchError, UnknownNameError
+from oodbench.registry import Registry
 from oodbench.schema import Schema
-from oodbench.tune.protocol import PROTOCOLS, TuningProtocol
-from oodbench.tune.space import parse_space
 
-#: spaces an entry may name instead of giving a table (:mod:`oodbench.tune.paper_space`)
+if TYPE_CHECKING:
+    from oodbench.tuning.protocol import TuningProtocol
+
+def _protocols() -> Registry[type[TuningProtocol]]:
+    """The registry of tuning protocols (imported when an entry is validated, not with the
+    schema: its built-in protocols load on first lookup)."""
+    from oodbench.tuning.protocol import PROTOCOLS
+
+    return PROTOCOLS
+
+
+#: spaces an entry may name instead of giving a table (:mod:`oodbench.tuning.paper_space`)
 NAMED_SPACES = ("paper",)
 
 
@@ -45,14 +55,14 @@ class TuneSpec(Schema):
     high = 5.0 } } }`` (integer bounds make an integer range).
     ``id_val`` (a source) defaults to one image of every ``[id].fit`` class that has two or
     more, the rest of ``[id].fit`` being what the detector fits on while tuning
-    (``oodbench.tune.split.split_by_class`` with ``seed``). The protocol's own keys (held-out:
+    (``oodbench.tuning.split.split_by_class`` with ``seed``). The protocol's own keys (held-out:
     ``n_variants``, ``held_out_fraction``, ``retrain`` (``"head"``, ``"full"``, ``"last_block"``
     or ``"scratch"``), ``train``
     (the trainer's options, e.g. ``{ epochs = 30 }``)) sit beside these and are kept in
     ``settings``.
 
     The tuning paper's own protocol (Mondal et al., arXiv 2602.05935, Algorithms 1-4;
-    :mod:`oodbench.tune.paper_protocol`) with its search space and Gaussian-process search:
+    :mod:`oodbench.tuning.protocols.paper_protocol`) with its search space and Gaussian-process search:
     ``tune = { protocol = "held_out_paper", space = "paper", search = "gp", n_trials = 20,
     m_grid = [1, 2], n_variants = 2, n_tuning_sets = 5, retrain = "head", train = { epochs = 10 }
     }`` (``space = "paper"`` searches with ``"gp"`` unless ``search`` says otherwise; ``n_trials``
@@ -60,7 +70,7 @@ class TuneSpec(Schema):
     from scratch, ``disjoint_draws = true`` draws Algorithm 2's and 3's sets from disjoint
     halves). The paper's baselines: ``tune = { protocol = "noise", space = "paper", sigmas =
     [32, 64, 128], n_sets = 5 }`` and ``tune = { protocol = "fgsm", space = "paper", eps =
-    [0.005, 0.01, 0.1] }`` (:mod:`oodbench.tune.synthetic`). ``seed`` seeds the split, the
+    [0.005, 0.01, 0.1] }`` (:mod:`oodbench.tuning.protocols.synthetic`). ``seed`` seeds the split, the
     variants, the tuning sets and the sampler.
     """
 
@@ -83,7 +93,8 @@ class TuneSpec(Schema):
         """Move the protocol's own keys into ``settings`` (unknown keys: did-you-mean over the
         common keys and the protocol's)."""
         name = data.get("protocol")
-        entry = PROTOCOLS.get(name) if isinstance(name, str) else None
+        protocols = _protocols()
+        entry = protocols.get(name) if isinstance(name, str) else None
         if "settings" in data:
             raise ValueError("unknown key 'settings'; write the protocol's keys in the tune table")
         common = [k for k in cls.model_fields if k != "settings"]
@@ -92,7 +103,7 @@ class TuneSpec(Schema):
         for key in data:
             if key in common:
                 continue
-            owners = [p.name for p in PROTOCOLS.values() if key in p.settings.model_fields]
+            owners = [p.name for p in protocols.values() if key in p.settings.model_fields]
             if owners and entry is not None:
                 raise ValueError(f"{[key]} only go with protocol = \"{owners[0]}\"")
             valid = common + own
@@ -116,11 +127,12 @@ class TuneSpec(Schema):
     @field_validator("protocol")
     @classmethod
     def _registered(cls, name: str) -> str:
-        if name not in PROTOCOLS:
-            close = difflib.get_close_matches(name, list(PROTOCOLS), n=1)
+        protocols = _protocols()
+        if name not in protocols:
+            close = difflib.get_close_matches(name, list(protocols), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ValueError(f"unknown tuning protocol {name!r}{hint}; expected one of "
-                             f"{tuple(PROTOCOLS)}")
+                             f"{tuple(protocols)}")
         return name
 
     @model_validator(mode="after")
@@ -134,6 +146,8 @@ class TuneSpec(Schema):
         if self.space == "paper" and self.search == "grid":
             raise ValueError("space = \"paper\" holds ranges, which a grid cannot search; use "
                              "search = \"gp\" (the paper's) or \"tpe\"")
+        from oodbench.tuning.space import parse_space
+
         try:
             entry.parse_settings(self.protocol_settings)
             if isinstance(self.space, dict):
@@ -145,7 +159,7 @@ class TuneSpec(Schema):
     @property
     def protocol_class(self) -> type[TuningProtocol]:
         """The registered protocol this entry names."""
-        return PROTOCOLS[self.protocol]
+        return _protocols()[self.protocol]
 
     @property
     def given_settings(self) -> dict[str, Any]:

@@ -42,7 +42,7 @@ from oodbench.errors import InvalidInputError
 from oodbench.extract.activations import Activations
 from oodbench.train.loop import StepResult, TrainLoop, batch_slices
 from oodbench.train.optim import LAST_BLOCK, from_options
-from oodbench.tune.kept_classes import images_of, reindex, without_classes
+from oodbench.tuning.kept_classes import images_of, reindex, without_classes
 
 _FORMAT = 1
 #: the dummy image side that drives the network's prefix

@@ -66,13 +66,13 @@ from oodbench.detectors import Detector
 from oodbench.errors import InvalidInputError
 from oodbench.extract.activations import Activations
 from oodbench.schema import Schema
-from oodbench.tune.criteria import resolve_criterion
-from oodbench.tune.held_out import HeldOutProtocol
-from oodbench.tune.kept_classes import images_of
-from oodbench.tune.paper_protocol import check_disjoint, pool_half, staged_search
-from oodbench.tune.protocol import Builder, TuningData, TuningProtocol, register
-from oodbench.tune.result import TuneResult, best_row
-from oodbench.tune.space import Dimension, grid_points
+from oodbench.tuning.criteria import resolve_criterion
+from oodbench.tuning.kept_classes import images_of
+from oodbench.tuning.protocol import Builder, TuningData, TuningProtocol, register
+from oodbench.tuning.protocols.held_out import HeldOutProtocol
+from oodbench.tuning.protocols.paper_protocol import check_disjoint, pool_half, staged_search
+from oodbench.tuning.result import TuneResult, best_row
+from oodbench.tuning.space import Dimension, grid_points
 
 NOISE_MEAN = 128.0
 #: the paper's levels (Sec. 4.1)

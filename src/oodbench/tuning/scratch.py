@@ -51,7 +51,7 @@ from oodbench.data.arrays import ArraySource
 from oodbench.data.source import RelabeledSource, Source, SubsetSource
 from oodbench.errors import InvalidInputError, UnknownNameError
 from oodbench.extract.activations import Activations
-from oodbench.tune.kept_classes import images_of, reindex, variant_dir
+from oodbench.tuning.kept_classes import images_of, reindex, variant_dir
 
 #: the options of the scratch trainer (``recipe`` selects the small-image recipe)
 RECIPE_OPTIONS = frozenset({"recipe", "loss", "loss_options", "device"})

@@ -1,7 +1,7 @@
 """The held-out-class protocol, oodbench's approximation: tune a detector without OOD data by
 simulating OOD with ID classes. The paper's own Algorithms 1-4 (an M grid, S balanced tuning
 sets, phi per M, M* chosen on resampled sets) are ``protocol="held_out_paper"``
-(:mod:`oodbench.tune.paper_protocol`); this module also builds the variants for both.
+(:mod:`oodbench.tuning.protocols.paper_protocol`); this module also builds the variants for both.
 
 After Mondal, Xie, Duan, Wong & Sundaramoorthi, "Tuning Out-of-Distribution (OOD) Detectors Without
 Given OOD Data", arXiv 2602.05935. From the ID training set D_t = {C_1, ..., C_n} (n classes):
@@ -20,10 +20,10 @@ What this module does, per variant i = 1..N (all seeded, see below):
             retrain="full": the model fine-tuned (oodbench.train.train) from its own weights,
                             its head cut to the rows of K_i, on the images of those rows
             retrain="last_block": the last block and the head retrained from cached inputs
-                            of the last block (oodbench.tune.last_block), no image pass
+                            of the last block (oodbench.tuning.last_block), no image pass
             retrain="scratch": a network re-initialised by the model factory and trained
                             from scratch on the images of those rows only, with the
-                            original network's recipe (oodbench.tune.scratch): the
+                            original network's recipe (oodbench.tuning.scratch): the
                             paper's Algorithm 1, line 5
     simulated ID  = id_val rows of a class in K_i            (never used for training)
     simulated OOD = fit and id_val rows of any other class   (the variant never saw them)
@@ -33,7 +33,7 @@ What this module does, per variant i = 1..N (all seeded, see below):
     l(phi | M) = mean_i m_i(phi)        (maximised for AUROC, minimised for FPR@95, ...)
 
 Choices of this approximation (where it departs from the paper's Sec. 2 and 4.1, see
-:mod:`oodbench.tune.paper_protocol`):
+:mod:`oodbench.tuning.protocols.paper_protocol`):
 
 * the aggregate is the mean of the criterion over the variants (``criterion``, default AUROC,
   the same criterion as the OOD-val protocol, so that the two protocols differ only in their
@@ -91,9 +91,9 @@ from oodbench.extract.activations import Activations
 from oodbench.schema import Schema
 from oodbench.train.optim import FIELDS as OPTIM_FIELDS
 from oodbench.train.optim import FINETUNE, HEAD, from_options
-from oodbench.tune.criteria import resolve_criterion
-from oodbench.tune.kept_classes import images_of, reindex, variant_dir, without_classes
-from oodbench.tune.protocol import Builder, Objective, TuningData, TuningProtocol, register
+from oodbench.tuning.criteria import resolve_criterion
+from oodbench.tuning.kept_classes import images_of, reindex, variant_dir, without_classes
+from oodbench.tuning.protocol import Builder, Objective, TuningData, TuningProtocol, register
 
 #: bump when the variant layout or the cached file format changes
 _FORMAT = 1
@@ -109,7 +109,7 @@ class HeldOutClasses:
         held_out_fraction: the fraction of ``fit``'s classes withheld per variant (M = round(f n)).
         retrain: ``"head"`` (a new linear head on cached features), ``"full"`` (fine-tune
             the network on the kept classes' images), ``"last_block"`` or ``"scratch"`` (a
-            fresh network trained on the kept classes' images only, :mod:`oodbench.tune.scratch`).
+            fresh network trained on the kept classes' images only, :mod:`oodbench.tuning.scratch`).
         seed: seeds the withheld classes and the training.
         train: the trainer's options, flat: fields of
             :class:`~oodbench.train.optim.OptimSettings` (``epochs``, ``lr``, ...; they change
@@ -159,15 +159,15 @@ def check_train_options(retrain: str, train: Mapping[str, Any], who: str) -> Non
     """Raise unless every key of ``train`` is an option of ``retrain``'s trainer (did-you-mean
     for a misspelt one)."""
     if retrain == "scratch":  # the recipe path and the general path take different options
-        from oodbench.tune.scratch import check_static
+        from oodbench.tuning.scratch import check_static
 
         check_static(train)
     allowed = _TRAIN_OPTIONS[retrain]
     unknown = sorted(set(train) - allowed)
     if unknown:
         trainer = {"head": "oodbench.train.train_head", "full": "oodbench.train.train",
-                   "last_block": "oodbench.tune.last_block",
-                   "scratch": "oodbench.tune.scratch"}[retrain]
+                   "last_block": "oodbench.tuning.last_block",
+                   "scratch": "oodbench.tuning.scratch"}[retrain]
         raise InvalidInputError(
             f"{who}: {UnknownNameError('train option', unknown[0], allowed)} (retrain="
             f"{retrain!r}: the options of {trainer})")
@@ -251,7 +251,7 @@ class VariantFactory:
         else:
             check_full(fit, id_val, model)
         if config.retrain == "scratch":
-            from oodbench.tune.scratch import check_options
+            from oodbench.tuning.scratch import check_options
 
             check_options(config.train, model)
         self.fit, self.id_val, self.config, self.model = fit, id_val, config, model
@@ -260,7 +260,7 @@ class VariantFactory:
         self._digest: str | None = None
         self._inputs: dict[str, np.ndarray] | None = None
         self._memo: dict[int, list[Variant]] = {}
-        #: (variant index, M) -> what a scratch variant trained on (``oodbench.tune.scratch``)
+        #: (variant index, M) -> what a scratch variant trained on (``oodbench.tuning.scratch``)
         self.trained_on: dict[tuple[int, int], Any] = {}
 
     def variants(self, fraction: float | None = None) -> list[Variant]:
@@ -292,7 +292,7 @@ class VariantFactory:
             head, from_cache = self._head(kept, withheld, seed)
             part = lambda acts, rows: head.apply(acts.subset(rows))  # noqa: E731
         elif self.config.retrain == "last_block":
-            from oodbench.tune.last_block import LastBlockVariant
+            from oodbench.tuning.last_block import LastBlockVariant
 
             inputs = self._block_inputs()
             train_rows = np.flatnonzero(fit_kept)
@@ -302,7 +302,7 @@ class VariantFactory:
             part = lambda acts, rows: block.apply(  # noqa: E731
                 acts.subset(rows), inputs["fit" if acts is self.fit else "id_val"][rows])
         elif self.config.retrain == "scratch":
-            from oodbench.tune.scratch import train_scratch
+            from oodbench.tuning.scratch import train_scratch
 
             net, from_cache, trained_on = train_scratch(self.model, self.fit, kept, self.config.train,
                                                        seed, self.config.cache)
@@ -321,7 +321,7 @@ class VariantFactory:
     def _block_inputs(self) -> dict[str, np.ndarray]:
         """The last block's input for every fit and id_val row (one cached pass each)."""
         if self._inputs is None:
-            from oodbench.tune.last_block import block_inputs
+            from oodbench.tuning.last_block import block_inputs
 
             self._inputs = {"fit": block_inputs(self.model, self.fit),
                             "id_val": block_inputs(self.model, self.id_val)}

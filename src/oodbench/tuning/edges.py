@@ -2,11 +2,11 @@
 
 A best value on the boundary of what was searched says the optimum may lie outside it: the
 search should be widened before the value is trusted. :func:`edge_hits` finds, for each
-numeric dimension of a space (:mod:`oodbench.tune.space`):
+numeric dimension of a space (:mod:`oodbench.tuning.space`):
 
 * a list of at least :data:`MIN_LIST` distinct numbers: the best value is its smallest or
   largest (with two values every choice is an edge, so that says nothing);
-* a :class:`~oodbench.tune.space.Range`: the best value lies within :data:`EDGE_FRACTION` of
+* a :class:`~oodbench.tuning.space.Range`: the best value lies within :data:`EDGE_FRACTION` of
   the range's width from a bound (in log space for a log range; an integer range: on a bound).
 
 :func:`warn_edges` raises one :class:`EdgeOfSpaceWarning` per such dimension, naming the
@@ -22,7 +22,7 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from oodbench.tune.space import Dimension, Range
+from oodbench.tuning.space import Dimension, Range
 
 #: a range's best value this close to a bound (as a fraction of the width) is at its edge
 EDGE_FRACTION = 0.01

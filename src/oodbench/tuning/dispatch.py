@@ -1,11 +1,11 @@
 """The searches :func:`oodbench.tune` delegates: a protocol's objective x a search strategy.
 
     protocol=NAME                 point -> metrics: the objective of the protocol registered
-                                  as NAME (:mod:`oodbench.tune.protocol`; built in: ``ood_val``,
+                                  as NAME (:mod:`oodbench.tuning.protocol`; built in: ``ood_val``,
                                   ``held_out_classes``)
     search="grid"                 every point of a space of lists, in order
     search="tpe" / "gp"           Optuna's TPE or Gaussian-process sampler
-                                  (:mod:`oodbench.tune.optuna_search`)
+                                  (:mod:`oodbench.tuning.optuna_search`)
 
 (The OOD-val grid itself stays in ``oodbench.tune``, where grid points that differ only in
 score-only hyper-parameters share one fit.) Whatever the search, the winner is the first best
@@ -25,9 +25,9 @@ import pandas as pd
 from oodbench.detectors import Detector, detector_class
 from oodbench.errors import InvalidInputError
 from oodbench.extract.activations import Activations
-from oodbench.tune.protocol import TuningData, TuningProtocol, protocol_class
-from oodbench.tune.result import TuneResult, best_row
-from oodbench.tune.space import check_bounds, detector_builder, grid_points, parse_space
+from oodbench.tuning.protocol import TuningData, TuningProtocol, protocol_class
+from oodbench.tuning.result import TuneResult, best_row
+from oodbench.tuning.space import check_bounds, detector_builder, grid_points, parse_space
 
 SEARCHES = ("grid", "tpe", "gp")
 #: the options of ``oodbench.tune`` beyond protocol and search, with their defaults
@@ -88,7 +88,7 @@ def search(
             build(point)
         rows = [{**point, **goal.score(point), "status": "ok"} for point in points]
     else:
-        from oodbench.tune.optuna_search import bayes_search
+        from oodbench.tuning.optuna_search import bayes_search
 
         trials = 50 if n_trials is None else n_trials
         signature = {"detector": cls.name, "space": {k: repr(v) for k, v in dims.items()},

@@ -35,6 +35,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, StrictInt, StrictStr, field_validator, model_validator
 
+from oodbench.benchmarks.kinds import named_benchmarks
 from oodbench.benchmarks.standard import (
     AGGREGATES,
     AGGREGATIONS,
@@ -190,7 +191,7 @@ def builtin(name: str) -> BenchmarkFile:
     """The built-in benchmark file ``name`` (``UnknownNameError`` with the closest names)."""
     paths = builtin_paths()
     if name not in paths:
-        raise UnknownNameError("benchmark", name, [*paths, "cood"])
+        raise UnknownNameError("benchmark", name, named_benchmarks())
     spec = read_file(paths[name])
     if spec.name != name:
         raise InvalidInputError(f"{paths[name]} is named {spec.name!r}; the file stem must match")

@@ -2,7 +2,7 @@
 
 A point's detector is fitted on ``fit`` (or on ``id_val``, as its ``fit_data`` says) and scored
 with :func:`oodbench.metrics.evaluate` on (``id_val``, ``ood_val``). Without ``ood_val`` the
-point is scored on ``id_val`` alone (the ID-only criteria of :mod:`oodbench.tune.criteria`;
+point is scored on ``id_val`` alone (the ID-only criteria of :mod:`oodbench.tuning.criteria`;
 the record then says ``protocol = "id_only"``).
 """
 
@@ -15,8 +15,8 @@ import numpy as np
 
 from oodbench import metrics
 from oodbench.errors import InvalidInputError
-from oodbench.tune.criteria import id_metrics, resolve_criterion
-from oodbench.tune.protocol import (
+from oodbench.tuning.criteria import id_metrics, resolve_criterion
+from oodbench.tuning.protocol import (
     Builder,
     Objective,
     PointObjective,
@@ -24,7 +24,7 @@ from oodbench.tune.protocol import (
     TuningProtocol,
     register,
 )
-from oodbench.tune.space import split_point
+from oodbench.tuning.space import split_point
 
 
 @register

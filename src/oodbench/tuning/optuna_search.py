@@ -45,7 +45,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from oodbench.errors import Interrupted, InvalidInputError, MissingDependencyError
-from oodbench.tune.space import Dimension, Range
+from oodbench.tuning.space import Dimension, Range
 
 #: marker of rows whose point the detector rejected
 INVALID = "invalid"

@@ -1,7 +1,9 @@
-"""Hyper-parameter search for detectors on cached activations: ``oodbench.tune``.
+"""``oodbench.tune(...)``: the hyper-parameter search itself (see :mod:`oodbench.tuning`).
+
+Hyper-parameter search for detectors on cached activations: ``oodbench.tune``.
 
 A package: the search itself lives here; protocol data and other search strategies go in
-sibling modules (``oodbench.tune.<name>``).
+sibling modules (``oodbench.tuning.<name>``).
 
     result = oodbench.tune("react", {"percentile": [85, 90, 95, 99]}, id_val, ood_val, fit=train)
     result = oodbench.tune("react", "openood", id_val, ood_val, fit=train)   # OpenOOD's own sweep
@@ -49,28 +51,26 @@ than OOD data would. Report which mode chose the hyper-parameters.
 
 Ties are broken by grid order (the first best point wins); NaN metrics never win.
 
-**Other protocols and searches** (:mod:`oodbench.tune.dispatch`): ``protocol="held_out_classes"``
-tunes without OOD data by withholding ID classes (:mod:`oodbench.tune.held_out`: one
+**Other protocols and searches** (:mod:`oodbench.tuning.dispatch`): ``protocol="held_out_classes"``
+tunes without OOD data by withholding ID classes (:mod:`oodbench.tuning.held_out`: one
 withheld fraction, M tuned jointly with phi, oodbench's approximation), and
 ``protocol="held_out_paper"`` is that paper's own Algorithms 1-4 (Mondal et al., arXiv
-2602.05935; :mod:`oodbench.tune.paper_protocol`: an M grid, N variants per M, S balanced
+2602.05935; :mod:`oodbench.tuning.paper_protocol`: an M grid, N variants per M, S balanced
 tuning sets, phi per M, M* on resampled sets, the final phi on the original network;
 variants fine-tuned, retrained in the last block or head, or trained from scratch on the kept
-classes, ``retrain="scratch"``, :mod:`oodbench.tune.scratch`); ``protocol="noise"`` and
+classes, ``retrain="scratch"``, :mod:`oodbench.tuning.scratch`); ``protocol="noise"`` and
 ``protocol="fgsm"`` are that paper's baselines (Gaussian-noise or FGSM-perturbed images as the
-simulated OOD, Sec. 3, Eq. 3-4; :mod:`oodbench.tune.synthetic`);
-``search="tpe"`` or ``search="gp"`` searches ranges (:class:`oodbench.tune.space.Range`) with
-Optuna's seeded, resumable TPE or Gaussian-process sampler (:mod:`oodbench.tune.optuna_search`).
+simulated OOD, Sec. 3, Eq. 3-4; :mod:`oodbench.tuning.synthetic`);
+``search="tpe"`` or ``search="gp"`` searches ranges (:class:`oodbench.tuning.space.Range`) with
+Optuna's seeded, resumable TPE or Gaussian-process sampler (:mod:`oodbench.tuning.optuna_search`).
 ``grid="paper"`` is the tuning paper's search space for the detector (arXiv 2602.05935, App. A;
-:mod:`oodbench.tune.paper_space`), searched by ``search="gp"`` unless another is named.
+:mod:`oodbench.tuning.paper_space`), searched by ``search="gp"`` unless another is named.
 """
 
 from __future__ import annotations
 
 import copy
 import math
-import sys
-import types
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -84,20 +84,14 @@ from oodbench.detectors.base import UntunedDefaultsWarning
 from oodbench.detectors.presets import preset_for
 from oodbench.errors import InvalidInputError
 from oodbench.extract.activations import Activations
-from oodbench.tune import held_out as _held_out  # noqa: F401  (registers held_out_classes)
-from oodbench.tune import ood_val as _ood_val  # noqa: F401  (registers ood_val)
-from oodbench.tune import paper_protocol as _paper  # noqa: F401  (registers held_out_paper)
-from oodbench.tune import synthetic as _synthetic  # noqa: F401  (registers noise and fgsm)
-from oodbench.tune.criteria import ID_CRITERIA, OOD_CRITERIA, id_metrics, resolve_criterion
-from oodbench.tune.dispatch import search as run_search
-from oodbench.tune.edges import warn_edges
-from oodbench.tune.paper_space import paper_space
-from oodbench.tune.protocol import PROTOCOLS, TuningProtocol, register
-from oodbench.tune.result import TuneResult
-from oodbench.tune.space import Range, detector_builder, grid_points, parse_space
+from oodbench.tuning.criteria import id_metrics, resolve_criterion
+from oodbench.tuning.dispatch import search as run_search
+from oodbench.tuning.edges import warn_edges
+from oodbench.tuning.paper_space import paper_space
+from oodbench.tuning.result import TuneResult
+from oodbench.tuning.space import detector_builder, grid_points, parse_space
 
-__all__ = ["ID_CRITERIA", "OOD_CRITERIA", "PROTOCOLS", "Range", "TuneResult", "TuningProtocol",
-           "register", "tune"]
+__all__ = ["NAMED_GRIDS", "named_grid", "tune"]
 
 #: grids known by name: the protocol whose preset holds the sweep
 NAMED_GRIDS = ("openood",)
@@ -133,7 +127,7 @@ def tune(
 
     The candidates a search fits are not the detector's untuned run, so they raise no
     ``UntunedDefaultsWarning``; a best value at the edge of the searched space raises an
-    :class:`~oodbench.tune.edges.EdgeOfSpaceWarning` (:mod:`oodbench.tune.edges`)."""
+    :class:`~oodbench.tuning.edges.EdgeOfSpaceWarning` (:mod:`oodbench.tuning.edges`)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UntunedDefaultsWarning)
         result, space = _tune(detector_or_name, grid, id_val, ood_val, **kwargs)
@@ -170,14 +164,14 @@ def _tune(
         fit: ID training activations for detectors that learn statistics from them; model:
             the live classifier for detectors that need it.
         criterion: a metric key; default ``"auroc"`` with OOD data, ``"id_auroc"`` without.
-        protocol: a registered tuning protocol (:mod:`oodbench.tune.protocol`):
+        protocol: a registered tuning protocol (:mod:`oodbench.tuning.protocol`):
             ``"ood_val"`` (above) or ``"held_out_classes"`` (no OOD data: simulated by
             withholding ID classes of ``fit``; ``held_out={"n_variants": 5,
             "held_out_fraction": 0.2, "retrain": "head", "seed": 0, "train": {...}}``;
             ``retrain="full"`` and ``"scratch"`` also need ``model``), ``"held_out_paper"``
             (Algorithms 1-4 of arXiv 2602.05935), ``"noise"`` / ``"fgsm"`` (the paper's
             baselines: Gaussian-noise or FGSM images as simulated OOD, Eq. 3-4,
-            :mod:`oodbench.tune.synthetic`; need ``model``); ``settings=`` gives any
+            :mod:`oodbench.tuning.synthetic`; need ``model``); ``settings=`` gives any
             protocol's settings.
         search: ``"grid"`` (the default), ``"tpe"`` or ``"gp"`` (``n_trials=50, seed=0,
             storage=None, study_name=None, progress=False``); ``"gp"`` by default for
@@ -261,12 +255,3 @@ def _tune(
     result.detector.tuning = result.tuning_record()
     return result, space
 
-
-class _CallableModule(types.ModuleType):
-    """``oodbench.tune(...)`` calls :func:`tune`; ``oodbench.tune.TuneResult`` still works."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> TuneResult:
-        return tune(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

@@ -18,7 +18,7 @@ from pydantic import ConfigDict, Field, PlainValidator, RootModel, StrictStr, Va
 from oodbench.errors import InvalidInputError
 from oodbench.extract.activations import Activations
 from oodbench.schema import Schema, package_file, parse_toml, unknown_key
-from oodbench.tune.space import Range
+from oodbench.tuning.space import Range
 
 #: bounds that name a statistic of the ID fit features -> the statistic
 _FIT_STATISTICS = {"id_min": np.min, "id_max": np.max}
@@ -79,7 +79,7 @@ def parse_spaces(text: str, file: str) -> dict[str, DetectorSpace]:
 
 @functools.cache
 def _table() -> dict[str, DetectorSpace]:
-    return parse_spaces(*package_file("oodbench.tune", "spaces.toml"))
+    return parse_spaces(*package_file("oodbench.tuning", "spaces.toml"))
 
 
 def paper_detectors() -> list[str]:
