@@ -40,7 +40,7 @@ from oodbench.demo_benchmarks import (
     benchmark_tables,
 )
 from oodbench.extract.runtime import torch_threads
-from oodbench.models.small_cnn import train_small_cnn
+from oodbench.train.small_cnn import train_small_cnn
 
 __all__ = ["COOD_NAME", "DEMO_K", "DEMO_LEVELS", "DEMO_WINDOW", "FAR_NAME", "N_ID_CLASSES",
            "DemoResult", "benchmark_tables", "experiment_text", "run_demo"]

@@ -9,7 +9,8 @@ from PIL import Image
 from torch import nn
 
 from oodbench.errors import InvalidInputError
-from oodbench.models.small_cnn import SmallCNN, to_tensor, train_small_cnn
+from oodbench.models.small_cnn import SmallCNN, to_tensor
+from oodbench.train.small_cnn import train_small_cnn
 from tests.models.checks import assert_linear_head
 
 

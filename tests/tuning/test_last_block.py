@@ -11,7 +11,7 @@ import oodbench
 from oodbench.train.parts import trainable_modules
 from oodbench.tuning.last_block import LastBlockVariant, block_inputs
 from oodbench.tuning.protocols.held_out import through, without_classes
-from tests.tune.test_held_out import digits  # noqa: F401 - the shared fixture
+from tests.tuning.test_held_out import digits  # noqa: F401 - the shared fixture
 
 LAST = {"epochs": 2, "batch_size": 32, "lr": 0.05}
 
@@ -92,7 +92,7 @@ def _last_block_run(model, fit, val, seed):
 def test_same_seed_same_phi_and_m_star_with_variants_trained_afresh(digits, tmp_path, monkeypatch):  # noqa: F811
     """Two runs with the same seed, each training its variants into an empty cache, give the
     same table, phi and M*; another seed withholds other classes (other values). The GP
-    search's own seeding is tested in tests/tune/test_paper_protocol.py."""
+    search's own seeding is tested in tests/tuning/test_paper_protocol.py."""
     model, fit, val = digits
     runs = []
     for cache in ("a", "b"):

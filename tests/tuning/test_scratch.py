@@ -3,7 +3,7 @@
 
 Tiny 32 px images (4 classes, 12 training images each) and the ``cpu-small`` recipe cut to
 one epoch of 16-image batches: seconds on a CPU.
-(The ``tiny`` fixture: ``tests/tune/conftest.py``.)
+(The ``tiny`` fixture: ``tests/tuning/conftest.py``.)
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from oodbench.errors import InvalidInputError
 from oodbench.train import train_head
 from oodbench.tuning import Range
 from oodbench.tuning.protocols.paper_protocol import paper_defaults
-from tests.tune.test_held_out import HEAD, HEAD_OPTIM, fit_val  # noqa: F401 - the shared fixture
+from tests.tuning.test_held_out import HEAD, HEAD_OPTIM, fit_val  # noqa: F401 - the shared fixture
 
 
 def _settings(seed=0, **kw):

@@ -18,7 +18,7 @@ from oodbench import metrics
 from oodbench.detectors import create
 from oodbench.errors import InvalidInputError, MissingDependencyError
 from oodbench.tuning import Range
-from tests.tune.test_tune import data  # noqa: F401 - the shared fixture
+from tests.tuning.test_tune import data  # noqa: F401 - the shared fixture
 
 
 def _auroc(name, point, train, id_val, ood_val):

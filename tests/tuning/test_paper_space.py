@@ -12,7 +12,7 @@ from oodbench.detectors import detector_class
 from oodbench.errors import ConfigError, InvalidInputError
 from oodbench.tuning import Range
 from oodbench.tuning.paper_space import paper_detectors, paper_source, paper_space, parse_spaces
-from tests.tune.test_tune import data  # noqa: F401 - the shared fixture
+from tests.tuning.test_tune import data  # noqa: F401 - the shared fixture
 
 
 def test_spaces_are_app_a(data):  # noqa: F811
