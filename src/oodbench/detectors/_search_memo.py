@@ -56,14 +56,13 @@ from collections import OrderedDict
 from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import faiss
 import numpy as np
 import torch
 
-if TYPE_CHECKING:
-    from oodbench.detectors._neighbours import NeighbourIndex
+from oodbench.compute import Backend
 
 #: the depth a first search of a (bank, queries) pair keeps: the tuning paper's K_max is 500
 #: (App. A of arXiv 2602.05935); OpenOOD's largest k, 1000, costs one more search (at 1024)
@@ -73,6 +72,20 @@ MAX_BYTES = 256 * 2**20
 #: bytes hashed per step: a chunk stays in the caches for its finiteness check, and bounds the
 #: contiguous copy of a strided or memory-mapped array
 _DIGEST_STEP_BYTES = 4 * 2**20
+
+
+class Index(Protocol):
+    """What the memo asks of an index (``oodbench.detectors._neighbours.NeighbourIndex``)."""
+
+    metric: str
+    backend: Backend
+    size: int
+
+    def plan(self, n: int, k: int) -> tuple[object, ...] | None: ...
+
+    def content_digest(self) -> bytes | None: ...
+
+    def fresh_search(self, features: np.ndarray, k: int) -> np.ndarray: ...
 
 
 class SearchMemo:
@@ -147,7 +160,7 @@ def array_digest(*arrays: np.ndarray) -> bytes | None:
     return digest.digest()
 
 
-def memo_search(index: NeighbourIndex, features: np.ndarray, k: int) -> np.ndarray:
+def memo_search(index: Index, features: np.ndarray, k: int) -> np.ndarray:
     """``index.fresh_search(features, k)``, answered from or kept in the active memo when there
     is one and the index has a plan for ``k`` (see the module docstring)."""
     memo = _ACTIVE.get()
