@@ -1,6 +1,6 @@
-"""A Bayesian search over KNN's k searches each scored set once (``oodbench.tune.dispatch``
-runs inside ``reuse_searches()``), and every trial scores as an independent fit would, to the
-last bit: the AUROCs are compared with ``==`` (same scores, same metric code)."""
+"""A search over KNN's k searches each scored set once (``oodbench.tune.dispatch`` runs inside
+``reuse_searches()``), and every trial scores as an independent fit would, to the last bit: the
+AUROCs and tables are compared with ``==`` (same scores, same metric code)."""
 
 from __future__ import annotations
 
@@ -32,3 +32,28 @@ def test_knn_trials_search_each_set_once(data, monkeypatch):  # noqa: F811
     for k, auroc in zip(result.table["k"], result.table["auroc"]):
         det = create("knn", k=int(k)).fit(train)
         assert auroc == metrics.auroc(det.score(id_val), det.score(ood_val))
+
+
+@pytest.mark.filterwarnings("ignore::oodbench.tune.edges.EdgeOfSpaceWarning")  # a 3-point grid
+def test_a_staged_protocol_tunes_as_without_reuse(tiny, monkeypatch):
+    """The noise protocol (its own search, inside ``oodbench.tune.dispatch``): id_val is searched
+    once for every point and stage; each simulated-OOD set once per stage. The whole result
+    equals that of searching afresh every time."""
+    model, fit, id_val, _ = tiny
+    searched: list[int] = []
+    original = NeighbourIndex.fresh_search
+    monkeypatch.setattr(NeighbourIndex, "fresh_search",
+                        lambda self, features, k: (searched.append(k), original(self, features, k))[1])
+
+    def run():
+        return oodbench.tune("knn", {"k": [2, 5, 9]}, id_val, None, fit=fit, model=model,
+                             protocol="noise", settings={"sigmas": [32], "n_sets": 2, "seed": 1})
+
+    reused = run()
+    bank = len(fit)  # the first depth (512) capped at the bank
+    assert searched == [bank] * 5  # id_val; 2 sets of stage 0; 2 fresh sets of stage 1
+    searched.clear()
+    monkeypatch.setattr(NeighbourIndex, "search", NeighbourIndex.fresh_search)  # no reuse
+    fresh = run()
+    assert searched == [2, 2, 2, 5, 5, 5, 9, 9, 9] + [reused.best_params["k"]] * 3
+    assert reused.table.equals(fresh.table) and reused.provenance == fresh.provenance
