@@ -30,8 +30,8 @@ plan says when the computation is the same:
   every k >= 2 faiss computes the same BLAS distances, then selects them exactly (a heap below
   k = 100, a reservoir from 100). Its k = 1 search runs a fused top-1 kernel that rounds
   differently (2.4e-7 on squared distances seen with faiss 1.15), so k = 1 is a plan of its own.
-* the torch path: the tile sizes (query rows, bank block), which depend on ``k`` only above
-  1024 on the CPU (131,072 on a GPU).
+* the torch path: the tile sizes (query rows, bank block), which with the default chunk sizes
+  depend on ``k`` only above 2,048 on the CPU and 131,072 on a GPU.
 * faiss-gpu: not reused (no plan); its selection is not checked here.
 
 Banks or queries holding NaN or an infinity are searched as they always were, at ``k``, and not
