@@ -13,6 +13,10 @@ built:
 
 Values are those of faiss' flat indexes: squared L2 distances ``||q||^2 + ||b||^2 - 2 q.b``
 in ascending order, or inner products in descending order, float32.
+
+Inside ``reuse_searches()`` (a tuning search) a search of a bank and queries searched before,
+with another ``k``, is answered from the earlier one, to the same bits
+(:mod:`oodbench.detectors._search_memo`).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import numpy as np
 import torch
 
 from oodbench.compute import Backend, current
+from oodbench.detectors._search_memo import array_digest, memo_search
 
 METRICS = ("l2", "ip")
 
@@ -102,7 +107,42 @@ class NeighbourIndex:
 
     def search(self, features: np.ndarray, k: int) -> np.ndarray:
         """The ``k`` best values for every row of ``features`` after L2 normalisation, float32
-        (N, k), best first; the queries are normalised and searched chunk by chunk."""
+        (N, k), best first: :meth:`fresh_search`, or inside ``reuse_searches()`` the same values
+        from an earlier search of the same bank and rows (:mod:`oodbench.detectors._search_memo`)."""
+        return memo_search(self, features, k)
+
+    def plan(self, n: int, k: int) -> tuple[object, ...] | None:
+        """What decides how :meth:`fresh_search` computes each value of ``n`` query rows for
+        ``k``: two searches with equal plans compute the same values to the bit (only how many
+        they keep differs), so the best ``k`` are the first ``k`` of a deeper search's. None:
+        not reused (faiss-gpu)."""
+        if self.gpu_index_ is not None:
+            return None
+        if self.host_bank_ is not None:
+            return ("faiss", k == 1)  # faiss' k = 1 runs a fused top-1 kernel of its own rounding
+        rows = self._query_rows(k)
+        lengths = sorted({min(rows, n), n % rows} - {0})
+        return ("torch", rows, tuple(self._block(k, m) for m in lengths))
+
+    def content_digest(self) -> bytes | None:
+        """sha256 of the bank as searched (and of its squared norms on the torch path); None
+        when it holds NaN or an infinity (``array_digest``)."""
+        if self.host_bank_ is not None:
+            return array_digest(self.host_bank_)
+        assert self.gpu_index_ is None, "faiss-gpu searches have no plan: never reused"
+        return array_digest(self.bank_.cpu().numpy(), self.bank_sq_.cpu().numpy())
+
+    def _query_rows(self, k: int) -> int:
+        """Query rows per tile on the torch path: the (rows x bank block) similarity tile stays
+        within ``chunk_bytes``."""
+        return max(1, min(1024, self.backend.chunk_bytes // (4 * max(k, 1024))))
+
+    def _block(self, k: int, rows: int) -> int:
+        """Bank rows per block against a chunk of ``rows`` queries on the torch path."""
+        return max(k, self.backend.chunk_bytes // (4 * rows))
+
+    def fresh_search(self, features: np.ndarray, k: int) -> np.ndarray:
+        """The search itself: the queries are normalised and searched chunk by chunk."""
         out = np.empty((len(features), k), dtype=np.float32)
         backend = self.backend
         if self.gpu_index_ is not None:
@@ -115,8 +155,7 @@ class NeighbourIndex:
 
             backend.run_chunks(backend.rows(len(features), features.shape[1], 8), one)
             return out
-        # query rows per tile: the (rows x bank block) similarity tile stays within chunk_bytes
-        query_rows = max(1, min(1024, backend.chunk_bytes // (4 * max(k, 1024))))
+        query_rows = self._query_rows(k)
         for start in range(0, len(features), query_rows):
             rows = slice(start, min(start + query_rows, len(features)))
             query = torch.nn.functional.normalize(backend.tensor(features[rows], torch.float32), dim=1)
@@ -126,7 +165,7 @@ class NeighbourIndex:
     def _search_tensor(self, query: torch.Tensor, k: int) -> torch.Tensor:
         """Exact top-k of one query chunk against the bank, block by block (running merge)."""
         largest = self.metric == "ip"
-        block = max(k, self.backend.chunk_bytes // (4 * len(query)))
+        block = self._block(k, len(query))
         best: torch.Tensor | None = None
         query_sq = (query * query).sum(dim=1, keepdim=True)
         for start in range(0, self.size, block):

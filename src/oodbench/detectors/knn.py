@@ -17,8 +17,10 @@ k=1000 with the full 1.28M training bank (k=10 with alpha=1%; ``preset="paper"``
 OpenOOD v1.5 configures k=50 and searches {50, 100, 200, 500, 1000} on its validation sets
 (``preset="openood"``, ``oodbench.tune(..., grid="openood")``; it scores the squared distance,
 the same ranking). The right k grows with the bank, so pass ``k=1000`` with a full ImageNet bank
-(or tune it). ``k`` only affects scoring: a grid over k fits the bank once. Invariant to
-rescaling any feature vector.
+(or tune it). ``k`` only affects scoring: a grid over k fits the bank once, and the trials of a
+tuning search (``oodbench.tune``'s Bayesian searches and protocols) search each scored set once,
+deep enough for their ks, to the same bits (:mod:`oodbench.detectors._search_memo`). Invariant
+to rescaling any feature vector.
 
 pytorch-ood 0.4.0 ``KNN(k=k)`` (``fit_features`` then ``predict_features``) returns
 ``||z - z_(k)|| = -kappa`` (sklearn ``NearestNeighbors``); it drops fit rows with label < 0.

@@ -15,7 +15,8 @@ Exact search in float32 (a faiss ``IndexFlatIP`` on the CPU path; see
 :mod:`oodbench.detectors._neighbours` for the torch path). Defaults ``k=10`` (the official code) and
 ``fit_fraction=1.0``: the paper builds the ImageNet bank from a random 1% of the training set
 (``preset="paper"``: k=10, 1%; ``preset="openood"``: K=100, 1%), so pass ``fit_fraction=0.01``
-with the full ImageNet training activations. ``k`` only affects scoring (one fit per bank).
+with the full ImageNet training activations. ``k`` only affects scoring (one fit per bank; a
+tuning search's trials share each scored set's search, as KNN's, :mod:`oodbench.detectors._search_memo`).
 OpenOOD's bank is the first ~1% of its unshuffled training loader, oodbench's a seeded random 1%.
 
 pytorch-ood 0.4.0 ``NNGuide(encoder, head, k)`` returns ``-kappa`` (exact top-k by chunked

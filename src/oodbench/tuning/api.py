@@ -52,15 +52,15 @@ than OOD data would. Report which mode chose the hyper-parameters.
 Ties are broken by grid order (the first best point wins); NaN metrics never win.
 
 **Other protocols and searches** (:mod:`oodbench.tuning.dispatch`): ``protocol="held_out_classes"``
-tunes without OOD data by withholding ID classes (:mod:`oodbench.tuning.held_out`: one
+tunes without OOD data by withholding ID classes (:mod:`oodbench.tuning.protocols.held_out`: one
 withheld fraction, M tuned jointly with phi, oodbench's approximation), and
 ``protocol="held_out_paper"`` is that paper's own Algorithms 1-4 (Mondal et al., arXiv
-2602.05935; :mod:`oodbench.tuning.paper_protocol`: an M grid, N variants per M, S balanced
+2602.05935; :mod:`oodbench.tuning.protocols.paper_protocol`: an M grid, N variants per M, S balanced
 tuning sets, phi per M, M* on resampled sets, the final phi on the original network;
 variants fine-tuned, retrained in the last block or head, or trained from scratch on the kept
 classes, ``retrain="scratch"``, :mod:`oodbench.tuning.scratch`); ``protocol="noise"`` and
 ``protocol="fgsm"`` are that paper's baselines (Gaussian-noise or FGSM-perturbed images as the
-simulated OOD, Sec. 3, Eq. 3-4; :mod:`oodbench.tuning.synthetic`);
+simulated OOD, Sec. 3, Eq. 3-4; :mod:`oodbench.tuning.protocols.synthetic`);
 ``search="tpe"`` or ``search="gp"`` searches ranges (:class:`oodbench.tuning.space.Range`) with
 Optuna's seeded, resumable TPE or Gaussian-process sampler (:mod:`oodbench.tuning.optuna_search`).
 ``grid="paper"`` is the tuning paper's search space for the detector (arXiv 2602.05935, App. A;
@@ -80,6 +80,7 @@ import pandas as pd
 
 from oodbench import metrics
 from oodbench.detectors import Detector, create
+from oodbench.detectors._search_memo import reuse_searches
 from oodbench.detectors.base import UntunedDefaultsWarning
 from oodbench.detectors.presets import preset_for
 from oodbench.errors import InvalidInputError
@@ -127,8 +128,12 @@ def tune(
 
     The candidates a search fits are not the detector's untuned run, so they raise no
     ``UntunedDefaultsWarning``; a best value at the edge of the searched space raises an
-    :class:`~oodbench.tuning.edges.EdgeOfSpaceWarning` (:mod:`oodbench.tuning.edges`)."""
-    with warnings.catch_warnings():
+    :class:`~oodbench.tuning.edges.EdgeOfSpaceWarning` (:mod:`oodbench.tuning.edges`).
+
+    Every path (the OOD-val grid here, the protocols' searches) runs inside
+    :func:`~oodbench.detectors._search_memo.reuse_searches`: trials that score the same rows
+    against the same bank reuse one neighbour search (KNN, NNGuide), bit for bit."""
+    with warnings.catch_warnings(), reuse_searches():
         warnings.simplefilter("ignore", UntunedDefaultsWarning)
         result, space = _tune(detector_or_name, grid, id_val, ood_val, **kwargs)
     warn_edges(result.detector.name, parse_space(space, allow_ranges=True), result.best_params)
@@ -171,7 +176,7 @@ def _tune(
             ``retrain="full"`` and ``"scratch"`` also need ``model``), ``"held_out_paper"``
             (Algorithms 1-4 of arXiv 2602.05935), ``"noise"`` / ``"fgsm"`` (the paper's
             baselines: Gaussian-noise or FGSM images as simulated OOD, Eq. 3-4,
-            :mod:`oodbench.tuning.synthetic`; need ``model``); ``settings=`` gives any
+            :mod:`oodbench.tuning.protocols.synthetic`; need ``model``); ``settings=`` gives any
             protocol's settings.
         search: ``"grid"`` (the default), ``"tpe"`` or ``"gp"`` (``n_trials=50, seed=0,
             storage=None, study_name=None, progress=False``); ``"gp"`` by default for

@@ -11,6 +11,10 @@
 score-only hyper-parameters share one fit.) Whatever the search, the winner is the first best
 row in table order (grid order or trial order), NaN never wins, and the returned detector is
 fitted with the winning hyper-parameters on the full ``fit`` through the model's own head.
+
+Every search here runs inside ``reuse_searches()``: trials that score the same rows against the
+same nearest-neighbour bank (KNN, NNGuide) search it once, whatever their k, to the same bits
+(:mod:`oodbench.detectors._search_memo`).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from oodbench.detectors import Detector, detector_class
+from oodbench.detectors._search_memo import reuse_searches
 from oodbench.errors import InvalidInputError
 from oodbench.extract.activations import Activations
 from oodbench.tuning.protocol import TuningData, TuningProtocol, protocol_class
@@ -41,6 +46,7 @@ def check_choice(kind: str, value: str, allowed: tuple[str, ...]) -> None:
         raise InvalidInputError(f"tune: unknown {kind} {value!r}; use one of {list(allowed)}")
 
 
+@reuse_searches()
 def search(
     detector_or_name: Detector | str,
     space: Mapping[str, Any],
