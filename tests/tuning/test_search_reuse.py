@@ -34,6 +34,21 @@ def test_knn_trials_search_each_set_once(data, monkeypatch):  # noqa: F811
         assert auroc == metrics.auroc(det.score(id_val), det.score(ood_val))
 
 
+def test_the_plain_ood_val_grid_searches_each_set_once(data, monkeypatch):  # noqa: F811
+    """The OOD-val grid (no search strategy: every point of the grid) reuses the search too."""
+    train, id_val, ood_val = data
+    searched: list[int] = []
+    original = NeighbourIndex.fresh_search
+    monkeypatch.setattr(NeighbourIndex, "fresh_search",
+                        lambda self, features, k: (searched.append(k), original(self, features, k))[1])
+    result = oodbench.tune("knn", {"k": [2, 5, 9, 20]}, id_val, ood_val, fit=train)
+    assert searched == [500, 500]  # id_val and ood_val once, at the whole 500-row bank (< 512)
+    monkeypatch.setattr(NeighbourIndex, "fresh_search", original)
+    for k, auroc in zip(result.table["k"], result.table["auroc"]):
+        det = create("knn", k=int(k)).fit(train)
+        assert auroc == metrics.auroc(det.score(id_val), det.score(ood_val))
+
+
 @pytest.mark.filterwarnings("ignore::oodbench.tuning.edges.EdgeOfSpaceWarning")  # a 3-point grid
 def test_a_staged_protocol_tunes_as_without_reuse(tiny, monkeypatch):
     """The noise protocol (its own search, inside ``oodbench.tuning.dispatch``): id_val is searched
