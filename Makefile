@@ -28,10 +28,12 @@ lint: $(DEV_STAMP)
 typecheck: $(DEV_STAMP)
 	$(BIN)/mypy
 
-# pytest-xdist workers: one per core (`TEST_WORKERS=0` runs the suite in one process); each
-# worker computes with one thread (tests/conftest.py), and the tests that share a session
-# fixture or a Ray cluster share a worker
-TEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 1)
+# pytest-xdist workers: one more than the cores (`TEST_WORKERS=0` runs the suite in one process);
+# each worker computes with one thread (tests/conftest.py), and the tests that share a session
+# fixture or a Ray cluster share a worker. The extra worker computes while another waits on a
+# subprocess, a Ray task or the disk: on 2 cores the suite kept them 84 % busy with 2 workers
+# (370 s) and 91 % with 3 (329 s), the same CPU time (speed/results/bench_fresh_clone.json)
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 
 # mypy (one process, one core) type-checks while the suite runs, so the cores it would leave
 # idle before the suite starts do work (speed/bench_fresh_clone.py times `make test`); its

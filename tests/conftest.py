@@ -35,7 +35,7 @@ RAY_MODULES = ("test_ray_shards.py", "test_ray_executor.py")
 
 def pytest_configure(config: pytest.Config) -> None:
     """A pytest-xdist worker computes with one thread (torch, OpenMP and the BLAS of NumPy and
-    faiss): ``make test`` runs one worker per core, and two workers of two threads each on two
+    faiss): ``make test`` runs one worker more than the cores, and workers of two threads each on two
     cores spend their time waiting on each other's spinning threads. Tests that need several
     threads set them themselves (``torch.set_num_threads(2)`` in tests/test_compute.py)."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
