@@ -32,7 +32,8 @@ typecheck: $(DEV_STAMP)
 # each worker computes with one thread (tests/conftest.py), and the tests that share a session
 # fixture or a Ray cluster share a worker. The extra worker computes while another waits on a
 # subprocess, a Ray task or the disk: on 2 cores the suite kept them 84 % busy with 2 workers
-# (370 s) and 91 % with 3 (329 s), the same CPU time (speed/results/bench_fresh_clone.json)
+# (370 s) and 91 % with 3 (329 s), about the same CPU time (pytest on an idle checkout of
+# 6d64cda); fresh clones with 3: speed/results/bench_fresh_clone.json
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 
 # mypy (one process, one core) type-checks while the suite runs, so the cores it would leave
