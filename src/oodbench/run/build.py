@@ -30,7 +30,8 @@ from oodbench.models.checkpoint import load_strict, read_state_dict
 from oodbench.models.classifier import Classifier
 from oodbench.models.spec import ModelSpec
 from oodbench.train.config import TrainConfig, read_train_config
-from oodbench.train.finetune import TrainResult, train
+from oodbench.train.finetune import train
+from oodbench.train.result import TrainResult
 from oodbench.tuning import tune
 from oodbench.tuning.result import TuneResult
 from oodbench.tuning.spec import TuneSpec

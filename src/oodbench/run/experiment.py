@@ -112,7 +112,7 @@ class Settings(Schema):
     @classmethod
     def _remember_preset_key(cls, data: Any, handler: Any) -> Settings:
         used = "protocol" if isinstance(data, Mapping) and "protocol" in data else "preset"
-        settings = handler(data)
+        settings: Settings = handler(data)
         settings._preset_key = used
         return settings
 
@@ -168,9 +168,9 @@ class Experiment(Schema):
     ``id_val`` are ``[id]``'s sources.
     """
 
-    experiment: Settings = Field(default_factory=dict, validate_default=True)  # type: ignore[arg-type]
+    experiment: Settings = Field(default_factory=dict, validate_default=True)
     models: tuple[ModelSpec, ...] = Field((), validate_default=True)
-    id: IdSources = Field(default_factory=dict, validate_default=True)  # type: ignore[arg-type]
+    id: IdSources = Field(default_factory=dict, validate_default=True)
     benchmarks: tuple[BenchmarkSpec, ...] = Field((), validate_default=True)
     detectors: tuple[DetectorSpec, ...] = Field((), validate_default=True)
 

@@ -354,7 +354,7 @@ def _loss_default_applies(loss: str, key: str, value: Any, options: Mapping[str,
         return aug is not None and (f"scale=({aug.scale[0]}, {aug.scale[1]})" in text
                                     and aug.interpolation in text)
     if loss == "cma":  # the prompt CMA trains against is its loss option train_prompt
-        return value == [options.get("train_prompt")]
+        return bool(value == [options.get("train_prompt")])
     if loss == "npos":  # the head is rebuilt with the official 18 templates by default
         from oodbench.losses.npos import NPOS
 
