@@ -17,6 +17,7 @@ import pytest
 from click.testing import CliRunner
 from rich.cells import cell_len
 
+from oodbench.cli.listing import REGISTRIES
 from oodbench.cli.main import main
 from oodbench.cli.tables import cell_text, fit
 
@@ -105,6 +106,16 @@ def _published_list(_: World) -> Case:
 
     return Case(["published", "list"],
                 [[n, str(len(published.load(n)))] for n in published.tables()])
+
+
+def _listed(word: str) -> Callable[[World], Case]:
+    """``oodbench list WORD`` of a registry of ``oodbench.cli.listing.REGISTRIES``: each
+    entry's name."""
+    def case(_: World) -> Case:
+        from oodbench.cli.listing import registry
+
+        return Case(["list", word], [[name] for name in registry(word)])
+    return case
 
 
 METHOD = ("imagenet1k-vs-sun", "ReAct (ResNet-50)")
@@ -199,6 +210,8 @@ CASES: dict[str, Callable[[World], Case]] = {
     "cache verify": _cache_verify,
     "report": _report,
 }
+#: every other word of ``oodbench list``: one case each, from the listing's own table of them
+CASES.update({f"list {word}": _listed(word) for word in REGISTRIES})
 
 
 def _invoke(world: World, args: list[str], env: dict[str, str | None]):
