@@ -17,17 +17,23 @@ from tests.tuning.test_tune import data  # noqa: F401 - the shared fixture
 pytestmark = pytest.mark.filterwarnings("ignore::oodbench.detectors._stats.LargeKWarning")
 
 
-def test_knn_trials_search_each_set_once(data, monkeypatch):  # noqa: F811
-    train, id_val, ood_val = data
+def count_searches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The k of every neighbour search that runs (``NeighbourIndex.fresh_search``), in order."""
     searched: list[int] = []
     original = NeighbourIndex.fresh_search
     monkeypatch.setattr(NeighbourIndex, "fresh_search",
                         lambda self, features, k: (searched.append(k), original(self, features, k))[1])
+    return searched
+
+
+def test_knn_trials_search_each_set_once(data, monkeypatch):  # noqa: F811
+    train, id_val, ood_val = data
+    searched = count_searches(monkeypatch)
     # k >= 2: faiss' k = 1 kernel is a search of its own
     result = oodbench.tune("knn", {"k": Range(2, 40)}, id_val, ood_val, fit=train, search="tpe",
                            n_trials=8)
     assert searched == [500, 500]  # id_val and ood_val, each at the whole 500-row bank
-    monkeypatch.setattr(NeighbourIndex, "fresh_search", original)
+    monkeypatch.undo()  # the checks below search afresh, uncounted
     assert result.table["k"].nunique() > 1
     for k, auroc in zip(result.table["k"], result.table["auroc"]):
         det = create("knn", k=int(k)).fit(train)
@@ -37,13 +43,10 @@ def test_knn_trials_search_each_set_once(data, monkeypatch):  # noqa: F811
 def test_the_plain_ood_val_grid_searches_each_set_once(data, monkeypatch):  # noqa: F811
     """The OOD-val grid (no search strategy: every point of the grid) reuses the search too."""
     train, id_val, ood_val = data
-    searched: list[int] = []
-    original = NeighbourIndex.fresh_search
-    monkeypatch.setattr(NeighbourIndex, "fresh_search",
-                        lambda self, features, k: (searched.append(k), original(self, features, k))[1])
+    searched = count_searches(monkeypatch)
     result = oodbench.tune("knn", {"k": [2, 5, 9, 20]}, id_val, ood_val, fit=train)
     assert searched == [500, 500]  # id_val and ood_val once, at the whole 500-row bank (< 512)
-    monkeypatch.setattr(NeighbourIndex, "fresh_search", original)
+    monkeypatch.undo()  # the checks below search afresh, uncounted
     for k, auroc in zip(result.table["k"], result.table["auroc"]):
         det = create("knn", k=int(k)).fit(train)
         assert auroc == metrics.auroc(det.score(id_val), det.score(ood_val))
@@ -55,10 +58,7 @@ def test_a_staged_protocol_tunes_as_without_reuse(tiny, monkeypatch):
     once for every point and stage; each simulated-OOD set once per stage. The whole result
     equals that of searching afresh every time."""
     model, fit, id_val, _ = tiny
-    searched: list[int] = []
-    original = NeighbourIndex.fresh_search
-    monkeypatch.setattr(NeighbourIndex, "fresh_search",
-                        lambda self, features, k: (searched.append(k), original(self, features, k))[1])
+    searched = count_searches(monkeypatch)
 
     def run():
         return oodbench.tune("knn", {"k": [2, 5, 9]}, id_val, None, fit=fit, model=model,
