@@ -65,3 +65,23 @@ def test_single_process_is_the_identity():
     t = torch.randn(3, 2, requires_grad=True)
     assert ddp.gather_with_grad(t) is t
     assert ddp.any_rank(True, torch.device("cpu")) and not ddp.any_rank(False, torch.device("cpu"))
+
+
+def test_joining_the_group_registers_leaving_it_at_exit(monkeypatch):
+    """world() joins the group and registers its destruction at exit: left to interpreter
+    finalisation, gloo can abort a finished run (SIGABRT, pytorch/pytorch#179291)."""
+    registered = []
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setattr(ddp.atexit, "register", registered.append)
+    # a one-process gloo group stands in for torchrun's (the same calls, no second process)
+    init = dist.init_process_group
+    monkeypatch.setattr(dist, "init_process_group", lambda backend: init(
+        backend, store=dist.HashStore(), rank=0, world_size=1))
+    try:
+        assert ddp.world()[:2] == (1, 0) and dist.is_initialized()
+        assert registered == [ddp.leave_process_group]
+        registered[0]()
+        assert not dist.is_initialized()
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()

@@ -11,6 +11,7 @@ and :func:`average_gradients` (or DDP's averaging) returns exactly the single-pr
 
 from __future__ import annotations
 
+import atexit
 import os
 from collections.abc import Iterable
 
@@ -27,7 +28,17 @@ def world() -> tuple[int, int, int]:
         return 1, 0, 0
     if not dist.is_initialized():
         dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+        atexit.register(leave_process_group)
     return dist.get_world_size(), dist.get_rank(), int(os.environ.get("LOCAL_RANK", "0"))
+
+
+def leave_process_group() -> None:
+    """Destroy the process group while the interpreter is still whole (registered at exit by
+    :func:`world`). Left to interpreter finalisation, gloo's worker threads can still hold work
+    with tensors whose release needs the GIL, and the process dies of SIGABRT ("terminate called
+    without an active exception") after the run has finished; see pytorch/pytorch#179291."""
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def share(rows: np.ndarray, size: int, rank: int) -> np.ndarray:
