@@ -56,6 +56,7 @@ import argparse
 import json
 import os
 import platform
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -79,6 +80,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from loss_table import ID, SHARED, load_data  # noqa: E402 - the loss study's data
 
 RESULTS = Path(__file__).resolve().parent / "results"
+README = Path(__file__).resolve().parents[1] / "README.md"
 RECIPE = "cpu-resnet9"
 STUDY = {"ASH": "ash_b", "ReAct": "react", "VRA": "vra_plus", "KNN": "knn", "PLF": "plf"}
 PROTOCOLS = ("scratch", "last_block", "noise", "fgsm", "ood_val")
@@ -87,6 +89,16 @@ SEEDS = (0, 1, 2)
 LAST_BLOCK_TRAIN = {"epochs": 3, "batch_size": 64, "lr": 0.01}
 SCRATCH_TRAIN = {"recipe": RECIPE}
 CAPTURE = ("logits", "features")
+
+
+def code_version() -> str:
+    """The commit the study runs from (``+changes`` when the work tree differs from it), for
+    each row: rows of one JSON may come from several commits of a resumed study."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=Path(__file__).parent, capture_output=True,
+                              text=True, check=False).stdout.strip()
+    commit = git("rev-parse", "HEAD") or "unknown"
+    return commit + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
 def log(message: str) -> None:
@@ -231,7 +243,12 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS / "tuning_study_cifar.json")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads (1: least CPU time per image on a shared machine)")
+    parser.add_argument("--table", action="store_true",
+                        help="only rewrite the README's block from the JSON at --out")
     args = parser.parse_args()
+    if args.table:
+        write_table(README, json.loads(args.out.read_text()))
+        return
     torch.set_num_threads(args.threads)
     seeds = [int(s) for s in args.seeds.split(",")]
     labels, protocols = args.detectors.split(","), args.protocols.split(",")
@@ -275,7 +292,8 @@ def main() -> None:
         det, described = run_row(STUDY[label], protocol, seed, model, acts)
         row = {"detector": label, "protocol": protocol, "seed": seed,
                "wall_s": time.perf_counter() - tic, "cpu_s": time.process_time() - cpu,
-               "loadavg_start": load, **described, **evaluate(det, acts)}
+               "loadavg_start": load, "code": code_version(), **described,
+               **evaluate(det, acts)}
         report["rows"].append(row)
         report["variant_training"] = variant_costs()
         args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -355,6 +373,63 @@ def claims(rows: list[dict[str, Any]], seeds: list[int]) -> list[str]:
                    f"(gains in points: VRA+ {100 * hi[0]:.2f}, PLF {100 * hi[1]:.2f}; ASH-B "
                    f"{100 * lo[0]:.2f}, ReAct {100 * lo[1]:.2f}, KNN {100 * lo[2]:.2f}).")
     return out
+
+
+#: the README table's columns, in order: (protocol key, column heading)
+TABLE_COLUMNS = (("defaults", "defaults"), ("ood_val", "OOD-val"), ("scratch", "held-out, scratch"),
+                 ("last_block", "held-out, last block"), ("noise", "noise"), ("fgsm", "FGSM"))
+#: the README's markers around the generated block (``--table`` writes what lies between)
+TABLE_START, TABLE_END = "<!-- tuning-study-cifar:start -->", "<!-- tuning-study-cifar:end -->"
+
+
+def _cell(rows: list[dict[str, Any]], label: str, protocol: str, seeds: list[int]) -> str:
+    """``near [mean DeLong interval] / far`` in %, the means over the seeds whose row is done
+    (all seeds: no mark; fewer: "seeds 0, 1 of 3"), or "-" when none is."""
+    got = sorted((r for r in rows if r["detector"] == label and r["protocol"] == protocol),
+                 key=lambda r: r["seed"])
+    if not got:
+        return "-"
+    near = 100 * np.mean([r["near_auroc"] for r in got])
+    low, high = (100 * np.mean([r["near_ci"][i] for r in got]) for i in (0, 1))
+    far = 100 * np.mean([r["far_auroc"] for r in got])
+    text = f"{near:.2f} [{low:.1f}, {high:.1f}] / {far:.2f}"
+    wanted = [0] if protocol == "defaults" else seeds
+    done = [r["seed"] for r in got]
+    if done != wanted:
+        text += f" (seed{'s' if len(done) > 1 else ''} {', '.join(map(str, done))} of {len(wanted)})"
+    return text
+
+
+def render_table(report: dict[str, Any]) -> str:
+    """The README's block for this study, from its JSON alone: how many rows are done, a table
+    of near [DeLong 95 % interval] / far AUROC per detector and protocol (means over the seeds
+    done), the CPU time per tuned row, and the claims' sentences (``not run`` until every seed
+    of a claim's rows is done)."""
+    rows, seeds = report["rows"], list(report["settings"]["seeds"])
+    planned = len(STUDY) * (1 + len(PROTOCOLS) * len(seeds))
+    lines = [f"Rows done: {len(rows)} of {planned} (JSON `studies/results/tuning_study_cifar.json`"
+             f"; ID test accuracy {100 * report['model_id_test_accuracy']:.1f} %, "
+             f"{report['n']['id_test']:,} ID test, {report['n']['near']:,} near, "
+             f"{report['n']['far']:,} far images). Near [DeLong 95 % interval] / far AUROC in %, "
+             "means over the seeds done:", "",
+             "| detector | " + " | ".join(h for _, h in TABLE_COLUMNS) + " | CPU-s per tuned row |",
+             "|---" * (len(TABLE_COLUMNS) + 2) + "|"]
+    for label, code in STUDY.items():
+        tuned = [r["cpu_s"] for r in rows if r["detector"] == label and r["protocol"] != "defaults"]
+        cost = ("-" if not tuned else f"{min(tuned):.0f}" if len(tuned) == 1
+                else f"{min(tuned):.0f}-{max(tuned):.0f}")
+        cells = [_cell(rows, label, p, seeds) for p, _ in TABLE_COLUMNS]
+        lines.append(f"| {label} (`{code}`) | " + " | ".join(cells) + f" | {cost} |")
+    lines += ["", "Claims (rules fixed in `claims` before any result):", ""]
+    lines += [f"- {sentence}" for sentence in claims(rows, seeds)]
+    return "\n".join(lines)
+
+
+def write_table(readme: Path, report: dict[str, Any]) -> None:
+    """Replace the block between the README's markers with :func:`render_table`."""
+    text = readme.read_text()
+    start, end = text.index(TABLE_START) + len(TABLE_START), text.index(TABLE_END)
+    readme.write_text(text[:start] + "\n" + render_table(report) + "\n" + text[end:])
 
 
 if __name__ == "__main__":

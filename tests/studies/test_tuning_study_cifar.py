@@ -51,3 +51,36 @@ def test_claims_say_not_run_for_missing_seeds(study):
     full = study.claims(rows, [0])
     assert "ASH: holds (80.00 vs 70.00)" in full[0]
     assert "ASH: does not hold" in full[2]  # below both baselines' intervals
+
+
+def test_the_readme_block_is_the_committed_json_rendered(study):
+    """The README's table and claims are ``render_table`` of the committed JSON, nothing else:
+    re-run ``studies/tuning_study_cifar.py --table`` after adding rows."""
+    import json
+
+    from tests.conftest import REPO
+
+    report = json.loads((REPO / "studies" / "results" / "tuning_study_cifar.json").read_text())
+    text = (REPO / "README.md").read_text()
+    block = text[text.index(study.TABLE_START) + len(study.TABLE_START):text.index(study.TABLE_END)]
+    assert block == "\n" + study.render_table(report) + "\n"
+
+
+def test_the_table_marks_seeds_not_yet_done(study):
+    """A cell over fewer seeds than planned says which; a complete one carries no mark; the
+    means are over the rows present (near 0.80 and 0.90 -> 85.00)."""
+    rows = [_row("ASH", "scratch", 0, 0.80), _row("ASH", "scratch", 1, 0.90),
+            _row("ASH", "noise", 1, 0.70), _row("ASH", "defaults", 0, 0.60)]
+    for r in rows:
+        r["cpu_s"] = 10.0
+    report = {"rows": rows, "settings": {"seeds": [0, 1]}, "model_id_test_accuracy": 0.9,
+              "n": {"id_test": 10, "near": 5, "far": 5}}
+    table = study.render_table(report)
+    ash = next(line for line in table.splitlines() if line.startswith("| ASH"))
+    cells = [c.strip() for c in ash.strip("|").split("|")]
+    columns = [p for p, _ in study.TABLE_COLUMNS]
+    assert cells[1 + columns.index("scratch")] == "85.00 [83.0, 87.0] / 85.00"
+    assert cells[1 + columns.index("noise")] == "70.00 [68.0, 72.0] / 70.00 (seed 1 of 2)"
+    assert cells[1 + columns.index("defaults")] == "60.00 [58.0, 62.0] / 60.00"
+    assert cells[1 + columns.index("ood_val")] == "-"
+    assert table.startswith("Rows done: 4 of 55 ")  # 5 detectors x (1 + 5 protocols x 2 seeds)
