@@ -256,7 +256,7 @@ def make_plan(experiment: Experiment, resolved: Resolved | None = None) -> Plan:
 
         resolved = resolve(experiment)
     configs = detector_configurations(experiment) + tuned_detectors(experiment)
-    id_sources = {
+    id_sources: dict[str, Any] = {
         "test": experiment.id_test.describe() if experiment.id_test else None,
         "fit": experiment.id_fit.describe() if experiment.id_fit else None,
     }
