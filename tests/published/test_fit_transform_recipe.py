@@ -127,3 +127,17 @@ def test_compare_checks_a_fit_transform_only_where_one_side_names_one() -> None:
     (check,) = [c for c in row_checks(react, {**mine, "fit_transform": "mood_train"})
                 if c.item == "fit data transform"]
     assert (check.status, check.published) == ("unknown", "not stated")
+
+
+def test_published_compare_names_the_fit_transform_as_a_difference() -> None:
+    import pandas as pd
+
+    from oodbench import published
+
+    rows = pd.DataFrame([{**_yours(fit_transform=t), "value": 0.9, "status": "ok"}
+                         for t in ("eval", "mood_train")])
+    compared = published.compare(rows, tables_=["imagenet1k-vs-sun"])
+    assert compared["published_method"].tolist() == ["MOOD", "MOOD"]
+    read_eval, read_train = compared["differs"].str.split("; ").tolist()
+    assert "fit data transform" in read_eval and "fit data transform" not in read_train
+    assert "fit data transform: published mood_train; yours eval" in compared["comparison"][0]

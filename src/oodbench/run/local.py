@@ -1,8 +1,8 @@
 """Run a plan in this process, cell by cell, appending each result as soon as it exists.
 
 For each model: load it once; extract the ID fit and ID validation sources once each (when a
-detector fits on them: its ``fit_data``; ``[id].fit`` read with ``[id] fit_transform``); create every detector configuration once (from its
-preset) and fit it on first use; then run each
+detector fits on them: its ``fit_data``; ``[id].fit`` read with ``[id] fit_transform``); create
+every detector configuration once (from its preset) and fit it on first use; then run each
 benchmark with one detector at a time, so one failing cell is recorded (status ``failed`` and the
 error) and the rest goes on. Every extraction goes through the activation cache with the same
 ``capture`` for all of a model's detectors, so each (model, source) pair is one forward pass.
