@@ -32,7 +32,8 @@ at ``Resize(256) + CenterCrop(224)`` (crop 0.875) where timm's config gives 0.9 
 ``model.transform = mood_eval_transform(model)`` -- and fits the Gaussian on training features
 extracted with the fine-tuning's *training* augmentation (RandAugment, colour jitter, random
 erasing): ``with using_transform(model, mood_train_transform(model)): fit =
-oodbench.extract(model, train_source)``.
+oodbench.extract(model, train_source)``; in an experiment file, ``[id] fit_transform =
+"mood_train"`` (:mod:`oodbench.models.fit_transforms`).
 """
 
 from __future__ import annotations

@@ -40,6 +40,10 @@ def cma_loss(logits_per_image: torch.Tensor, lam: float) -> torch.Tensor:
     return contrastive - lam * 0.5 * lse.mean()
 
 
+#: ``head_templates``: CMA's official head ("The nice {}"), or the model's own templates
+HEAD_TEMPLATES = ("cma", "model")
+
+
 @register
 class CMA(Loss):
     """Cross-modal alignment: FLYP's symmetric contrastive loss + lam * (-LSE) (CVPR 2025)."""
@@ -55,11 +59,18 @@ class CMA(Loss):
     }
 
     def __init__(self, lam: float = 0.001, train_prompt: str = "a photo of a {}",
-                 warmup_steps: int = 500):
+                 warmup_steps: int = 500, head_templates: str = "cma"):
         """``lam``: weight of the log-sum-exp term; ``train_prompt``: the class prompt of the
         text side during training; ``warmup_steps``: the learning-rate warm-up in optimisation
-        steps (the official 500), used instead of ``warmup_epochs``."""
+        steps (the official 500), used instead of ``warmup_epochs``; ``head_templates``: the
+        zero-shot head of the fine-tuned model, ``"cma"`` (the official evaluation's one
+        template "The nice {}", ``oodbench.train.cma_head``) or ``"model"`` (the model's own
+        templates)."""
         super().__init__()
+        if head_templates not in HEAD_TEMPLATES:
+            raise InvalidInputError(
+                f"cma: head_templates must be one of {HEAD_TEMPLATES}; got {head_templates!r}")
+        self.head_templates = head_templates
         if not lam >= 0:
             raise InvalidInputError(f"cma: lam must be >= 0; got {lam}")
         if train_prompt.count("{}") != 1:

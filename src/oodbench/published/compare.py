@@ -10,6 +10,10 @@ A published row and a row of your results table are compared key by key (:func:`
 - metric convention: ``metric`` against ``metric`` (``fpr95_id`` against ``fpr95_ood`` is the
   "FPR95 convention");
 - detector fit data: ``fit_data`` against ``fit_data``;
+- the transform the fit data was read with: the ``evaluation.fit_transform`` of the row's recipe
+  (:mod:`oodbench.published.recipes`) against ``fit_transform``, checked only where one side
+  names a transform other than the evaluation one (``"eval"``): a recipe that states one, or a
+  result read with a training augmentation (against a row whose recipe states none: unknown);
 - tuning protocol: ``tuning`` against the ``protocol`` of the row's ``tuning`` record;
 
 and the table's protocol (``TableInfo.protocol``: ID set size, C-OOD levels and window) against
@@ -266,15 +270,31 @@ def row_checks(published: Mapping[str, str], yours: Mapping[str, Any],
                 if published["tuning_detail"] else TUNING_NAMES.get(pub_tuning, pub_tuning),
                 mine_tuning, TUNING_NAMES.get(mine_tuning, mine_tuning)),
     ]
+    transform = fit_transform_check(published, yours)
+    if transform is not None:
+        checks.append(transform)
     if info is not None:
         checks += protocol_checks(info, pd.DataFrame([dict(yours)]))
     return checks
 
 
 def _text(value: Any) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
         return ""
     return str(value)
+
+
+def fit_transform_check(published: Mapping[str, Any], yours: Mapping[str, Any]) -> Check | None:
+    """The transform the fit data was read with: the published row's (its recipe's
+    ``evaluation.fit_transform``, column ``fit_transform``) against the results row's; ``None``
+    (no check) when neither names one other than the evaluation transform."""
+    from oodbench.models.fit_transforms import DEFAULT_FIT_TRANSFORM
+
+    stated = _text(published.get("fit_transform"))
+    mine = _text(yours.get("fit_transform"))
+    if not stated and mine in ("", DEFAULT_FIT_TRANSFORM):
+        return None
+    return _keyed("fit data transform", stated, stated, mine, mine)
 
 
 # -- a results table against the catalogue ----------------------------------------------------
@@ -314,8 +334,17 @@ def candidate_index(published: pd.DataFrame) -> dict[tuple[str, str, str, str], 
 def _published(names: tuple[str, ...]) -> tuple[pd.DataFrame, dict[tuple[str, str, str, str], pd.DataFrame]]:
     """The bundled published rows of ``names`` and their :func:`candidate_index` (the tables
     never change in a process: built once)."""
-    published = load_all(list(names))
+    published = with_fit_transforms(load_all(list(names)))
     return published, candidate_index(published)
+
+
+def with_fit_transforms(published: pd.DataFrame) -> pd.DataFrame:
+    """``published`` with the column ``fit_transform``: the ``evaluation.fit_transform`` its
+    row's recipe states (``""``: none stated, or no recipe)."""
+    from oodbench.published.recipes import recipes, row_recipes
+
+    stated = {rid: str(r.value("evaluation", "fit_transform", "")) for rid, r in recipes().items()}
+    return published.assign(fit_transform=row_recipes(published).map(lambda rid: stated.get(rid, "")))
 
 
 def candidates(index: Mapping[tuple[str, str, str, str], pd.DataFrame],

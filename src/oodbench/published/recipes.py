@@ -16,8 +16,9 @@ sections of a recipe, and the settings each may hold (:data:`SECTIONS`):
   ``trainable``, ``optimizer``, ``lr``, ``weight_decay``, ``schedule``, ``warmup``,
   ``batch_size``, ``epochs``, ``augmentation``, ``precision``, ``prompts``;
 - ``detector``: ``name``, ``preset``, ``hyperparams``;
-- ``evaluation``: ``fit_data``, ``tuning``, ``benchmark``, ``id_set``, ``ood_set``,
-  ``metrics``, ``metric_convention``.
+- ``evaluation``: ``fit_data``, ``fit_transform`` (the transform the fit data is read with,
+  a name of :mod:`oodbench.models.fit_transforms`; absent: the evaluation transform),
+  ``tuning``, ``benchmark``, ``id_set``, ``ood_set``, ``metrics``, ``metric_convention``.
 
 ``rows`` says which published rows the recipe is the recipe of: a list of selectors, each a
 table of catalogue columns (``table``, ``method``, ``backbone``, ``tuning``, ...) whose values a
@@ -44,6 +45,7 @@ import pandas as pd
 from pydantic import Field, StrictStr, field_validator, model_validator
 
 from oodbench.errors import ConfigError, InvalidInputError, UnknownNameError
+from oodbench.models.fit_transforms import check_fit_transform
 from oodbench.schema import Schema, loads_toml, parse
 
 #: the literal of a setting that the paper (and its code) does not state
@@ -126,12 +128,23 @@ class EvaluationSection(Schema):
     """``[evaluation]``: fit data, tuning protocol, benchmark, ID and OOD sets, metrics."""
 
     fit_data: Setting = None
+    fit_transform: Setting = None
     tuning: Setting = None
     benchmark: Setting = None
     id_set: Setting = None
     ood_set: Setting = None
     metrics: Setting = None
     metric_convention: Setting = None
+
+    @field_validator("fit_transform")
+    @classmethod
+    def _known_fit_transform(cls, setting: Setting) -> Setting:
+        if setting is not None and setting.known:
+            try:
+                check_fit_transform(str(setting.value))
+            except UnknownNameError as err:
+                raise ValueError(str(err)) from None
+        return setting
 
 
 #: section -> its schema (unknown keys are refused, naming the valid ones)

@@ -41,6 +41,9 @@ SCHEMA: dict[str, str] = {
     # provenance of the number: how it was made
     "preset": "string",  # detector protocol preset ("paper", "openood", "cood", ...), "" = none
     "fit_data": "string",  # what the detector was fitted on ("train", "id_val", "none", ...)
+    # the transform its fit data was read with ("eval", "mood_train"; "" = fits on no data, or
+    # not recorded: rows written before the column existed, or outside an experiment)
+    "fit_transform": "string",
     "tuning": "object",  # Params: tuning protocol and chosen hyper-parameters; empty = not tuned
     "seed": "Int64",  # the benchmark's seed (C-OOD split), <NA> when it has none
     # uncertainty of ``value`` (95 % confidence interval; <NA> when not computed)

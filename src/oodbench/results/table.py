@@ -154,11 +154,13 @@ def from_wide(
     experiment: str = "",
     versions: Mapping[str, str] | None = None,
     tuning: Mapping[str, Any] | None = None,
+    fit_transform: str = "",
 ) -> pd.DataFrame:
     """Turn a benchmark's wide result (one row per detector x group) into long ``ok`` rows.
 
     ``hyperparams`` (and ``tuning``, unless given here: the record of a tuning run) of the wide
     rows may be mappings or the JSON text benchmarks write; they become ``Params``.
+    ``fit_transform``: the transform the detector's fit data was read with (every row).
 
     ``<metric>_ci_low`` / ``<metric>_ci_high`` columns become the ``ci_low`` / ``ci_high`` of
     that metric's row. Every other numeric column that does not identify the row (``auroc``,
@@ -209,7 +211,7 @@ def from_wide(
         ])
     long = long.assign(
         model=model, benchmark=benchmark, cell=cell, seconds=float(seconds), time=time,
-        status="ok", error="", experiment=experiment,
+        status="ok", error="", experiment=experiment, fit_transform=fit_transform,
         versions=[params(versions) if versions is not None else package_versions()] * len(long),
     )
     if tuning is not None:

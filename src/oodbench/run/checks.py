@@ -11,8 +11,9 @@ cells after minutes of work:
   held-out-class tuning's ``held_out_fraction`` (or a ``held_out_paper`` tuning's M grid)
   withholds at least one of ``[id].fit``'s classes and keeps two;
 * each model with pending cells: it loads (an unknown spec or missing weights are caught here),
-  the ID labels index its classes (after mapping class folders onto its classes), and the
-  C-OOD default window (its number of ID classes) fits the pool.
+  the ID labels index its classes (after mapping class folders onto its classes), the
+  C-OOD default window (its number of ID classes) fits the pool, and ``[id] fit_transform``
+  can be built for it.
 
 A model is loaded on the CPU to be checked and released, except the first one, which the local
 executor takes over (so a one-model experiment loads its model once); the others are loaded
@@ -29,6 +30,7 @@ from typing import Any
 from oodbench.benchmarks.kinds import kind_of
 from oodbench.errors import InvalidInputError
 from oodbench.extract.engine import model_labels
+from oodbench.models.fit_transforms import DEFAULT_FIT_TRANSFORM, fit_transform
 from oodbench.run import build
 from oodbench.run.local import Resources, not_applicable
 from oodbench.run.plan import Plan
@@ -85,6 +87,7 @@ def check_plan(plan: Plan, resources: Resources | None = None, *, load_models: b
                 sources = {"[id].test": id_test}
                 if not _role_skipped(model_plan, model, plan.experiment, "train"):
                     sources["[id].fit"] = id_fit
+                    _check_fit_transform(model, label, plan.experiment.fit_transform, problems)
                 if not _role_skipped(model_plan, model, plan.experiment, "id_val"):
                     sources["[id].val"] = id_val
                 _check_model(model, label, sources, built, problems)
@@ -103,6 +106,14 @@ def _check_model(model: Any, label: str, sources: dict[str, Any], benchmarks: di
         if hasattr(bench, "check_model"):
             problems.attempt(f"{label} on benchmark {name!r}",
                              partial(bench.check_model, model.num_classes))
+
+
+def _check_fit_transform(model: Any, label: str, name: str, problems: _Problems) -> None:
+    """``[id] fit_transform`` can be built for ``model`` (e.g. MOOD's augmentation takes the
+    mean and std of the model's ``Normalize``)."""
+    if name != DEFAULT_FIT_TRANSFORM:
+        problems.attempt(f"{label}: [id] fit_transform = {name!r}",
+                         partial(fit_transform, model, name))
 
 
 def _check_tuning_classes(plan: Plan, id_fit: Any, problems: _Problems) -> None:

@@ -33,7 +33,10 @@ of the TOML file. A complete, commented example is ``examples/experiment.toml``:
 hyper-parameters and the ID data it fits on, see :mod:`oodbench.detectors.presets`);
 ``hyperparams`` and ``grid`` override its values, and ``preset = ""`` on a detector keeps the
 class defaults. With a preset, ``"all"`` stands for the detectors that preset configures.
-Detectors fit on ``[id] fit`` or ``[id] val`` as their ``fit_data`` says. ``protocol`` is the
+Detectors fit on ``[id] fit`` or ``[id] val`` as their ``fit_data`` says; ``[id] fit_transform``
+names the transform ``[id] fit`` is read with (``"eval"``, the model's own, by default;
+``"mood_train"``: MOOD's training augmentation, as its official ID statistics are extracted; see
+:mod:`oodbench.models.fit_transforms`). ``protocol`` is the
 deprecated name of ``preset`` (still read, with a ``DeprecatedKeyWarning``); "protocol" now
 means a tuning protocol only (``tune = { protocol = ... }``).
 
@@ -68,7 +71,8 @@ from oodbench.benchmarks.kinds.cood import CoodSpec
 from oodbench.benchmarks.kinds.custom import CustomSpec, GroupSpec
 from oodbench.benchmarks.kinds.standard import StandardSpec
 from oodbench.data.spec import SourceSpec
-from oodbench.errors import ExperimentError, MissingDataError
+from oodbench.errors import ExperimentError, MissingDataError, UnknownNameError
+from oodbench.models.fit_transforms import DEFAULT_FIT_TRANSFORM, check_fit_transform
 from oodbench.models.spec import ModelSpec
 from oodbench.run.detector_spec import ALL_DETECTORS, DetectorSpec, check_preset, renamed_key
 from oodbench.schema import At, ConfigPath, Schema, context_of, parse, read_toml
@@ -153,11 +157,34 @@ class Settings(Schema):
 
 class IdSources(Schema):
     """``[id]``: the ID test set, the ID training images detectors fit statistics on (``fit``),
-    and held-out ID validation images for the detectors that fit on those (``val``)."""
+    and held-out ID validation images for the detectors that fit on those (``val``).
+
+    ``fit_transform`` names the transform ``fit`` is read with (:mod:`oodbench.models.fit_transforms`):
+    ``"eval"`` (default), the model's own evaluation transform, or a published protocol's
+    training augmentation (``"mood_train"``: MOOD's ID statistics)."""
 
     test: SourceSpec | None = None
     fit: SourceSpec | None = None
     val: SourceSpec | None = None
+    fit_transform: StrictStr = Field(
+        DEFAULT_FIT_TRANSFORM, description="the transform [id].fit is read with: \"eval\" (the "
+        "model's own) or a named training augmentation (oodbench.models.fit_transforms)")
+
+    @field_validator("fit_transform")
+    @classmethod
+    def _known_fit_transform(cls, value: str) -> str:
+        try:
+            return check_fit_transform(value)
+        except UnknownNameError as err:
+            raise ValueError(str(err)) from None
+
+    @model_validator(mode="after")
+    def _fit_transform_needs_fit(self) -> IdSources:
+        if self.fit_transform != DEFAULT_FIT_TRANSFORM and self.fit is None:
+            raise ValueError(f"fit_transform = {self.fit_transform!r} names how [id].fit is "
+                             "read, but there is no [id] fit: add fit = { folder = \"...\" } "
+                             "or leave fit_transform out")
+        return self
 
 
 class Experiment(Schema):
@@ -279,6 +306,11 @@ class Experiment(Schema):
         return self.id.val
 
     @property
+    def fit_transform(self) -> str:
+        """The name of the transform ``[id].fit`` is read with (``"eval"``: the model's own)."""
+        return self.id.fit_transform
+
+    @property
     def file(self) -> Path | None:
         """The TOML file this experiment was read from (``None`` for a mapping)."""
         return self._file
@@ -343,7 +375,8 @@ class Experiment(Schema):
             "models": [describe_model(m) for m in self.models],
             "id": {"test": self.id_test.describe() if self.id_test else None,
                    "fit": self.id_fit.describe() if self.id_fit else None,
-                   "val": self.id_val.describe() if self.id_val else None},
+                   "val": self.id_val.describe() if self.id_val else None,
+                   "fit_transform": self.fit_transform},
             "benchmarks": [b.describe() for b in self.benchmarks],
             "detectors": [d.describe() for d in self.detectors],
         }

@@ -1,8 +1,8 @@
 """Run a plan in this process, cell by cell, appending each result as soon as it exists.
 
 For each model: load it once; extract the ID fit and ID validation sources once each (when a
-detector fits on them: its ``fit_data``); create every detector configuration once (from its
-preset) and fit it on first use; then run each
+detector fits on them: its ``fit_data``; ``[id].fit`` read with ``[id] fit_transform``); create
+every detector configuration once (from its preset) and fit it on first use; then run each
 benchmark with one detector at a time, so one failing cell is recorded (status ``failed`` and the
 error) and the rest goes on. Every extraction goes through the activation cache with the same
 ``capture`` for all of a model's detectors, so each (model, source) pair is one forward pass.
@@ -29,6 +29,8 @@ from oodbench import detectors
 from oodbench.benchmarks.base import GroupScores, scores_key, skipped_images
 from oodbench.benchmarks.kinds import kind_of
 from oodbench.extract import extract
+from oodbench.models.fit_transforms import DEFAULT_FIT_TRANSFORM, fit_transform
+from oodbench.models.preprocessing import using_transform
 from oodbench.params import Params
 from oodbench.results import table as results_table
 from oodbench.results.table import ResultsTable
@@ -173,7 +175,8 @@ def _cell_runner(model_plan: ModelPlan, experiment: Experiment, resources: Resou
     """What runs one cell of ``model_plan``: the model is loaded, each source extracted and
     each detector configuration made once, on first use, for all its cells."""
     model_lazy = _Lazy(functools.partial(resources.load_model, model_plan.model))
-    fit_lazy = _Lazy(lambda: extract(model_lazy.get(), resources.id_fit(), **options))
+    fit_lazy = _Lazy(lambda: extract_fit(model_lazy.get(), resources.id_fit(),
+                                         experiment.fit_transform, options))
     val_lazy = _Lazy(lambda: extract(model_lazy.get(), resources.id_val(), **options))
     made: dict[DetectorConfig, _Lazy] = {}  # one detector per configuration
 
@@ -210,7 +213,7 @@ def _cell_runner(model_plan: ModelPlan, experiment: Experiment, resources: Resou
             rows = results_table.from_wide(
                 measured.rows, model=cell.model.name, benchmark=cell.benchmark.name,
                 cell=cell.key, seconds=time.perf_counter() - start, time=results_table.now(),
-                experiment=experiment.name, tuning=tuning,
+                experiment=experiment.name, tuning=tuning, fit_transform=cell.fit_transform_used,
             )
             skipped = {**measured.skipped_images,
                        **skipped_images(*(a for a in (fit, val) if a is not None))}
@@ -222,6 +225,16 @@ def _cell_runner(model_plan: ModelPlan, experiment: Experiment, resources: Resou
                                  traceback.format_exc())
 
     return run_cell
+
+
+def extract_fit(model: Any, source: Any, transform: str, options: Mapping[str, Any]) -> Any:
+    """The activations of ``[id].fit``: read with the transform ``[id] fit_transform`` names
+    (:mod:`oodbench.models.fit_transforms`; its ``repr`` is part of the cache key, so another
+    transform is another forward pass), the model's own restored afterwards."""
+    if transform == DEFAULT_FIT_TRANSFORM:
+        return extract(model, source, **options)
+    with using_transform(model, fit_transform(model, transform)):
+        return extract(model, source, **options)
 
 
 def untuned(cell: Cell) -> tuple[Any, Mapping[str, Any] | None]:

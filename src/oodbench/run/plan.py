@@ -26,6 +26,7 @@ from oodbench import detectors
 from oodbench.benchmarks.base import capture_for
 from oodbench.benchmarks.kinds import BenchmarkEntry, kind_of
 from oodbench.errors import ExperimentError, OodbenchError
+from oodbench.models.fit_transforms import DEFAULT_FIT_TRANSFORM
 from oodbench.models.spec import ModelSpec
 from oodbench.params import Params, plain
 from oodbench.run.detector_spec import ALL_DETECTORS
@@ -88,6 +89,8 @@ class Cell:
     config: DetectorConfig
     benchmark: BenchmarkEntry
     key: str
+    #: the transform ``[id].fit`` is read with (``[id] fit_transform``; "eval": the model's own)
+    fit_transform: str = DEFAULT_FIT_TRANSFORM
 
     @property
     def detector(self) -> str:
@@ -109,6 +112,15 @@ class Cell:
     def params(self) -> dict[str, Any]:
         return self.config.params
 
+    @property
+    def fit_transform_used(self) -> str:
+        """The transform of the data the detector fits on, as the results record it: ``[id]
+        fit_transform`` for a detector fitted on ``[id].fit`` (every tuned one is), ``"eval"``
+        for one fitted on ``id_val``, ``""`` for one that fits on no data."""
+        if self.config.fits_on("train") or self.tune:
+            return self.fit_transform
+        return DEFAULT_FIT_TRANSFORM if self.config.fits_on("id_val") else ""
+
     def label(self) -> str:
         """``model · benchmark · <configuration label>`` for the plan, logs and progress
         (:func:`oodbench.detectors.label.configuration_label`: every hyper-parameter, the
@@ -120,8 +132,11 @@ class Cell:
         space = tune.get("space")
         if isinstance(space, str):  # a named space ("paper"): its dimensions, by name
             space = {name: f"the {space!r} space" for name in paper_space_names(self.detector)}
+        fit_data = str(params.get("fit_data", ""))
+        if self.fit_transform_used not in ("", DEFAULT_FIT_TRANSFORM):
+            fit_data += f" read with {self.fit_transform_used}"
         config = configuration_label(
-            self.detector, params, preset=self.preset, fit_data=str(params.get("fit_data", "")),
+            self.detector, params, preset=self.preset, fit_data=fit_data,
             tuned_by=str(tune.get("protocol", "")), to_tune=space)
         return f"{self.model.name} · {self.benchmark.name} · {config}"
 
@@ -241,12 +256,15 @@ def make_plan(experiment: Experiment, resolved: Resolved | None = None) -> Plan:
 
         resolved = resolve(experiment)
     configs = detector_configurations(experiment) + tuned_detectors(experiment)
-    id_sources = {
+    id_sources: dict[str, Any] = {
         "test": experiment.id_test.describe() if experiment.id_test else None,
         "fit": experiment.id_fit.describe() if experiment.id_fit else None,
     }
     if experiment.id_val is not None:  # (keys of experiments without [id] val stay as they were)
         id_sources["val"] = experiment.id_val.describe()
+    if experiment.fit_transform != DEFAULT_FIT_TRANSFORM:  # (as [id] val: default keys unchanged)
+        _check_fit_transform_used(experiment, configs)
+        id_sources["fit_transform"] = experiment.fit_transform
     models = []
     for model in experiment.models:
         model_ident = resolved.models[model.name]
@@ -261,7 +279,8 @@ def make_plan(experiment: Experiment, resolved: Resolved | None = None) -> Plan:
                 if config.preset:
                     ident["preset"] = config.preset
                 cells.append(Cell(model, config, bench,
-                                  hashlib.sha256(canonical_json(ident).encode()).hexdigest()[:20]))
+                                  hashlib.sha256(canonical_json(ident).encode()).hexdigest()[:20],
+                                  experiment.fit_transform))
         capture = capture_for(configs)
         needs = {n for d in experiment.detectors if d.tune is not None
                  for n in d.tune.protocol_class.needs}
@@ -270,6 +289,19 @@ def make_plan(experiment: Experiment, resolved: Resolved | None = None) -> Plan:
             capture = tuple(sorted({*capture, "features"}))
         models.append(ModelPlan(model, tuple(cells), capture))
     return Plan(experiment, tuple(models))
+
+
+def _check_fit_transform_used(experiment: Experiment, configs: list[DetectorConfig]) -> None:
+    """``[id] fit_transform`` other than "eval" needs a detector that reads ``[id].fit`` (one
+    that fits on ``train``, or a tuned one); else an ``ExperimentError`` naming the fix."""
+    if any(c.fits_on("train") or c.tune for c in configs):
+        return
+    fits = sorted({f"{c.name} ({c.fit_data})" for c in configs})
+    raise ExperimentError(
+        f"{experiment.file or 'experiment'}: [id] fit_transform = "
+        f"{experiment.fit_transform!r} changes how [id].fit is read, but no detector fits on "
+        f"[id].fit (fit data of the detectors: {', '.join(fits) or 'none'}); remove "
+        "fit_transform, or add a detector that fits on the ID training set")
 
 
 def canonical_json(value: Any) -> str:

@@ -6,8 +6,8 @@ built-in specs, a layer above the published tables (docs/architecture.md).
 :func:`reproduction` reads the recipe of a row (:mod:`oodbench.published.recipes`) and builds:
 
 - ``experiment.toml``: the row's model (or the training config's model where the method
-  trains), detector with its preset and hyper-parameters (and its tuning protocol), fit data and
-  benchmark, with the data below ``--data-root`` laid out as the benchmark's spec and the dataset
+  trains), detector with its preset and hyper-parameters (and its tuning protocol), fit data
+  (and the transform it is read with: ``[id] fit_transform``) and benchmark, with the data below ``--data-root`` laid out as the benchmark's spec and the dataset
   catalogue say (``oodbench data info NAME``); its output is the folder itself, so
   ``oodbench published compare DIR`` reads the results next to it;
 - ``train.toml`` where the method trains (the recipe's loss and its parameters, optimiser,
@@ -192,6 +192,9 @@ def reproduction(table: str, method: str | None = None, *, recipe_id: str | None
         "models": [model_entry],
     }
     ids, bench = _benchmark(benchmark, root, fit, detector, data)
+    transform = _fit_transform(r, "fit" in ids, diffs)
+    if transform is not None:
+        ids["fit_transform"] = transform
     if ids:
         experiment["id"] = ids
     experiment["benchmarks"] = [bench]
@@ -414,6 +417,27 @@ def _fit_data(r: Recipe, detector: Mapping[str, Any], diffs: list[Difference]) -
     diffs.append(Difference("evaluation.fit_data", "unknown", str(own or "none"),
                             "oodbench's default: the detector's own"))
     return str(own or "none")
+
+
+def _fit_transform(r: Recipe, reads_fit: bool, diffs: list[Difference]) -> str | None:
+    """The recipe's ``evaluation.fit_transform`` for ``[id] fit_transform`` (``None``: leave it
+    out, the evaluation transform); an ``unknown`` one, or one for an experiment without
+    ``[id] fit``, is a named difference."""
+    from oodbench.models.fit_transforms import DEFAULT_FIT_TRANSFORM
+
+    got = _setting(r, "evaluation", "fit_transform")
+    if got is None:
+        return None
+    if not got.known:
+        diffs.append(Difference("evaluation.fit_transform", "unknown", DEFAULT_FIT_TRANSFORM,
+                                "oodbench's default: the model's evaluation transform"))
+        return None
+    if not reads_fit:
+        if got.value != DEFAULT_FIT_TRANSFORM:
+            _not_applied(diffs, "evaluation.fit_transform", got.value,
+                         "no detector of the experiment reads [id] fit")
+        return None
+    return None if got.value == DEFAULT_FIT_TRANSFORM else str(got.value)
 
 
 def _benchmark(name: str, root: Path, fit: str, detector: Mapping[str, Any],

@@ -17,8 +17,9 @@ Under ``torchrun`` every rank all-gathers the embeddings of the others with thei
 (:func:`oodbench.train.ddp.gather_with_grad`) and computes the loss of the whole global batch,
 so same-batch negatives are those of one process with the same global batch, and the averaged
 gradients are that process's gradients. After training the classifier's zero-shot head is
-recomputed from the fine-tuned text tower (the test prompts are the model's ``templates``;
-the paper tests with "The nice {}" and NegLabel).
+recomputed from the fine-tuned text tower, with the official evaluation's one template "The
+nice {}" (:mod:`oodbench.train.cma_head`; the loss option ``head_templates="model"`` keeps the
+model's own templates); the paper scores with NegLabel.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from oodbench.extract.runtime import place_model, resolve_amp
 from oodbench.losses.cma import CMA
 from oodbench.models.classifier import Classifier
 from oodbench.train import checkpoint as ckpt
-from oodbench.train import ddp, method_defaults
+from oodbench.train import cma_head, ddp, method_defaults
 from oodbench.train.clip_common import Placement, epoch_record, require_clip
 from oodbench.train.labels import select_classes
 from oodbench.train.loop import Checkpoint, EpochTotals, Progress, StepResult, TrainLoop
@@ -116,7 +117,7 @@ def train_cma(
         history = loop.run(begin, step, record)
     finally:
         net.eval()
-    clip_model.refresh_text_head()
+    cma_head.refresh_head(clip_model, criterion.head_templates)
     model.eval()
     return TrainResult(model, out_dir, out_dir / ckpt.WEIGHTS, config, history,
                        loop.start_epoch)
