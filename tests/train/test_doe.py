@@ -18,7 +18,7 @@ from oodbench.data.digits import DigitsSource
 from oodbench.errors import InvalidInputError
 from oodbench.models.small_cnn import SmallCNN
 from oodbench.train import train
-from oodbench.train.doe import (
+from oodbench.train.methods.doe import (
     DOEHooks,
     dropout_off,
     perturbation,
