@@ -28,8 +28,8 @@ from oodbench.data.spec import SourceSpec
 from oodbench.detectors.base import DETECTORS, Detector
 from oodbench.extract.activations import Activations
 from oodbench.losses.base import LOSSES, Loss
-from oodbench.models.small_cnn import SmallCNN
 from oodbench.models.registry import FAMILIES, ModelFamily
+from oodbench.models.small_cnn import SmallCNN
 from oodbench.published.catalogue import LOADERS, TableLoader
 from oodbench.registry import Registry
 from oodbench.results import wide

@@ -18,6 +18,7 @@ from oodbench.data.digits import DigitsSource
 from oodbench.errors import InvalidInputError
 from oodbench.models.small_cnn import SmallCNN
 from oodbench.train import train
+from oodbench.train.hooks import Batch
 from oodbench.train.methods.doe import (
     DOEHooks,
     dropout_off,
@@ -25,7 +26,6 @@ from oodbench.train.methods.doe import (
     perturbed_parameters,
     scale_gradient,
 )
-from oodbench.train.hooks import Batch
 from tests.train._method_run import method_run
 
 
