@@ -24,6 +24,7 @@ from typing import Any
 
 from oodbench.losses.base import LOSSES, Loss, available
 from oodbench.registry import Registry
+from oodbench.train.hooks import LoopHooks
 
 #: what a training method may need from the run
 NEEDS = frozenset({"clip", "outliers"})
@@ -42,9 +43,9 @@ class TrainingMethod:
 
     @property
     def own_loop(self) -> bool:
-        """Whether the method trains with a loop of its own (a trainer function), not with
-        hooks into the classifier loop."""
-        return not isinstance(self.behaviour, type)
+        """Whether the method trains with a loop of its own (a trainer), not with hooks into
+        the classifier loop (a :class:`~oodbench.train.hooks.LoopHooks` subclass)."""
+        return not (isinstance(self.behaviour, type) and issubclass(self.behaviour, LoopHooks))
 
     @property
     def losses(self) -> tuple[str, ...]:

@@ -125,5 +125,6 @@ def train_cma(
                        loop.start_epoch)
 
 
-register(TrainingMethod("cma", "CLIP fine-tuning with CMA's own loop (text tower, cached frozen "
-                        "blocks)", train_cma, frozenset({"clip"})))
+register(TrainingMethod("cma", "CLIP fine-tuning with CMA's own loop (both towers, the "
+                        "contrastive loss on each batch's image and class-prompt embeddings)",
+                        train_cma, frozenset({"clip"})))
