@@ -9,6 +9,10 @@
   frozen modules stay in eval mode (BatchNorm statistics do not move).
 * **Optimiser and schedule**: :class:`~oodbench.train.optim.OptimSettings` (SGD/AdamW, cosine
   with linear warm-up, per step).
+* **The loss's training method** (:mod:`oodbench.train.method_registry`, one file each in
+  :mod:`oodbench.train.methods`): its hooks into the loop below (UM, UMAP, DOE; none for a
+  plain loss), or its own loop (CMA, NPOS), which gets the run; what it ``needs`` (a CLIP
+  model, outliers) is checked before the run starts.
 * **Each method's published recipe is its default** (:mod:`oodbench.train.method_defaults`):
   ``loss="cma"`` without ``optim=`` trains with CMA's AdamW 1e-5 / batch 512 / 10 epochs in
   float32 with its RandomResizedCrop, NPOS, DOE, UM and UMAP with theirs; other losses with
