@@ -1,6 +1,7 @@
 """A new benchmark kind and a new tuning protocol, each registered from this file alone, run end
-to end through an experiment file (``oodbench run``): no other module knows their names. And a
-toy of every kind of registry entry (every word of ``oodbench list``), each one entry added from
+to end through an experiment file (``oodbench run``): no other module knows their names; so does
+a new training method with the loss that names it, through ``oodbench.train.train``. And a toy
+of every kind of registry entry (every word of ``oodbench list``), each one entry added from
 this file, found by name and shown by ``oodbench list``."""
 
 from __future__ import annotations
@@ -21,17 +22,21 @@ from oodbench.benchmarks.standard import OodSetsBenchmark
 from oodbench.cli import listing
 from oodbench.cli.main import main
 from oodbench.data import catalog
+from oodbench.data.arrays import ArraySource
 from oodbench.data.catalog import LAYOUTS, DatasetInfo
 from oodbench.data.spec import SourceSpec
 from oodbench.detectors.base import DETECTORS, Detector
 from oodbench.extract.activations import Activations
 from oodbench.losses.base import LOSSES, Loss
 from oodbench.models.registry import FAMILIES, ModelFamily
+from oodbench.models.small_cnn import SmallCNN
 from oodbench.published.catalogue import LOADERS, TableLoader
 from oodbench.registry import Registry
 from oodbench.results import wide
 from oodbench.results.table import ResultsTable
 from oodbench.schema import Schema
+from oodbench.train import OptimSettings, train
+from oodbench.train.hooks import Batch, LoopHooks, Run
 from oodbench.train.method_registry import METHODS, TrainingMethod
 from oodbench.tuning import PROTOCOLS
 from oodbench.tuning.protocol import Objective, TuningProtocol
@@ -162,6 +167,32 @@ class ToyLoss(Loss):
         return logits.mean()
 
 
+class ToyHooks(LoopHooks):
+    """A toy training method: hooks into the classifier loop that record the run's batch size
+    in its config and count the optimisation steps (each left to the loop: ``step`` -> None)."""
+
+    def prepare(self, run: Run) -> dict[str, Any]:
+        self.steps = 0
+        return {"toy_method": f"batches of {run.batch_size}"}
+
+    def step(self, batch: Batch) -> None:
+        self.steps += 1
+        return None
+
+    def finish(self, model: Any) -> None:
+        model.toy_steps = self.steps
+
+
+class ToyMethodLoss(ToyLoss):
+    """A toy loss that trains with the toy method."""
+
+    name = "toy_method_loss"
+    hooks = "toy_method"
+
+
+TOY_METHOD = TrainingMethod("toy_method", "a toy: counts the steps", ToyHooks)
+
+
 def toy_loader(name: str, *, pretrained: bool = True, weights: Any = None) -> Any:
     raise AssertionError("listing a family loads nothing")
 
@@ -189,8 +220,7 @@ TOYS: dict[str, tuple[Registry[Any] | None, Any, str]] = {
     "benchmarks": (KINDS, ToyBenchmarks, "toy_benchmark"),
     "benchmark-types": (KINDS, OneSet, "one_set"),
     "protocols": (PROTOCOLS, ClosestToTarget, "closest_to_target"),
-    "methods": (METHODS, TrainingMethod("toy_method", "a toy", f"{__name__}:ToyLoss"),
-                "toy_method"),
+    "methods": (METHODS, TOY_METHOD, "toy_method"),
     "datasets": (None, TOY_DATASET, "toy_dataset"),  # data: an entry of the catalogue file
     "table-loaders": (LOADERS, TableLoader("toy_table_loader", "a toy", lambda info: None),
                       "toy_table_loader"),
@@ -219,3 +249,27 @@ def test_a_toy_of_every_kind_is_one_entry_and_oodbench_list_shows_it(what, monke
         assert shown in result.output.split()
     finally:
         del found[toy.name]
+
+
+@pytest.fixture
+def toy_method() -> Iterator[None]:
+    METHODS.add(TOY_METHOD)
+    LOSSES.add(ToyMethodLoss)
+    yield
+    del METHODS["toy_method"], LOSSES["toy_method_loss"]
+
+
+def test_a_new_training_method_trains_through_oodbench_train(tmp_path, toy_method):
+    """The toy method and its loss, registered from this file alone, train a model: the loop
+    ran the method's hooks (its config entry, one counted step per batch)."""
+    rng = np.random.default_rng(0)
+    source = ArraySource(rng.integers(0, 256, size=(12, 8, 8), dtype=np.uint8),
+                         np.arange(12) % 2, name="twelve")
+    model = SmallCNN(2, seed=0)
+    result = train(model, source, out=tmp_path / "run", loss="toy_method_loss",
+                   optim=OptimSettings(epochs=2, batch_size=4), device="cpu", num_workers=0,
+                   progress=False)
+    assert result.config["loss"] == "toy_method_loss"
+    assert result.config["toy_method"] == "batches of 4"
+    assert [h["epoch"] for h in result.history] == [1, 2]
+    assert model.toy_steps == 2 * (12 // 4)  # two epochs of three batches

@@ -18,14 +18,14 @@ from oodbench.data.digits import DigitsSource
 from oodbench.errors import InvalidInputError
 from oodbench.models.small_cnn import SmallCNN
 from oodbench.train import train
-from oodbench.train.doe import (
+from oodbench.train.hooks import Batch
+from oodbench.train.methods.doe import (
     DOEHooks,
     dropout_off,
     perturbation,
     perturbed_parameters,
     scale_gradient,
 )
-from oodbench.train.hooks import Batch
 from tests.train._method_run import method_run
 
 

@@ -149,14 +149,14 @@ def seen(monkeypatch):
         raise _Stop
 
     monkeypatch.setattr(OptimSettings, "make_optimizer", make_optimizer)
-    monkeypatch.setattr("oodbench.train.cma.make_loader", stop)
+    monkeypatch.setattr("oodbench.train.methods.cma.make_loader", stop)
     monkeypatch.setattr("oodbench.train.finetune.make_loader", stop)
     return record
 
 
 def test_train_cma_without_optim_runs_cmas_recipe(tmp_path, seen, monkeypatch):
     amps = []
-    monkeypatch.setattr("oodbench.train.cma.resolve_amp",
+    monkeypatch.setattr("oodbench.train.methods.cma.resolve_amp",
                         lambda amp, device: amps.append(amp) or None)
     model = clip_model("cma")
     with pytest.raises(_Stop):

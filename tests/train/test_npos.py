@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from oodbench.train import checkpoint as ckpt
-from oodbench.train.npos import VisionSplit, uncertainty_mlp
+from oodbench.train.methods.npos import VisionSplit, uncertainty_mlp
 from tests.train._clip_run import model, run, toy_source
 
 
@@ -47,7 +47,7 @@ def test_phi_learns_only_once_outliers_exist(tmp_path, monkeypatch):
     second epoch trains phi."""
     import json
 
-    import oodbench.train.npos as npos_train
+    import oodbench.train.methods.npos as npos_train
 
     dim = model("npos").head_weight.shape[1]
     phi0 = uncertainty_mlp(dim, 32, 0).state_dict()

@@ -18,7 +18,7 @@ from oodbench.errors import InvalidInputError
 from oodbench.models.small_cnn import SmallCNN
 from oodbench.train import masks, train
 from oodbench.train.hooks import Run
-from oodbench.train.unleashing_mask import estimate_constraint
+from oodbench.train.methods.um import estimate_constraint
 from tests.train._digits_run import run
 from tests.train._method_run import method_run
 
@@ -98,7 +98,7 @@ def test_umap_leaves_every_weight_unchanged(tmp_path):
 
 
 def test_umap_resumes_after_a_crash_to_the_same_weights(tmp_path, monkeypatch):
-    from oodbench.train import unleashing_mask
+    from oodbench.train.methods import umap as unleashing_mask
 
     straight = method_run(str(tmp_path / "straight"), "umap", epochs=3)
     calls = {"n": 0}

@@ -9,6 +9,10 @@
   frozen modules stay in eval mode (BatchNorm statistics do not move).
 * **Optimiser and schedule**: :class:`~oodbench.train.optim.OptimSettings` (SGD/AdamW, cosine
   with linear warm-up, per step).
+* **The loss's training method** (:mod:`oodbench.train.method_registry`, one file each in
+  :mod:`oodbench.train.methods`): its hooks into the loop below (UM, UMAP, DOE; none for a
+  plain loss), or its own loop (CMA, NPOS), which gets the run; what it ``needs`` (a CLIP
+  model, outliers) is checked before the run starts.
 * **Each method's published recipe is its default** (:mod:`oodbench.train.method_defaults`):
   ``loss="cma"`` without ``optim=`` trains with CMA's AdamW 1e-5 / batch 512 / 10 epochs in
   float32 with its RandomResizedCrop, NPOS, DOE, UM and UMAP with theirs; other losses with
@@ -56,8 +60,8 @@ from oodbench.extract.runtime import place_model, resolve_amp, resolve_device
 from oodbench.losses.base import Loss
 from oodbench.models.classifier import Classifier
 from oodbench.train import checkpoint as ckpt
-from oodbench.train import ddp, doe, method_defaults, method_settings, unleashing_mask
-from oodbench.train.cma import train_cma
+from oodbench.train import ddp, method_defaults, method_settings
+from oodbench.train.clip_common import require_clip
 from oodbench.train.hooks import Batch, LoopHooks, Run
 from oodbench.train.labels import select_classes
 from oodbench.train.loop import (
@@ -69,14 +73,11 @@ from oodbench.train.loop import (
     data_parallel,
     epoch_order,
 )
-from oodbench.train.npos import train_npos
+from oodbench.train.method_registry import method_of
 from oodbench.train.optim import OptimSettings
 from oodbench.train.optim import resolve as optim_settings
 from oodbench.train.parts import network, trainable_modules
 from oodbench.train.result import TrainResult
-
-#: the training paths of losses whose ``trainer`` is not "classifier" (CLIP fine-tuning)
-METHOD_TRAINERS: dict[str, Callable[..., TrainResult]] = {"cma": train_cma, "npos": train_npos}
 
 
 def train(
@@ -132,15 +133,20 @@ def train(
         settings, trainable=trainable, outliers=outliers, outlier_batch_size=outlier_batch_size))
     amp = recipe.amp if amp is None else amp
     outlier_batch_size = outlier_batch_size or recipe.outlier_batch_size
-    if criterion.trainer in METHOD_TRAINERS:
-        return METHOD_TRAINERS[criterion.trainer](
-            model, source, criterion, settings, out=out, seed=seed, resume=resume,
-            device=device, amp=amp, num_workers=num_workers, transform=transform,
-            progress=progress)
-    if criterion.needs_outliers and outliers is None:
+    method = method_of(criterion)
+    if "clip" in method.needs:
+        require_clip(model, loss)
+    if ("outliers" in method.needs or criterion.needs_outliers) and outliers is None:
         raise InvalidInputError(
             f"loss {loss!r} needs an outlier source: train(..., outliers=ImageFolder(...))"
         )
+    load = transform or recipe.transform(model.transform)
+    if method.own_loop:  # a method with a loop of its own (CLIP fine-tuning)
+        result: TrainResult = method.behaviour(
+            model, source, criterion, settings, out=out, seed=seed, resume=resume,
+            device=device, amp=amp, num_workers=num_workers, transform=load,
+            progress=progress)
+        return result
     n_classes = criterion.classes_for_width(model.num_classes)
     _, rows, _ = select_classes(source.labels, None, n_classes, f"source {source.name!r}")
     modules = trainable_modules(model, trainable)
@@ -149,9 +155,8 @@ def train(
     dev = resolve_device(f"cuda:{local_rank}" if world > 1 and torch.cuda.is_available() else device)
     amp_dtype = resolve_amp(amp, dev)
     out_batch = outlier_batch_size or 2 * batch_size
-    load = transform or recipe.transform(model.transform)
     initial_digest = model.weights_digest()
-    hooks = hooks_for(criterion)
+    hooks: LoopHooks = method.behaviour(criterion)
     method_config = hooks.prepare(Run(model, modules, source, rows, batch_size, seed, dev,
                                       num_workers, world, rank))
     config: dict[str, Any] = {
@@ -272,11 +277,3 @@ def _epoch(run: _Run, epoch: int) -> Iterable[Any]:
         m.train()
     return zip(loader, global_batches, out_iter)
 
-
-def hooks_for(criterion: Loss) -> LoopHooks:
-    """The hooks the loss names (``Loss.hooks``), or the plain loop's."""
-    table: dict[str, type[LoopHooks]] = {
-        "": LoopHooks, "um": unleashing_mask.UMHooks, "umap": unleashing_mask.UMAPHooks,
-        "doe": doe.DOEHooks,
-    }
-    return table[criterion.hooks](criterion)

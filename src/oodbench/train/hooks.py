@@ -2,8 +2,10 @@
 
 Most losses need nothing but ``loss(logits, labels, outlier_logits)``. A training-time method
 (Unleashing Mask, UMAP, DOE) also prepares the model before the first epoch, chooses what
-trains, keeps state of its own across epochs, or replaces the optimisation step. Its loss names
-the hooks in ``Loss.hooks`` (a key of :data:`HOOKS`); the loop then calls, in this order:
+trains, keeps state of its own across epochs, or replaces the optimisation step. Such a method
+is a :class:`LoopHooks` subclass in a file of :mod:`oodbench.train.methods`, registered as a
+:class:`~oodbench.train.method_registry.TrainingMethod`; its loss names it in ``Loss.hooks``, and
+the loop then calls, in this order:
 
     prepare(run)            before the config is written (UM: estimate the loss constraint;
                             UMAP: put masks on the weights); returns config entries to record

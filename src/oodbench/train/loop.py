@@ -12,7 +12,7 @@ rest:
 * ``step(epoch, index, batch) -> StepResult``: the forward pass and the loss, handed to
   :meth:`TrainLoop.step` (zero_grad, backward, DDP gradient averaging, gradient clipping, the
   optimiser step with the float16 grad scaler); a method that needs more than one optimiser
-  step per batch (DOE's perturbation step, :mod:`oodbench.train.doe`) calls :func:`optimise`
+  step per batch (DOE's perturbation step, :mod:`oodbench.train.methods.doe`) calls :func:`optimise`
   and :func:`backward` itself from this hook. Nothing outside this module calls
   ``.backward()``;
 * ``record(EpochTotals) -> dict``: the epoch's history entry;

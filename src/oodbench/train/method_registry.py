@@ -2,21 +2,29 @@
 
 A loss names its method (``Loss.hooks`` for a method that adds hooks to the classifier loop,
 ``Loss.trainer`` for one with a loop of its own; a plain loss trains with ``"classifier"``).
-Each :class:`TrainingMethod` of :data:`METHODS` declares its ``name``, what it ``needs`` from
-the run (``"clip"``: a CLIP model; ``"outliers"``: an outlier batch), its settings (those of the
-losses it trains: ``oodbench list losses``) and its behaviour: the loop's hooks class or the
-method's own trainer, as ``"module:attribute"``, imported on first use (listing the methods
-imports no training code). :func:`method_of` is how a loss finds its method.
+Each method is one file of :mod:`oodbench.train.methods` that defines its behaviour and adds
+its :class:`TrainingMethod` to :data:`METHODS` beside it; the registry imports every public
+module of that package on its first read (:class:`oodbench.registry.Registry`'s ``builtins``,
+as for detectors and losses), and :func:`method_of` is how a loss finds its method.
+
+An entry declares its ``name``, what it ``needs`` from the run (``"clip"``: a CLIP model;
+``"outliers"``: an outlier batch), its settings (the options of the losses it trains, derived
+from the loss registry: ``oodbench list losses``) and its behaviour: a
+:class:`~oodbench.train.hooks.LoopHooks` subclass (hooks into the one classifier loop of
+:mod:`oodbench.train.finetune`) or a trainer function with a loop of its own (called as
+``trainer(model, source, criterion, settings, out=, seed=, resume=, device=, amp=,
+num_workers=, transform=, progress=)``; it returns a :class:`~oodbench.train.result.TrainResult`).
 """
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from oodbench.losses.base import Loss
+from oodbench.losses.base import LOSSES, Loss, available
 from oodbench.registry import Registry
+from oodbench.train.hooks import LoopHooks
 
 #: what a training method may need from the run
 NEEDS = frozenset({"clip", "outliers"})
@@ -28,40 +36,48 @@ class TrainingMethod:
 
     name: str
     description: str
-    #: ``"module:attribute"``: a :class:`~oodbench.train.hooks.LoopHooks` subclass (the
-    #: classifier loop's methods) or a trainer function (a method with its own loop)
-    behaviour: str
+    #: a :class:`~oodbench.train.hooks.LoopHooks` subclass (the classifier loop's methods) or a
+    #: trainer function (a method with its own loop)
+    behaviour: type[Any] | Callable[..., Any]
     needs: frozenset[str] = frozenset()
-    #: the settings are the losses' (each loss's options), not the method's
-    settings: None = None
 
-    def load(self) -> Any:
-        """The behaviour, imported."""
-        module, _, attribute = self.behaviour.partition(":")
-        return getattr(importlib.import_module(module), attribute)
+    @property
+    def own_loop(self) -> bool:
+        """Whether the method trains with a loop of its own (a trainer), not with hooks into
+        the classifier loop (a :class:`~oodbench.train.hooks.LoopHooks` subclass)."""
+        return not (isinstance(self.behaviour, type) and issubclass(self.behaviour, LoopHooks))
+
+    @property
+    def losses(self) -> tuple[str, ...]:
+        """The losses that name this method, sorted."""
+        return tuple(sorted(name for name, cls in LOSSES.items()
+                            if method_name(cls) == self.name))
+
+    @property
+    def settings(self) -> tuple[str, ...]:
+        """The options of the losses it trains, as ``loss.option`` (what a run of it sets)."""
+        rows = {row["name"]: row for row in available()}
+        return tuple(f"{loss}.{option}" for loss in self.losses
+                     for option in rows[loss]["defaults"])
 
 
-#: every training method, by the name a loss gives (``Loss.hooks`` / ``Loss.trainer``)
-METHODS: Registry[TrainingMethod] = Registry("training method", declares=("needs", NEEDS))
+#: every training method, by the name a loss gives (``Loss.hooks`` / ``Loss.trainer``); the
+#: built-in ones are the files of :mod:`oodbench.train.methods`
+METHODS: Registry[TrainingMethod] = Registry(
+    "training method", declares=("needs", NEEDS), builtins="oodbench.train.methods")
 
-for _method in (
-    TrainingMethod("classifier", "the classifier loop over the model's head logits, no hooks",
-                   "oodbench.train.hooks:LoopHooks"),
-    TrainingMethod("um", "Unleashing Mask (loss um): the loss held at a constraint estimated "
-                   "before the first epoch", "oodbench.train.unleashing_mask:UMHooks"),
-    TrainingMethod("umap", "Unleashing Mask with pruning (loss umap): masks on the weights, baked "
-                   "in after the last epoch", "oodbench.train.unleashing_mask:UMAPHooks"),
-    TrainingMethod("doe", "DOE (loss doe): a perturbation of the weights in each optimisation "
-                   "step, with outliers", "oodbench.train.doe:DOEHooks",
-                   frozenset({"outliers"})),
-    TrainingMethod("cma", "CLIP fine-tuning with CMA's own loop (text tower, cached frozen "
-                   "blocks)", "oodbench.train.cma:train_cma", frozenset({"clip"})),
-    TrainingMethod("npos", "CLIP fine-tuning with NPOS's own loop (synthesised outliers)",
-                   "oodbench.train.npos:train_npos", frozenset({"clip"})),
-):
-    METHODS.add(_method)
+
+def register(method: TrainingMethod) -> TrainingMethod:
+    """Add ``method`` to :data:`METHODS` (a method file's last line) and return it."""
+    METHODS.add(method)
+    return method
+
+
+def method_name(loss: type[Loss] | Loss) -> str:
+    """The name of the method a loss names (``Loss.hooks``, else ``Loss.trainer``)."""
+    return loss.hooks or loss.trainer
 
 
 def method_of(loss: type[Loss] | Loss) -> TrainingMethod:
     """The training method a loss names (``UnknownNameError`` for a name no method has)."""
-    return METHODS.lookup(loss.hooks or loss.trainer)
+    return METHODS.lookup(method_name(loss))

@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -39,12 +39,15 @@ from oodbench.extract.runtime import place_model, resolve_amp
 from oodbench.losses.cma import CMA
 from oodbench.models.classifier import Classifier
 from oodbench.train import checkpoint as ckpt
-from oodbench.train import cma_head, ddp, method_defaults
+from oodbench.train import cma_head, ddp
 from oodbench.train.clip_common import Placement, epoch_record, require_clip
 from oodbench.train.labels import select_classes
 from oodbench.train.loop import Checkpoint, EpochTotals, Progress, StepResult, TrainLoop
-from oodbench.train.optim import OptimSettings
+from oodbench.train.method_registry import TrainingMethod, register
 from oodbench.train.result import TrainResult
+
+if TYPE_CHECKING:
+    from oodbench.train.optim import OptimSettings
 
 
 def train_cma(
@@ -79,7 +82,7 @@ def train_cma(
     tokens = clip_model.tokenizer(
         [criterion.train_prompt.format(name) for name in clip_model.class_names]).to(place.device)
     labels = np.asarray(source.labels, dtype=np.int64)
-    load = transform or method_defaults.CMA.transform(model.transform)
+    load = transform or model.transform
     out_dir = Path(out)
     loop: TrainLoop[Any] = TrainLoop(
         opt, scheduler, params, settings.epochs, device=place.device, amp=amp_dtype,
@@ -121,3 +124,8 @@ def train_cma(
     model.eval()
     return TrainResult(model, out_dir, out_dir / ckpt.WEIGHTS, config, history,
                        loop.start_epoch)
+
+
+register(TrainingMethod("cma", "CLIP fine-tuning with CMA's own loop (both towers, the "
+                        "contrastive loss on each batch's image and class-prompt embeddings)",
+                        train_cma, frozenset({"clip"})))

@@ -31,6 +31,7 @@ from oodbench.losses.oe import uniform_cross_entropy
 from oodbench.train.checkpoint import read_method_state
 from oodbench.train.hooks import Batch, LoopHooks
 from oodbench.train.loop import backward, optimise
+from oodbench.train.method_registry import TrainingMethod, register
 
 #: added to the norm of a direction before rescaling (the official EPS)
 EPS = 1e-20
@@ -163,3 +164,7 @@ class DOEHooks(LoopHooks):
         super().load(net, weights, out)
         state = read_method_state(out)
         self.average_ = [state[f"average.{i}"] for i in range(len(state))] or None
+
+
+register(TrainingMethod("doe", "DOE (loss doe): a perturbation of the weights in each optimisation "
+                        "step, with outliers", DOEHooks, frozenset({"outliers"})))

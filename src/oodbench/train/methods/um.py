@@ -1,12 +1,11 @@
-"""Unleashing Mask in the training loop: the loss constraint estimate (UM, UMAP) and the
-learned weight masks (UMAP). The losses and their formulas: :mod:`oodbench.losses.um`,
-:mod:`oodbench.losses.umap`; the masks: :mod:`oodbench.train.masks`.
+"""Unleashing Mask (loss ``um``) in the training loop: the loss constraint ``L_hat``
+estimated before the first epoch. The loss and its formula: :mod:`oodbench.losses.um`; UMAP,
+which adds learned weight masks: :mod:`oodbench.train.methods.umap`.
 """
 
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -15,10 +14,9 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from oodbench.extract.loader import make_loader, to_device
-from oodbench.models.classifier import Classifier
 from oodbench.train import masks
-from oodbench.train.checkpoint import read_method_state
 from oodbench.train.hooks import LoopHooks, Run
+from oodbench.train.method_registry import TrainingMethod, register
 
 
 def estimate_constraint(run: Run, keep: float) -> float:
@@ -63,36 +61,5 @@ class UMHooks(LoopHooks):
         return {"loss_constraint": f"estimated (random masks keeping {criterion.estimate_keep})"}
 
 
-class UMAPHooks(UMHooks):
-    """UMAP: masks on the trained part's weights; only their scores train; baked at the end."""
-
-    def prepare(self, run: Run) -> dict[str, Any]:
-        criterion: Any = self.criterion
-        if not any(masks.maskable_layers(m) for m in run.modules):
-            masks.attach(run.modules, criterion.keep, run.seed, f"loss {criterion.name!r}")  # raises
-        extra = super().prepare(run)  # estimated on the unmasked model, as the official code
-        self.masks = masks.attach(run.modules, criterion.keep, run.seed, f"loss {criterion.name!r}")
-        return extra
-
-    def parameters(self, params: list[torch.nn.Parameter]) -> list[torch.nn.Parameter]:
-        for p in params:
-            p.requires_grad_(False)
-        scores = [m.scores for m in self.masks]
-        for s in scores:
-            s.requires_grad_(True)
-        return scores
-
-    def load(self, net: torch.nn.Module, weights: dict[str, torch.Tensor], out: Path) -> None:
-        state = read_method_state(out)
-        with torch.no_grad():
-            for i, mask in enumerate(self.masks):
-                mask.scores.copy_(state[f"scores.{i}"])
-
-    def weights(self, net: torch.nn.Module) -> dict[str, torch.Tensor]:
-        return masks.plain_state_dict(net)
-
-    def state(self) -> dict[str, torch.Tensor]:
-        return {f"scores.{i}": m.scores.detach() for i, m in enumerate(self.masks)}
-
-    def finish(self, model: Classifier) -> None:
-        masks.bake(model)
+register(TrainingMethod("um", "Unleashing Mask (loss um): the loss held at a constraint estimated "
+                        "before the first epoch", UMHooks))

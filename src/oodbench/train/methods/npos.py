@@ -38,7 +38,7 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -57,9 +57,12 @@ from oodbench.train.clip_common import Placement, epoch_record, require_clip
 from oodbench.train.frozen_cache import frozen_outputs
 from oodbench.train.labels import select_classes
 from oodbench.train.loop import Checkpoint, EpochTotals, Progress, StepResult, TrainLoop
+from oodbench.train.method_registry import TrainingMethod, register
 from oodbench.train.npos_synthesis import ClassQueues, draw, synthesize
-from oodbench.train.optim import OptimSettings
 from oodbench.train.result import TrainResult
+
+if TYPE_CHECKING:
+    from oodbench.train.optim import OptimSettings
 
 
 class VisionSplit:
@@ -266,3 +269,7 @@ def _first_image(source: Source, rows: np.ndarray) -> Any:
         except Exception:  # noqa: BLE001 - an unreadable image is skipped and counted later
             continue
     raise InvalidInputError(f"source {source.name!r}: none of its first training images loads")
+
+
+register(TrainingMethod("npos", "CLIP fine-tuning with NPOS's own loop (synthesised outliers)",
+                        train_npos, frozenset({"clip"})))
