@@ -117,3 +117,15 @@ def using_transform(model: Any, transform: Callable[..., torch.Tensor]) -> Itera
         yield model
     finally:
         model.transform = previous
+
+
+def square_resize(size: int, mean: tuple[float, ...], std: tuple[float, ...],
+                  interpolation: str = "bilinear") -> Callable[..., torch.Tensor]:
+    """``Resize((size, size))`` (both sides, the aspect ratio not kept, no crop), RGB,
+    ``ToTensor``, ``Normalize(mean, std)``: the evaluation transform of the BiT-based OOD code
+    (deeplearning-wisc/gradnorm_ood test_ood.py:19-24) and of class_prior (test_ood.py:86-92)."""
+    from torchvision import transforms as T
+
+    mode = getattr(T.InterpolationMode, interpolation.upper())
+    return T.Compose([T.Resize((size, size), interpolation=mode), T.Lambda(rgb), T.ToTensor(),
+                      T.Normalize(mean, std)])
