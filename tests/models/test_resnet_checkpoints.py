@@ -117,3 +117,32 @@ def test_mmcls_wrong_head_and_wrong_layout_are_named(tmp_path: Path) -> None:
         load("mmcls:resnet50", weights=plain)
     with pytest.raises(MissingDataError, match="weights=PATH"):
         load("mmcls:resnet101")
+
+
+@pytest.mark.parametrize(("spec", "module"), [("bit:BiT-S-R50x1", "bit"),
+                                              ("supcon:resnet50", "supcon"),
+                                              ("mmcls:resnet50", "mmcls")])
+def test_the_transform_is_the_declared_official_preprocessing(spec: str, module: str) -> None:
+    """The family's ``PREPROCESSING`` (what ``reproduce`` compares with the recipe) is what its
+    transform does: the Resize size and interpolation, the crop (none: 1.0), mean and std."""
+    import importlib
+
+    from PIL import Image
+    from torchvision import transforms as T
+
+    declared = importlib.import_module(f"oodbench.models.{module}").PREPROCESSING
+    transform = load(spec, pretrained=False).transform
+    steps = transform.transforms
+    (resize,) = [t for t in steps if isinstance(t, T.Resize)]
+    (normalize,) = [t for t in steps if isinstance(t, T.Normalize)]
+    crops = [t for t in steps if isinstance(t, T.CenterCrop)]
+    assert (resize.size if isinstance(resize.size, int) else list(resize.size)) == \
+        declared["resize"]
+    assert resize.interpolation.value == declared["interpolation"]
+    assert list(normalize.mean) == declared["mean"] and list(normalize.std) == declared["std"]
+    side = declared["resize"] if isinstance(declared["resize"], int) else declared["resize"][0]
+    crop = crops[0].size[0] / side if crops else 1.0
+    assert crop == declared["crop_fraction"]
+    image = Image.new("L", (300, 200))  # grey, not square: made RGB and sized as declared
+    assert tuple(transform(image).shape) == (
+        3, int(side * crop), int(side * crop))

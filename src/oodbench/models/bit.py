@@ -63,8 +63,10 @@ VARIANTS: dict[str, tuple[tuple[int, ...], int]] = {
 }
 #: the official StdConv2d's eps (resnetv2.py:15)
 STD_CONV_EPS = 1e-10
-#: the official evaluation transform: both sides to 480, mean = std = 0.5 (test_ood.py:19-24)
-EVAL_SIZE, EVAL_MEAN = 480, (0.5, 0.5, 0.5)
+#: the official evaluation transform (gradnorm_ood test_ood.py:19-24): Resize((480, 480)),
+#: torchvision's bilinear default, no crop, Normalize((0.5,) * 3, (0.5,) * 3)
+PREPROCESSING = {"resize": [480, 480], "crop_fraction": 1.0, "interpolation": "bilinear",
+                 "mean": [0.5, 0.5, 0.5], "std": [0.5, 0.5, 0.5]}
 
 _STAGE = re.compile(r"model\.stages\.(\d+)\.blocks\.(\d+)\.(.+)")
 _UNIT_PARTS = {"norm1": "gn1", "norm2": "gn2", "norm3": "gn3", "downsample.conv": "downsample"}
@@ -95,8 +97,7 @@ class BitClassifier(ModuleHeadClassifier):
         from timm.models.resnetv2 import ResNetV2
 
         layers, width = VARIANTS[name]
-        super().__init__(spec=f"bit:{name}", transform=square_resize(EVAL_SIZE, EVAL_MEAN,
-                                                                      EVAL_MEAN),
+        super().__init__(spec=f"bit:{name}", transform=square_resize(PREPROCESSING),
                          num_classes=num_classes, class_names=None)
         self.model = ResNetV2(list(layers), width_factor=width, num_classes=0, stem_type="fixed",
                               conv_layer=partial(StdConv2d, eps=STD_CONV_EPS))

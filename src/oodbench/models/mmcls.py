@@ -30,10 +30,11 @@ from oodbench.models.torchvision_models import TorchvisionClassifier
 
 #: the architectures class_prior's test_ood.py builds (:268-273)
 ARCHITECTURES = ("resnet50", "resnet101", "resnet152")
-#: the official evaluation transform (test_ood.py:86-92)
-EVAL_SIZE = 480
-EVAL_MEAN = (123.675 / 255, 116.28 / 255, 103.53 / 255)
-EVAL_STD = (58.395 / 255, 57.12 / 255, 57.375 / 255)
+#: the official evaluation transform (test_ood.py:86-92): Resize((480, 480)), torchvision's
+#: bilinear default, no crop, mmcls's 0-255 mean and std divided by 255
+PREPROCESSING = {"resize": [480, 480], "crop_fraction": 1.0, "interpolation": "bilinear",
+                 "mean": [123.675 / 255, 116.28 / 255, 103.53 / 255],
+                 "std": [58.395 / 255, 57.12 / 255, 57.375 / 255]}
 
 
 def mmcls_key(key: str) -> str:
@@ -68,7 +69,7 @@ def load_mmcls(
                      "mmclassification ResNet", optional=(), head=("head.fc.weight",
                                                                "head.fc.bias"))
     classifier = TorchvisionClassifier(model, spec=f"mmcls:{name}",
-                                       transform=square_resize(EVAL_SIZE, EVAL_MEAN, EVAL_STD))
+                                       transform=square_resize(PREPROCESSING))
     if classifier.num_classes == 1000:  # ImageNet's label order (class_prior meta/*.txt)
         from oodbench.data.imagenet import imagenet1k_wnids
 

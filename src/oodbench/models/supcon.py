@@ -32,11 +32,15 @@ import warnings
 
 from oodbench.errors import MissingDataError, UnknownNameError
 from oodbench.models.checkpoint import load_renamed, read_state_dict
+from oodbench.models.preprocessing import resize_center_crop
 from oodbench.models.torchvision_models import TorchvisionClassifier
-from oodbench.models.wrapping import imagenet_eval_transform
 
 #: the encoders of the official module (models/resnet_supcon.py:198-203) oodbench builds
 ARCHITECTURES = ("resnet50", "resnet101")
+#: the official evaluation transform (util/data_loader.py:47-53): Resize(256) bilinear,
+#: CenterCrop(224), ImageNet mean and std
+PREPROCESSING = {"resize": 256, "crop_fraction": 0.875, "interpolation": "bilinear",
+                 "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}
 
 
 def load_supcon(
@@ -74,7 +78,11 @@ def load_supcon(
                 "(strict=False); only feature-based detectors such as knn are meaningful",
                 stacklevel=2)
     classifier = TorchvisionClassifier(model, spec=f"supcon:{name}",
-                                       transform=imagenet_eval_transform())
+                                       transform=resize_center_crop(
+                                           224, PREPROCESSING["crop_fraction"],
+                                           tuple(PREPROCESSING["mean"]),
+                                           tuple(PREPROCESSING["std"]),
+                                           PREPROCESSING["interpolation"]))
     if classifier.num_classes == 1000:  # the official ImageFolder order: sorted wnids
         from oodbench.data.imagenet import imagenet1k_wnids
 
