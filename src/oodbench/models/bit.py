@@ -43,6 +43,7 @@ from __future__ import annotations
 import os
 import re
 from functools import partial
+from typing import Any
 
 import torch
 from torch import nn
@@ -65,7 +66,7 @@ VARIANTS: dict[str, tuple[tuple[int, ...], int]] = {
 STD_CONV_EPS = 1e-10
 #: the official evaluation transform (gradnorm_ood test_ood.py:19-24): Resize((480, 480)),
 #: torchvision's bilinear default, no crop, Normalize((0.5,) * 3, (0.5,) * 3)
-PREPROCESSING = {"resize": [480, 480], "crop_fraction": 1.0, "interpolation": "bilinear",
+PREPROCESSING: dict[str, Any] = {"resize": [480, 480], "crop_fraction": 1.0, "interpolation": "bilinear",
                  "mean": [0.5, 0.5, 0.5], "std": [0.5, 0.5, 0.5]}
 
 _STAGE = re.compile(r"model\.stages\.(\d+)\.blocks\.(\d+)\.(.+)")

@@ -22,6 +22,7 @@ of another layout is named as such).
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from oodbench.errors import MissingDataError, UnknownNameError
 from oodbench.models.checkpoint import load_renamed, read_state_dict
@@ -32,7 +33,7 @@ from oodbench.models.torchvision_models import TorchvisionClassifier
 ARCHITECTURES = ("resnet50", "resnet101", "resnet152")
 #: the official evaluation transform (test_ood.py:86-92): Resize((480, 480)), torchvision's
 #: bilinear default, no crop, mmcls's 0-255 mean and std divided by 255
-PREPROCESSING = {"resize": [480, 480], "crop_fraction": 1.0, "interpolation": "bilinear",
+PREPROCESSING: dict[str, Any] = {"resize": [480, 480], "crop_fraction": 1.0, "interpolation": "bilinear",
                  "mean": [123.675 / 255, 116.28 / 255, 103.53 / 255],
                  "std": [58.395 / 255, 57.12 / 255, 57.375 / 255]}
 

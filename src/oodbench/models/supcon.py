@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from typing import Any
 
 from oodbench.errors import MissingDataError, UnknownNameError
 from oodbench.models.checkpoint import load_renamed, read_state_dict
@@ -39,7 +40,7 @@ from oodbench.models.torchvision_models import TorchvisionClassifier
 ARCHITECTURES = ("resnet50", "resnet101")
 #: the official evaluation transform (util/data_loader.py:47-53): Resize(256) bilinear,
 #: CenterCrop(224), ImageNet mean and std
-PREPROCESSING = {"resize": 256, "crop_fraction": 0.875, "interpolation": "bilinear",
+PREPROCESSING: dict[str, Any] = {"resize": 256, "crop_fraction": 0.875, "interpolation": "bilinear",
                  "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}
 
 
