@@ -18,7 +18,7 @@ from oodbench.detectors import preset_for
 from oodbench.published.recipes import Recipe, recipe
 from oodbench.run.experiment import load_experiment
 from oodbench.run.plan import make_plan
-from oodbench.run.reproduce import DEFAULTS, reproduction
+from oodbench.run.reproduce import DEFAULTS, DETECTOR_FILES, reproduction
 from oodbench.schema import loads_toml
 
 
@@ -99,7 +99,7 @@ def _check_plan(r: Recipe, out: Path, named: set[str], root: Path | None = None)
     else:
         assert not cell.tune
         for key, value in _expected_hyperparams(r, named).items():
-            if key == "negatives":  # a file, read below the data root
+            if key in DETECTOR_FILES:  # a file, read below the data root
                 assert root is not None and config.hyperparams[key] == str(root / value)
                 continue
             assert config.hyperparams[key] == value, key
@@ -241,6 +241,11 @@ def test_a_released_checkpoint_is_read_below_the_data_root(tmp_path: Path) -> No
                 if "BiT-S-R101x1-group-finetune.pth.tar (model weights)" in x)
     assert f"expected at {checkpoint}" in line
     assert "pages.cs.wisc.edu/~huangrui/finetuned_model/BiT-S-R101x1-group-finetune" in line
+    # the head's class groups: the official list that fixed its layout, below the data root
+    groups = next(x for x in result.output.splitlines()
+                  if "imagenet2012_group_softmax_val_list.txt (the official class-group" in x)
+    assert f"expected at {root / 'data_lists'}" in groups
+    assert "github.com/deeplearning-wisc/large_scale_ood" in groups
     model = loads_toml((out / "experiment.toml").read_text(), origin="x")["models"][0]
     assert model == {"spec": "bit:BiT-S-R101x1", "weights": str(checkpoint), "num_classes": 1008,
                      "name": "bit:BiT-S-R101x1 + BiT-S-R101x1-group-finetune.pth.tar"}

@@ -416,7 +416,8 @@ def _detector(r: Recipe, diffs: list[Difference]) -> dict[str, Any]:
 
 
 #: hyper-parameters that name a file, relative to the data root in a recipe
-DETECTOR_FILES = {"negatives": "the fixed negative-prompt list"}
+DETECTOR_FILES = {"negatives": "the fixed negative-prompt list",
+                  "groups": "the official class-group list"}
 
 
 def _detector_files(r: Recipe, detector: dict[str, Any], root: Path,
@@ -425,12 +426,14 @@ def _detector_files(r: Recipe, detector: dict[str, Any], root: Path,
     experiment reads (a missing one is listed with the datasets, with the official code's
     repository to take it from)."""
     hyper = detector.get("hyperparams", {})
+    stated = _setting(r, "detector", "hyperparams")
+    code = r.code or (stated.source if stated is not None else r.paper)
     for key, role in DETECTOR_FILES.items():
         if isinstance(hyper.get(key), str):
             path = root / hyper[key]
             hyper[key] = str(path)
             data.append(DataNeed(f"{role} of {detector['name']}", Path(path).name, (path,),
-                                 how=f"take it from the official code, {r.code or r.paper}"))
+                                 how=f"take it from the official code, {code}"))
 
 
 def _fit_data(r: Recipe, detector: Mapping[str, Any], diffs: list[Difference]) -> str:
