@@ -62,9 +62,9 @@ def groups_from_list(path: str) -> list[list[int]]:
     """The class groups of MOS's released group-softmax head, from the official data list that
     fixed its layout (deeplearning-wisc/large_scale_ood data_lists/imagenet2012_group_softmax_
     {train,val}_list.txt: lines ``<split>/<wnid>/<file> <group> <index in group>``, read by
-    dataset.py:55-69; group k's block of the head is its "others" output, then its classes by
-    index, finetune.py:128-134). Group k lists its classes (indices of the sorted ImageNet-1k
-    wnids, the order of an ImageFolder) by their index in the group."""
+    dataset.py:62-70, 90-92; group k's block of the head is its "others" output, then its
+    classes by index, finetune.py:128-134). Group k lists its classes (indices of the sorted
+    ImageNet-1k wnids, the order of an ImageFolder) by their index in the group."""
     from pathlib import Path
 
     from oodbench.data.imagenet import imagenet1k_wnids

@@ -13,7 +13,7 @@ only block freezing), the facts this family follows:
   MaxPool2d(3, 2, padding 0) (:102-108);
 - ``body.block1..4.unit01..``: pre-activation bottlenecks ``gn1 conv1 gn2 conv2 gn3 conv3``,
   GroupNorm(32), the stride on the 3x3 ``conv2``, ``downsample`` a 1x1 StdConv2d of the
-  pre-activated input where the stride or width changes (:44-75, :110-131);
+  pre-activated input where the stride or width changes (:37-76, :110-131);
 - ``before_head``: ``gn`` GroupNorm(32), ReLU, global average pool (:135-139); ``head.conv``: a
   1x1 Conv2d with bias, ``head_size`` outputs (:141-143); logits ``x[..., 0, 0]`` (:182-185);
 - ``KNOWN_MODELS`` (:213-226): R50 = [3, 4, 6, 3], R101 = [3, 4, 23, 3], R152 = [3, 8, 36, 3]

@@ -5,7 +5,7 @@ detection with deep nearest neighbors").
 The official module (knn-ood ``models/resnet_supcon.py`` at 2afb2bb), the facts this family
 follows:
 
-- ``SupConResNet`` (:220-240): ``encoder`` = an ImageNet ResNet (``resnet50``: Bottleneck,
+- ``SupConResNet`` (:220-237): ``encoder`` = an ImageNet ResNet (``resnet50``: Bottleneck,
   [3, 4, 6, 3], 2048 features, :190-201), ``fc`` = Linear(2048, classes), ``head`` = the
   projection MLP ``Linear(2048, 2048), ReLU, Linear(2048, 128)`` (:230-233);
 - the encoder is torchvision's ResNet layer by layer: ``conv1`` 7x7 / 2 padding 3, ``bn1``,
