@@ -294,7 +294,7 @@ def _model(r: Recipe, root: Path, diffs: list[Difference], model: str | None,
         path = (root / file.value) if weights is None else Path(weights).expanduser().absolute()
         entry["weights"], entry["name"] = str(path), f"{spec} + {path.name}"
         data.append(DataNeed("model weights", path.name, (path,),
-                             how=f"download the released checkpoint: {file.source}"))
+                             how=f"get the checkpoint: {file.source}"))
         return entry, None  # the released weights: no training run, where the method trains
     if weights is not None:
         entry["weights"] = str(Path(weights).expanduser().absolute())
