@@ -97,3 +97,13 @@ def test_no_weights_is_a_clear_error_and_names_are_the_official_list() -> None:
         load("bit:BiT-S-R101x1")
     with pytest.raises(UnknownNameError, match="Did you mean 'BiT-S-R101x3', 'BiT-S-R101x1'"):
         load("bit:BiT-S-R101", pretrained=False)
+
+
+def test_the_split_satisfies_the_classifier_identities() -> None:
+    """logits = features @ W.T + b, pool(feature map) = features, forward_all = the single
+    methods, eval mode (tests/models/checks.py), at random init."""
+    from tests.models.checks import assert_classifier_consistent, batch
+
+    clf = load("bit:BiT-S-R50x1", pretrained=False, num_classes=12)
+    out = assert_classifier_consistent(clf, batch(64, n=2), reference=None)
+    assert out["feature_map"].shape == (2, 2048, 2, 2) and out["features"].shape == (2, 2048)
