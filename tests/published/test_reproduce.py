@@ -12,12 +12,13 @@ import pytest
 from click.testing import CliRunner
 from PIL import Image
 
+from oodbench import published
 from oodbench.cli.main import main
 from oodbench.detectors import preset_for
 from oodbench.published.recipes import Recipe, recipe
 from oodbench.run.experiment import load_experiment
 from oodbench.run.plan import make_plan
-from oodbench.run.reproduce import DEFAULTS, reproduction
+from oodbench.run.reproduce import DEFAULTS, DETECTOR_FILES, reproduction
 from oodbench.schema import loads_toml
 
 
@@ -50,6 +51,15 @@ def _train_folder(root: Path, folder: str) -> None:
         _image(root / folder / wnid / "a.png", i)
 
 
+def _checkpoint(r: Recipe, root: Path) -> None:
+    """A stand-in where the recipe reads its released checkpoint (``model.file``): planning
+    records the file's digest; nothing loads it."""
+    file = r.value("model", "file")
+    if file:
+        (root / file).parent.mkdir(parents=True)
+        (root / file).write_bytes(b"a stand-in: only its digest is read")
+
+
 def _expected_hyperparams(r: Recipe, not_applied: set[str]) -> dict[str, Any]:
     """The detector configuration a recipe names: its preset's values, then its own (those
     the detector does not take are named differences instead)."""
@@ -66,10 +76,15 @@ def _check_plan(r: Recipe, out: Path, named: set[str], root: Path | None = None)
     "unknown", oodbench's documented default (``named``: the settings named as differences)."""
     exp = load_experiment(out / "experiment.toml", check_paths=False)
     (cell,) = make_plan(exp).cells
-    if r.trains:  # the model of the training config, trained from the recipe's spec
+    file = r.value("model", "file")
+    if r.trains and file is None:  # the model of the training config, from the recipe's spec
         assert cell.model.train == (out / "train.toml").resolve()
     else:
         assert cell.model.spec == r.value("model", "spec") and cell.model.pretrained
+    if file is not None:  # the released checkpoint below the data root, the head's size
+        assert root is not None and cell.model.weights == root / file
+        assert cell.model.num_classes == r.value("model", "num_classes")
+        assert not (out / "train.toml").exists()
     assert cell.benchmark.name == r.value("evaluation", "benchmark",
                                           DEFAULTS["evaluation.benchmark"])
     config = cell.config
@@ -84,7 +99,7 @@ def _check_plan(r: Recipe, out: Path, named: set[str], root: Path | None = None)
     else:
         assert not cell.tune
         for key, value in _expected_hyperparams(r, named).items():
-            if key == "negatives":  # a file, read below the data root
+            if key in DETECTOR_FILES:  # a file, read below the data root
                 assert root is not None and config.hyperparams[key] == str(root / value)
                 continue
             assert config.hyperparams[key] == value, key
@@ -107,6 +122,12 @@ FAMILIES = [
     ("imagenet1k-resnet50-tuning", "tuning-knn-held-out-paper"),
     ("imagenet1k-ood-losses", "loss-logitnorm-resnet50"),
     ("cood", "cood-vit-l32-384-odin"),
+    # rows on released checkpoints oodbench's bit:, supcon:, mmcls: and timm:beit_* families read
+    ("imagenet1k-vs-sun", "gradnorm-bit"),
+    ("imagenet1k-vs-sun", "mos-bit"),
+    ("imagenet1k-vs-sun", "knn-supcon-resnet50"),
+    ("imagenet1k-vs-sun", "rp-gradnorm-resnet101-lt"),
+    ("imagenet1k-vs-sun", "mood-beit-l"),
 ]
 
 
@@ -114,12 +135,13 @@ FAMILIES = [
 def test_dry_run_writes_the_recipes_settings(tmp_path: Path, table: str, rid: str) -> None:
     r = recipe(rid)
     root, out = tmp_path / "data", tmp_path / "out"
-    if r.trains:  # the training config names its data: a stand-in folder where it looks
+    if r.trains and r.value("model", "file") is None:  # the training config names its data
         repro = reproduction(table, recipe_id=rid, data_root=root)
         _train_folder(root, str(Path(repro.train["data"]["train"]["folder"]).relative_to(root)))
     negatives = (r.value("detector", "hyperparams") or {}).get("negatives")
     if negatives:  # a file the detector reads when the plan makes it
         _negatives(root, negatives)
+    _checkpoint(r, root)
     result = _reproduce(table, rid, out, root, "--dry-run")
     assert result.exit_code == 2, result.output  # the benchmark's data is missing
     assert "dataset(s) are not under" in result.output
@@ -129,7 +151,7 @@ def test_dry_run_writes_the_recipes_settings(tmp_path: Path, table: str, rid: st
     named = {d["setting"] for d in record.get("differences", [])}
     _check_plan(r, out, named, root)
     assert set(r.unknown()) - {"model.weights", "model.released"} <= named
-    if r.trains:
+    if (out / "train.toml").exists():
         from oodbench.train.config import read_train_config
 
         train = read_train_config(out / "train.toml").train
@@ -206,6 +228,40 @@ def test_a_row_without_loadable_weights_says_so(tmp_path: Path) -> None:
     assert "its weights were never released" in result.output and "--model SPEC" in result.output
 
 
+def test_a_released_checkpoint_is_read_below_the_data_root(tmp_path: Path) -> None:
+    """MOS's group-softmax checkpoint: the experiment loads it with the bit: family and its
+    1000 + 8 outputs from the recipe's path below the data root; missing, it is listed with
+    where to download it; --weights of the same file name is that file, not an override."""
+    r = recipe("mos-bit")
+    root, out = tmp_path / "data", tmp_path / "out"
+    result = _reproduce("imagenet1k-vs-sun", "mos-bit", out, root, "--dry-run")
+    assert result.exit_code == 2
+    checkpoint = root / r.value("model", "file")
+    line = next(x for x in result.output.splitlines()
+                if "BiT-S-R101x1-group-finetune.pth.tar (model weights)" in x)
+    assert f"expected at {checkpoint}" in line
+    assert "pages.cs.wisc.edu/~huangrui/finetuned_model/BiT-S-R101x1-group-finetune" in line
+    # the head's class groups: the official list that fixed its layout, below the data root
+    groups = next(x for x in result.output.splitlines()
+                  if "imagenet2012_group_softmax_val_list.txt (the official class-group" in x)
+    assert f"expected at {root / 'data_lists'}" in groups
+    assert "github.com/deeplearning-wisc/large_scale_ood" in groups
+    model = loads_toml((out / "experiment.toml").read_text(), origin="x")["models"][0]
+    assert model == {"spec": "bit:BiT-S-R101x1", "weights": str(checkpoint), "num_classes": 1008,
+                     "name": "bit:BiT-S-R101x1 + BiT-S-R101x1-group-finetune.pth.tar"}
+    rows = published.load("imagenet1k-vs-sun")
+    assert set(rows[rows["method"] == "MOS (BiT-S-R101x1)"]["weights"]) == {model["name"]}
+    elsewhere = tmp_path / "downloads" / checkpoint.name
+    same = reproduction("imagenet1k-vs-sun", recipe_id="mos-bit", data_root=root,
+                        weights=elsewhere)
+    assert same.experiment["models"][0]["weights"] == str(elsewhere)
+    assert "model.weights" not in {d.setting for d in same.differences}
+    other = reproduction("imagenet1k-vs-sun", recipe_id="mos-bit", data_root=root,
+                         weights=tmp_path / "mine.pth.tar")
+    assert [d.why for d in other.differences if d.setting == "model.weights"] == [
+        "override --weights"]
+
+
 def _mos_stand_in(root: Path) -> None:
     """MOS's dataset/ layout (benchmarks/specs/mos-imagenet.toml) with a few 8-pixel images:
     ImageNet validation images in two wnid folders, one image per OOD set (Textures' in a
@@ -241,7 +297,9 @@ def test_end_to_end_with_stand_ins_differs_only_in_the_weights(tmp_path: Path) -
 
 
 @pytest.mark.parametrize(("table", "rid"), [("imagenet1k-vs-sun", "scale-resnet50"),
-                                           ("imagenet1k-vs-sun", "mcm-clip-b16")])
+                                           ("imagenet1k-vs-sun", "mcm-clip-b16"),
+                                           ("imagenet1k-vs-sun", "rankfeat-bit"),
+                                           ("imagenet1k-vs-sun", "knn-supcon-resnet50")])
 def test_compare_calls_the_reproduced_row_same_settings(tmp_path: Path, table: str,
                                                          rid: str) -> None:
     """A result with the written plan's settings (as a run of it at full size records them:
@@ -249,7 +307,6 @@ def test_compare_calls_the_reproduced_row_same_settings(tmp_path: Path, table: s
     is the row's like for like: "same settings", the published value beside it."""
     import pandas as pd
 
-    from oodbench import published
     from oodbench.published.recipes import row_recipes
     from oodbench.results.table import ResultsTable
 
@@ -257,6 +314,7 @@ def test_compare_calls_the_reproduced_row_same_settings(tmp_path: Path, table: s
     (value,) = rows[(row_recipes(rows) == rid) & (rows["metric"] == "auroc")]["value"]
     group, n_id = "sun", published.table_info(table).protocol["n_id"]
     out = tmp_path / "out"
+    _checkpoint(recipe(rid), tmp_path / "data")
     _reproduce(table, rid, out, tmp_path / "data", "--dry-run")
     (cell,) = make_plan(load_experiment(out / "experiment.toml", check_paths=False)).cells
     published_value = float(value) / 100.0

@@ -94,3 +94,71 @@ def load_strict(model: nn.Module, state: Mapping[str, torch.Tensor], origin: str
             message + ". If only the classifier differs, pass num_classes=<the checkpoint's>"
         )
     raise InvalidInputError(message + ". Check that the checkpoint is for this architecture")
+
+
+def load_renamed(
+    model: nn.Module,
+    state: Mapping[str, torch.Tensor],
+    expected: Mapping[str, str],
+    origin: str,
+    layout: str,
+    *,
+    ignored: tuple[str, ...] = (),
+    optional: tuple[str, ...] = ("num_batches_tracked",),
+    head: tuple[str, ...] = (),
+) -> list[str]:
+    """Load a checkpoint written in another code's key layout into ``model``, strictly.
+
+    ``expected`` maps each key of the checkpoint's layout (``layout`` names it in errors) to the
+    key of ``model.state_dict()`` it fills. A tensor whose shape is the model's followed by
+    singleton dimensions (a 1x1 convolution used as a linear head) is reshaped. Checkpoint keys
+    starting with one of ``ignored`` (parts the model does not have, e.g. a projection head) are
+    dropped; keys ending with one of ``optional`` may be missing (they keep the model's values).
+    Every other missing, unexpected or misshapen key raises, named as the checkpoint names it:
+    :class:`ClassCountMismatchError` when only the ``head`` keys (checkpoint names) differ in
+    shape, naming the checkpoint's output count, else :class:`InvalidInputError`.
+
+    Returns the expected keys that were missing and allowed (``optional``), so a caller can
+    say what kept the model's own values.
+    """
+    target = model.state_dict()
+    loaded: dict[str, torch.Tensor] = {}
+    unexpected: list[str] = []
+    mismatched: list[str] = []
+    for key, tensor in state.items():
+        if ignored and key.startswith(ignored):
+            continue
+        if key not in expected:
+            unexpected.append(key)
+            continue
+        want = target[expected[key]]
+        shape, have = tuple(want.shape), tuple(tensor.shape)
+        if have[: len(shape)] == shape and all(d == 1 for d in have[len(shape):]):
+            loaded[expected[key]] = tensor.reshape(shape)
+        else:
+            mismatched.append(key)
+    missing = [k for k in expected if k not in state]
+    kept = [k for k in missing if optional and k.endswith(optional)]
+    missing = [k for k in missing if k not in kept]
+    if missing or unexpected or mismatched:
+        parts = []
+        shapes = [f"{k}: checkpoint {tuple(state[k].shape)} vs model "
+                  f"{tuple(target[expected[k]].shape)}" for k in mismatched]
+        for label, items in (("missing", missing), ("unexpected", unexpected),
+                             ("shape", shapes)):
+            if items:
+                more = f" (+{len(items) - 5} more)" if len(items) > 5 else ""
+                parts.append(f"{len(items)} {label}: {', '.join(items[:5])}{more}")
+        message = (f"checkpoint {origin} does not fit the {layout} layout of "
+                   f"{type(model).__name__}: " + "; ".join(parts))
+        if mismatched and set(mismatched) <= set(head) and not (missing or unexpected):
+            outputs = int(state[mismatched[0]].shape[0])
+            raise ClassCountMismatchError(
+                f"{message}. The checkpoint's head has {outputs} outputs: pass "
+                f"num_classes={outputs}")
+        raise InvalidInputError(message + ". Check that the checkpoint is of this architecture "
+                                "and this layout")
+    for key in kept:
+        loaded[expected[key]] = target[expected[key]]
+    model.load_state_dict(loaded, strict=True)
+    return kept

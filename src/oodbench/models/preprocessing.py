@@ -24,7 +24,7 @@ agree (0.5, 0.5, 0.5; MOODv1/datasets.py:321-324 without ``--imagenet_default_me
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -117,3 +117,15 @@ def using_transform(model: Any, transform: Callable[..., torch.Tensor]) -> Itera
         yield model
     finally:
         model.transform = previous
+
+
+def square_resize(settings: Mapping[str, Any]) -> Callable[..., torch.Tensor]:
+    """``Resize((h, w))`` (both sides, the aspect ratio not kept, no crop), RGB, ``ToTensor``,
+    ``Normalize(mean, std)``, from a recipe-style ``settings`` mapping (``resize`` = [h, w],
+    ``interpolation``, ``mean``, ``std``): the evaluation transform of the BiT-based OOD code
+    (deeplearning-wisc/gradnorm_ood test_ood.py:19-24) and of class_prior (test_ood.py:86-92)."""
+    from torchvision import transforms as T
+
+    mode = getattr(T.InterpolationMode, str(settings["interpolation"]).upper())
+    return T.Compose([T.Resize(tuple(settings["resize"]), interpolation=mode), T.Lambda(rgb),
+                      T.ToTensor(), T.Normalize(settings["mean"], settings["std"])])

@@ -86,6 +86,27 @@ for _family in (
         "options class_names=, templates= (default: ImageNet, 80 prompts)",
         needs=frozenset({"open_clip_torch"}), settings=("class_names", "templates"),
     ),
+    ModelFamily(
+        "oodbench.models.bit:load_bit",
+        "bit:<model>",
+        "BiT ResNet-v2 (bit:BiT-S-R101x1 ...) reading the official BiT PyTorch checkpoints of "
+        "MOS / GradNorm / RankFeat (weights=PATH; num_classes=1008 for MOS's group head)",
+        needs=frozenset({"timm"}),
+    ),
+    ModelFamily(
+        "oodbench.models.supcon:load_supcon",
+        "supcon:<arch>",
+        "the KNN paper's SupCon ResNet (supcon:resnet50) reading deeplearning-wisc/knn-ood "
+        "checkpoints (weights=PATH)",
+        needs=frozenset({"torchvision"}),
+    ),
+    ModelFamily(
+        "oodbench.models.mmcls:load_mmcls",
+        "mmcls:<arch>",
+        "mmclassification ResNets (mmcls:resnet101, class_prior's ImageNet-LT model) reading "
+        "mmcls checkpoints (weights=PATH)",
+        needs=frozenset({"torchvision"}),
+    ),
 ):
     FAMILIES.add(_family)
 

@@ -58,7 +58,9 @@ ROW_COLUMNS: dict[str, str] = {
     "hyperparams": "JSON of hyper-parameters a results row must have too ('' = none beyond the preset)",
     "training": "how the backbone was trained (loss, method)",
     "backbone": "the architecture, as the source names it",
-    "weights": "oodbench model specs that load exactly these weights, ';'-separated ('' = none)",
+    "weights": "oodbench model specs that load exactly these weights, ';'-separated ('' = none); "
+               "'SPEC + FILE' where the spec's loader reads the released checkpoint FILE (the "
+               "model name an experiment records)",
     "train_data": "what the backbone was trained on",
     "additional_data": "data beyond the ID training set the method used ('' = none stated)",
     "fit_data": "what the detector was fitted on: train, id_val, none ('' = not stated)",

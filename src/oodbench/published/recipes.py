@@ -10,7 +10,10 @@ that family's published rows. Every setting is a *sourced value*::
 sections of a recipe, and the settings each may hold (:data:`SECTIONS`):
 
 - ``model``: ``spec`` (the oodbench spec of the architecture and its weights), ``weights``
-  (the exact weights tag or checkpoint), ``released`` (whether those weights were released);
+  (the exact weights tag or checkpoint), ``released`` (whether those weights were released),
+  ``file`` (where the spec's loader reads a released checkpoint file, relative to the data
+  root: ``reproduce`` loads it from there, its source saying where to download it),
+  ``num_classes`` (the head's outputs where they are not the ID classes: MOS's 1000 + 8);
 - ``preprocessing``: ``resize``, ``crop_fraction``, ``interpolation``, ``mean``, ``std``;
 - ``training`` (only where the method trains): ``method``, ``loss``, ``loss_params``,
   ``trainable``, ``optimizer``, ``lr``, ``weight_decay``, ``schedule``, ``warmup``,
@@ -80,11 +83,14 @@ Setting = Sourced | None
 
 
 class ModelSection(Schema):
-    """``[model]``: the oodbench spec, the exact weights, whether they were released."""
+    """``[model]``: the oodbench spec, the exact weights, whether they were released, the
+    checkpoint file below the data root, the head's size."""
 
     spec: Setting = None
     weights: Setting = None
     released: Setting = None
+    file: Setting = None
+    num_classes: Setting = None
 
 
 class PreprocessingSection(Schema):

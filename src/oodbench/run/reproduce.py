@@ -17,6 +17,12 @@ built-in specs, a layer above the published tables (docs/architecture.md).
   training config's defaults), a setting oodbench's files cannot express (written as "not
   applied"), and each explicit override (``--model``, ``--weights``, ``--random-init``).
 
+Where the recipe names the released checkpoint (``model.file``), the experiment loads it from
+below ``--data-root`` (or from ``--weights`` given a file of that name, not an override), with
+the recipe's ``model.num_classes``; for a method that trains, the released weights stand in for
+the training run (no ``train.toml``). A missing checkpoint is listed with the missing data,
+with where to download it.
+
 :func:`missing_data` lists each dataset that is not where the experiment reads it; the command
 line prints them in one message with their ``oodbench data info`` / ``download`` commands and
 exits with status 2 after the files are written.
@@ -179,12 +185,12 @@ def reproduction(table: str, method: str | None = None, *, recipe_id: str | None
     r = choose(table, method, recipe_id)
     root = Path(data_root).expanduser().absolute()
     diffs: list[Difference] = []
-    model_entry, train = _model(r, root, diffs, model, weights, random_init, train_file)
+    data: list[DataNeed] = []
+    model_entry, train = _model(r, root, diffs, model, weights, random_init, train_file, data)
     spec = str((train or {}).get("model", model_entry).get("spec", ""))
     diffs[:0] = preprocessing_differences(r, model_preprocessing(spec))
     detector = _detector(r, diffs)
     benchmark = str(_known(r, "evaluation", "benchmark", diffs, DEFAULTS["evaluation.benchmark"]))
-    data: list[DataNeed] = []
     _detector_files(r, detector, root, data)
     fit = _fit_data(r, detector, diffs)
     experiment: dict[str, Any] = {
@@ -209,9 +215,21 @@ def reproduction(table: str, method: str | None = None, *, recipe_id: str | None
 
 def model_preprocessing(spec: str) -> dict[str, Any] | None:
     """The eval preprocessing oodbench applies for a ``timm:`` spec (its pretrained config:
-    resize = size / crop fraction, as timm's transform); ``None`` for other families."""
+    resize = size / crop fraction, as timm's transform) or for a family whose loader module
+    declares it (``PREPROCESSING``: ``bit:``, ``supcon:``, ``mmcls:``); ``None`` for others."""
     if not spec.startswith("timm:"):
-        return None
+        import importlib
+
+        from oodbench.errors import OodbenchError
+        from oodbench.models.registry import parse_spec
+
+        try:
+            family = parse_spec(spec)[1]
+        except OodbenchError:
+            return None
+        module = importlib.import_module(family.loader.partition(":")[0])
+        declared = getattr(module, "PREPROCESSING", None)
+        return dict(declared) if declared is not None else None
     import timm
 
     cfg = timm.models.get_pretrained_cfg(spec.split(":", 1)[1])
@@ -252,8 +270,8 @@ def preprocessing_differences(r: Recipe, applied: Mapping[str, Any] | None) -> l
 
 
 def _model(r: Recipe, root: Path, diffs: list[Difference], model: str | None,
-           weights: str | Path | None, random_init: bool, train_file: str
-           ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+           weights: str | Path | None, random_init: bool, train_file: str,
+           data: list[DataNeed]) -> tuple[dict[str, Any], dict[str, Any] | None]:
     spec_setting = _setting(r, "model", "spec")
     spec = model or (spec_setting.value if spec_setting is not None and spec_setting.known
                      else None)
@@ -269,6 +287,18 @@ def _model(r: Recipe, root: Path, diffs: list[Difference], model: str | None,
         diffs.append(Difference("model.spec", _shown(spec_setting.value) if spec_setting else
                                 "not given", model, "override --model"))
     entry: dict[str, Any] = {"spec": spec, "name": spec}
+    num_classes = r.value("model", "num_classes")
+    if num_classes is not None and model is None:
+        entry["num_classes"] = num_classes
+    file = _setting(r, "model", "file")
+    if file is not None and file.known and model is None and not random_init and (
+            weights is None or Path(weights).name == Path(file.value).name):
+        # the released checkpoint: below the data root, or where --weights says (same file name)
+        path = (root / file.value) if weights is None else Path(weights).expanduser().absolute()
+        entry["weights"], entry["name"] = str(path), f"{spec} + {path.name}"
+        data.append(DataNeed("model weights", path.name, (path,),
+                             how=f"get the checkpoint: {file.source}"))
+        return entry, None  # the released weights: no training run, where the method trains
     if weights is not None:
         entry["weights"] = str(Path(weights).expanduser().absolute())
         entry["name"] = f"{spec} + {Path(weights).name}"
@@ -389,7 +419,8 @@ def _detector(r: Recipe, diffs: list[Difference]) -> dict[str, Any]:
 
 
 #: hyper-parameters that name a file, relative to the data root in a recipe
-DETECTOR_FILES = {"negatives": "the fixed negative-prompt list"}
+DETECTOR_FILES = {"negatives": "the fixed negative-prompt list",
+                  "groups": "the official class-group list"}
 
 
 def _detector_files(r: Recipe, detector: dict[str, Any], root: Path,
@@ -398,12 +429,14 @@ def _detector_files(r: Recipe, detector: dict[str, Any], root: Path,
     experiment reads (a missing one is listed with the datasets, with the official code's
     repository to take it from)."""
     hyper = detector.get("hyperparams", {})
+    stated = _setting(r, "detector", "hyperparams")
+    code = r.code or (stated.source if stated is not None else r.paper)
     for key, role in DETECTOR_FILES.items():
         if isinstance(hyper.get(key), str):
             path = root / hyper[key]
             hyper[key] = str(path)
             data.append(DataNeed(f"{role} of {detector['name']}", Path(path).name, (path,),
-                                 how=f"take it from the official code, {r.code or r.paper}"))
+                                 how=f"take it from the official code, {code}"))
 
 
 def _fit_data(r: Recipe, detector: Mapping[str, Any], diffs: list[Difference]) -> str:
