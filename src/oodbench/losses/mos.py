@@ -108,8 +108,8 @@ class GroupSoftmax(Loss):
         validator=GroupLayout)] = None
 
     checks = (Check(("groups",), lambda groups: groups is not None,
-                    "the class groups: loss_options={'groups': [[0, 1, ...], ...]} (e.g. "
-                    "oodbench.data.class_groups.hierarchy_groups(wnids, n_groups=8))"),)
+                    "the class groups given (loss_options={'groups': [[0, 1, ...], ...]}, e.g. "
+                    "from oodbench.data.class_groups.hierarchy_groups(wnids, n_groups=8))"),)
 
     def _setup(self) -> None:
         assert self.groups is not None  # (checked)
