@@ -42,14 +42,14 @@ interrupted run resumes).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field, StrictBool, StrictInt, StrictStr, field_validator, model_validator
+from pydantic import Field, StrictInt, StrictStr, field_validator, model_validator
 
 from oodbench.data.spec import SourceSpec
 from oodbench.errors import ConfigError, NoOpSettingError, OodbenchError
 from oodbench.models.spec import ModelSpec
-from oodbench.schema import At, ConfigPath, Schema, parse, read_toml
+from oodbench.schema import At, ConfigPath, Schema, optional_keys, parse, read_toml
 from oodbench.train.method_defaults import defaults_for
 from oodbench.train.optim import FIELDS as OPTIM_FIELDS
 from oodbench.train.optim import OptimSettings
@@ -59,11 +59,20 @@ class TrainConfigError(ConfigError):
     """The training config is invalid; the message names the file, the field and the fix."""
 
 
-class TrainSettings(Schema):
+if TYPE_CHECKING:
+    _OptimKeys = Schema
+else:
+    #: the optimiser keys of ``[train]``: the fields of OptimSettings, each optional
+    _OptimKeys = optional_keys(OptimSettings, "OptimKeys")
+
+
+class TrainSettings(_OptimKeys):
     """The ``[train]`` table: loss, what trains, optimiser, schedule, seed, output.
 
     The optimiser keys are the fields of :class:`~oodbench.train.optim.OptimSettings`, flat in
-    the table; a key left out (``None``) takes the loss's published recipe
+    the table and declared there only (this class derives from them: a field added to
+    ``OptimSettings`` is a key here, its values checked by ``OptimSettings``' declarations when
+    :meth:`optim` builds it); a key left out (``None``) takes the loss's published recipe
     (:func:`oodbench.train.method_defaults.defaults_for`, the defaults of
     ``oodbench.train.train``), as do ``amp`` and ``outlier_batch_size``; :meth:`optim` turns
     them into one."""
@@ -73,18 +82,6 @@ class TrainSettings(Schema):
     loss: StrictStr = "ce"
     loss_options: dict[str, Any] = Field(default_factory=dict)
     trainable: Literal["head", "last_block", "all"] = "all"
-    epochs: StrictInt | None = None
-    batch_size: StrictInt | None = None
-    lr: float | None = None
-    weight_decay: float | None = None
-    optimizer: Literal["sgd", "adamw"] | None = None
-    schedule: Literal["cosine", "constant", "step"] | None = None
-    warmup_epochs: StrictInt | None = None
-    warmup_fraction: float | None = None
-    milestones: list[StrictInt] | None = None
-    step_factor: float | None = None
-    nesterov: StrictBool | None = None
-    min_lr: float | None = None
     seed: StrictInt = 0
     device: StrictStr = "auto"
     amp: Literal["auto", "off", "bf16", "fp16"] | None = None
