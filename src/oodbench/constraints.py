@@ -399,8 +399,8 @@ def unknown_names(who: str, names: Iterable[str], valid: Iterable[str],
 
 
 def described(declared: Mapping[str, Declared], checks: Iterable[Check]) -> dict[str, Any]:
-    """What a listing shows of declarations: ``ranges`` (each field's valid values, as the
-    phrase after "must be") and ``checks`` (the requirement of each check between fields)."""
+    """What a listing shows of declarations: ``ranges`` (each field's valid values, as
+    :meth:`Declared.describe` words them) and ``checks`` (each check's requirement)."""
     return {"ranges": {name: d.describe() for name, d in declared.items()},
             "checks": [c.requirement for c in checks]}
 
@@ -420,7 +420,8 @@ class DeclaredFields:
         return type(self).__name__
 
     def __post_init__(self) -> None:
-        declared = declarations(type(self))
+        cls: type = type(self)
+        declared = declarations(cls)
         validate(self.declared_by(), declared, self.checks,
                  {name: getattr(self, name) for name in declared})
         self._settle()

@@ -14,7 +14,7 @@ each declaring its valid values as data (:mod:`oodbench.constraints`, as a detec
 
 Every subclass is a dataclass (``Loss`` makes it one: no decorator to forget) whose generated
 ``__init__`` validates the options once, against their declarations and the class's ``checks``
-(one uniform line: ``loss 'oe': weight must be >= 0; got -1.0``), before anything trains;
+(the uniform one-line error of :mod:`oodbench.constraints`), before anything trains;
 ``create`` explains an unknown option with the closest ones, and ``oodbench list losses``
 shows each option's valid values from the same declarations.
 
@@ -112,7 +112,8 @@ class Loss(DeclaredFields, nn.Module):
         """Initialise the module, hold each number as its declared type (``weight=1`` runs and
         is recorded as ``1.0``), then :meth:`_setup`."""
         nn.Module.__init__(self)
-        for name, declared in declarations(type(self)).items():
+        cls: type = type(self)
+        for name, declared in declarations(cls).items():
             object.__setattr__(self, name, as_declared(getattr(self, name), declared))
         self._setup()
 
@@ -187,7 +188,8 @@ def as_declared(value: Any, declared: Declared) -> Any:
 
 def option_names(cls: type[Loss]) -> tuple[str, ...]:
     """The options of loss class ``cls`` (its dataclass fields), in declaration order."""
-    return tuple(f.name for f in dataclasses.fields(cls) if f.init)
+    options: Any = cls  # every subclass of Loss is a dataclass (Loss.__init_subclass__)
+    return tuple(f.name for f in dataclasses.fields(options) if f.init)
 
 
 # -- registry -------------------------------------------------------------------------------
