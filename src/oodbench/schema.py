@@ -37,11 +37,10 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import sys
-import typing
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Optional, TypeVar
+from typing import Annotated, Any, ClassVar, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -49,12 +48,8 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     GetCoreSchemaHandler,
-    StrictBool,
-    StrictInt,
-    StrictStr,
     ValidationError,
     ValidationInfo,
-    create_model,
     model_validator,
 )
 from pydantic_core import core_schema
@@ -351,30 +346,3 @@ def loads_toml(text: str, *, origin: str, error: type[InvalidInputError] = Confi
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise error(f"{origin}: not valid TOML: {err}") from None
-
-
-def table_type(hint: Any) -> Any:
-    """The pydantic type of a table key for a dataclass field annotated ``hint``: an
-    :class:`~oodbench.constraints.Options` declaration as its ``Literal``, ``int`` / ``bool`` /
-    ``str`` strict (TOML writes them exactly), ``float`` as pydantic's (an integer becomes a
-    float), a ``tuple[X, ...]`` as a list of X; any other type as written."""
-    from oodbench.constraints import Options
-
-    inner, *extras = typing.get_args(hint) if typing.get_origin(hint) is Annotated else (hint,)
-    options = [e for e in extras if isinstance(e, Options)]
-    if options:
-        return Literal[options[0].values]
-    if typing.get_origin(inner) is tuple:
-        return list[table_type(typing.get_args(inner)[0])]  # type: ignore[misc]
-    return {int: StrictInt, bool: StrictBool, str: StrictStr}.get(inner, inner)
-
-
-def optional_keys(settings: type, name: str) -> type[Schema]:
-    """A :class:`Schema` called ``name`` whose keys are the fields of the dataclass
-    ``settings``, each optional (``None``: not given; :func:`table_type`): a table that takes a
-    settings type's fields flat without declaring them a second time (the ``[train]`` table
-    takes ``OptimSettings``' fields so: a field added there is a key here)."""
-    hints = typing.get_type_hints(settings, include_extras=True)
-    keys: dict[str, Any] = {f.name: (Optional[table_type(hints[f.name])], None)  # noqa: UP045
-                            for f in dataclasses.fields(settings) if f.init}
-    return create_model(name, __base__=Schema, **keys)

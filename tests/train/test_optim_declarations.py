@@ -13,8 +13,7 @@ import pytest
 
 from oodbench.constraints import Integer, Interval, Items, Options, declarations, undeclared
 from oodbench.errors import InvalidInputError
-from oodbench.schema import optional_keys
-from oodbench.train.config import TrainSettings
+from oodbench.train.config import TrainSettings, optional_keys
 from oodbench.train.optim import FIELDS, FINETUNE, OptimSettings
 
 #: two valid settings that, between them, change every field from its default (checked below)

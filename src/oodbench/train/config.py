@@ -41,15 +41,26 @@ interrupted run resumes).
 
 from __future__ import annotations
 
+import dataclasses
+import typing
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional
 
-from pydantic import Field, StrictInt, StrictStr, field_validator, model_validator
+from pydantic import (
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    create_model,
+    field_validator,
+    model_validator,
+)
 
+from oodbench.constraints import Options
 from oodbench.data.spec import SourceSpec
 from oodbench.errors import ConfigError, NoOpSettingError, OodbenchError
 from oodbench.models.spec import ModelSpec
-from oodbench.schema import At, ConfigPath, Schema, optional_keys, parse, read_toml
+from oodbench.schema import At, ConfigPath, Schema, parse, read_toml
 from oodbench.train.method_defaults import defaults_for
 from oodbench.train.optim import FIELDS as OPTIM_FIELDS
 from oodbench.train.optim import OptimSettings
@@ -57,6 +68,30 @@ from oodbench.train.optim import OptimSettings
 
 class TrainConfigError(ConfigError):
     """The training config is invalid; the message names the file, the field and the fix."""
+
+
+def table_type(hint: Any) -> Any:
+    """The pydantic type of a table key for a dataclass field annotated ``hint``: an
+    :class:`~oodbench.constraints.Options` declaration as its ``Literal``, ``int`` / ``bool`` /
+    ``str`` strict (TOML writes them exactly), ``float`` as pydantic's (an integer becomes a
+    float), a ``tuple[X, ...]`` as a list of X; any other type as written."""
+    inner, *extras = typing.get_args(hint) if typing.get_origin(hint) is Annotated else (hint,)
+    options = [e for e in extras if isinstance(e, Options)]
+    if options:
+        return Literal[options[0].values]
+    if typing.get_origin(inner) is tuple:
+        return list[table_type(typing.get_args(inner)[0])]  # type: ignore[misc]
+    return {int: StrictInt, bool: StrictBool, str: StrictStr}.get(inner, inner)
+
+
+def optional_keys(settings: type, name: str) -> type[Schema]:
+    """A :class:`~oodbench.schema.Schema` called ``name`` whose keys are the fields of the
+    dataclass ``settings``, each optional (``None``: not given; typed by :func:`table_type`): a
+    table that takes a settings type's fields flat without declaring them a second time."""
+    hints = typing.get_type_hints(settings, include_extras=True)
+    keys: dict[str, Any] = {f.name: (Optional[table_type(hints[f.name])], None)  # noqa: UP045
+                            for f in dataclasses.fields(settings) if f.init}
+    return create_model(name, __base__=Schema, **keys)
 
 
 if TYPE_CHECKING:
