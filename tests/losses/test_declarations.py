@@ -128,3 +128,19 @@ def test_a_loss_with_an_undeclared_option_is_refused_on_registration() -> None:
     with pytest.raises(TypeError, match="width declare no valid values"):
         LOSSES.add(Undeclared)
     assert "undeclared_loss" not in LOSSES
+
+
+def test_an_unhashable_loss_is_refused_on_registration() -> None:
+    """An explicit ``@dataclass`` (``eq=True``) would drop ``__hash__``: torch keeps modules in
+    sets (``named_modules``), so the registry refuses it and says what to do."""
+
+    @dataclasses.dataclass
+    class Unhashable(Loss):
+        name = "unhashable_loss"
+
+        def _loss(self, logits, labels, outlier_logits):  # type: ignore[no-untyped-def]
+            return logits.mean()
+
+    with pytest.raises(TypeError, match="leave the decorator out"):
+        LOSSES.add(Unhashable)
+    assert "unhashable_loss" not in LOSSES

@@ -192,9 +192,18 @@ def option_names(cls: type[Loss]) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(options) if f.init)
 
 
+def _undeclared_options(cls: type[Loss]) -> tuple[str, ...]:
+    """The options of ``cls`` that declare no valid values (the registry refuses them); a
+    class made unhashable by an explicit ``@dataclass`` (``eq=True``) is refused too."""
+    if cls.__hash__ is None:
+        raise TypeError(f"{cls.__name__}: @dataclass with eq=True makes a module unhashable; "
+                        "leave the decorator out (Loss makes every subclass a dataclass)")
+    return undeclared(cls)
+
+
 # -- registry -------------------------------------------------------------------------------
 _REGISTRY: Registry[type[Loss]] = Registry(
-    "loss", undeclared=undeclared, builtins="oodbench.losses")
+    "loss", undeclared=_undeclared_options, builtins="oodbench.losses")
 #: every loss, by name (the registry; ``register`` adds to it)
 LOSSES = _REGISTRY
 L = TypeVar("L", bound=type[Loss])
