@@ -10,10 +10,13 @@ import numpy as np
 import pytest
 
 from oodbench.constraints import (
+    AnyOf,
     Check,
+    DeclaredFields,
     Flag,
     Integer,
     Interval,
+    Items,
     Options,
     Text,
     declarations,
@@ -108,3 +111,51 @@ def test_unknown_names_suggest_the_closest() -> None:
         "detector 'x' has no hyper-parameter sed; it takes k, seed; did you mean 'seed'?")
     assert unknown_names("detector 'x'", ["zzz"], []) == (
         "detector 'x' has no hyper-parameter zzz; it takes none")
+
+
+def test_a_noun_names_what_the_unknown_names_are() -> None:
+    assert unknown_names("loss 'ce'", ["smothing"], ["smoothing"], noun="option") == (
+        "loss 'ce' has no option smothing; it takes smoothing; did you mean 'smoothing'?")
+
+
+def test_items_take_a_list_of_accepted_items_in_order() -> None:
+    steps = Items(Integer(min=1), increasing=True)
+    assert steps.describe() == "a list of increasing integers >= 1"
+    assert steps.problem([]) is None and steps.problem((2, 5)) is None
+    for bad in ([5, 2], [2, 2], [0, 3], [1.5], "12", 3):  # order, repeat, range, type, not a list
+        assert steps.problem(bad) == steps.describe()
+    scales = Items(Interval(0, None, "neither"), min_items=1)
+    assert scales.describe() == "a non-empty list of numbers > 0"
+    assert scales.problem([]) == scales.describe() and scales.problem([0.1, 1]) is None
+
+
+def test_any_of_takes_what_one_of_its_constraints_takes() -> None:
+    level = AnyOf(Interval(0, None), Options("estimate"))
+    assert level.describe() == ">= 0 or 'estimate'"
+    assert level.problem(0.3) is None and level.problem("estimate") is None
+    assert level.problem(-1.0) == level.describe() and level.problem("auto") == level.describe()
+
+
+def test_text_with_a_test_says_what_it_asks() -> None:
+    template = Text("a string with one '{}'", test=lambda text: text.count("{}") == 1)
+    assert template.problem("a photo of a {}") is None
+    assert template.problem("a photo") == template.problem(3) == "a string with one '{}'"
+
+
+@dataclass(frozen=True)
+class _Declaring(DeclaredFields):
+    low: Annotated[float, Interval()] = 0.0
+    high: Annotated[float, Interval()] = 1.0
+    steps: Annotated[tuple[int, ...], Items(Integer(min=1))] = ()
+    checks = (ORDERED,)
+
+    def _settle(self) -> None:
+        object.__setattr__(self, "steps", tuple(self.steps))
+
+
+def test_declared_fields_are_validated_on_creation_then_settled() -> None:
+    with pytest.raises(InvalidInputError, match=r"^_Declaring: needs low <= high; got low=2, high=1$"):
+        _Declaring(low=2, high=1)
+    with pytest.raises(InvalidInputError, match=r"^_Declaring: steps must be a list of integers"):
+        _Declaring(steps=[0])  # type: ignore[arg-type]
+    assert _Declaring(steps=[1, 3]).steps == (1, 3)  # type: ignore[arg-type]

@@ -7,6 +7,8 @@ A field declares its range in its annotation, with ``typing.Annotated``:
     k: Annotated[int, Integer(min=1)] = 50
     gradient: Annotated[str, Options("logits", "softmax")] = "logits"
     threshold: Annotated[float | None, Finite()] = None  # None passes: the type admits it
+    gammas: Annotated[tuple[float, ...], Items(Interval(0, None, "neither"), min_items=1)]
+    constraint: Annotated[float | str, AnyOf(Options("estimate"), Interval(0))] = "estimate"
 
 and a constraint between fields is a :class:`Check` in the class's ``checks``:
 
@@ -17,7 +19,8 @@ and a constraint between fields is a :class:`Check` in the class's ``checks``:
 ``InvalidInputError`` (``detector 'energy': temperature must be > 0; got -1.0``);
 :func:`declarations` reads them for listings, documentation and search-space bounds, so that the
 valid ranges are written once. :func:`unknown_names` explains a name the class does not declare
-(with the closest ones).
+(with the closest ones). A dataclass that derives from :class:`DeclaredFields` is validated so
+on creation (losses, ``OptimSettings``).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from oodbench.errors import InvalidInputError
 
@@ -99,6 +102,11 @@ class Interval(Constraint):
             return self._kind()
         return f"an integer {span}" if self.integer else span
 
+    def plural(self) -> str:
+        """The accepted values as a plural noun phrase (``"integers >= 1"``, ``"numbers > 0"``),
+        for a list of them (:class:`Items`)."""
+        return " ".join(filter(None, ("integers" if self.integer else "numbers", self._range())))
+
     def contains(self, value: float) -> bool:
         """Whether the number ``value`` lies in the interval (the type is not checked)."""
         v = float(value)
@@ -164,16 +172,64 @@ class Flag(Constraint):
 
 @dataclass(frozen=True)
 class Text(Constraint):
-    """A string; ``what`` says what it holds (a prompt, a path, a device)."""
+    """A string; ``what`` says what it holds (a prompt, a path, a device); ``test``, when given,
+    says whether a string is one (``what`` then describes what it asks)."""
 
     what: str = "a string"
     note: str = ""
+    test: Callable[[str], bool] | None = dataclasses.field(default=None, compare=False)
 
     def describe(self) -> str:
         return self.what
 
     def problem(self, value: Any) -> str | None:
-        return None if isinstance(value, str) else self.describe()
+        if not isinstance(value, str) or (self.test is not None and not self.test(value)):
+            return self.describe()
+        return None
+
+
+@dataclass(frozen=True)
+class Items(Constraint):
+    """A list (or tuple) whose every item is accepted by ``item``: at least ``min_items`` of
+    them, strictly increasing when ``increasing``."""
+
+    item: Interval
+    min_items: int = 0
+    increasing: bool = False
+    note: str = ""
+
+    def describe(self) -> str:
+        order = " increasing" if self.increasing else ""
+        size = "a non-empty list" if self.min_items == 1 else (
+            f"a list of at least {self.min_items}" if self.min_items > 1 else "a list")
+        return f"{size} of{order} {self.item.plural()}"
+
+    def problem(self, value: Any) -> str | None:
+        if not isinstance(value, (list, tuple)) or len(value) < self.min_items or any(
+                self.item.problem(v) is not None for v in value):
+            return self.describe()
+        if self.increasing and any(b <= a for a, b in zip(value, value[1:])):
+            return self.describe()
+        return None
+
+
+@dataclass(frozen=True, init=False)
+class AnyOf(Constraint):
+    """A value that one of ``constraints`` accepts (``"estimate"`` or a number >= 0)."""
+
+    constraints: tuple[Constraint, ...]
+    note: str = ""
+
+    def __init__(self, *constraints: Constraint, note: str = "") -> None:
+        object.__setattr__(self, "constraints", constraints)
+        object.__setattr__(self, "note", note)
+
+    def describe(self) -> str:
+        return " or ".join(", ".join(repr(v) for v in c.values) if isinstance(c, Options)
+                           else c.describe() for c in self.constraints)
+
+    def problem(self, value: Any) -> str | None:
+        return None if any(c.problem(value) is None for c in self.constraints) else self.describe()
 
 
 @dataclass(frozen=True)
@@ -328,14 +384,47 @@ def validate(who: str, declared: Mapping[str, Declared], checks: Iterable[Check]
                 raise error
 
 
-def unknown_names(who: str, names: Iterable[str], valid: Iterable[str]) -> str | None:
+def unknown_names(who: str, names: Iterable[str], valid: Iterable[str],
+                  noun: str = "hyper-parameter") -> str | None:
     """A one-line explanation of the names not in ``valid`` (with the closest valid names), or
-    ``None`` when there are none."""
+    ``None`` when there are none; ``noun`` is what the names are (a loss's ``"option"``)."""
     valid = sorted(valid)
     wrong = sorted(set(names) - set(valid))
     if not wrong:
         return None
     close = [c for w in wrong for c in difflib.get_close_matches(w, valid, n=1, cutoff=0.6)]
     hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-    return (f"{who} has no hyper-parameter {', '.join(wrong)}; it takes "
+    return (f"{who} has no {noun} {', '.join(wrong)}; it takes "
             f"{', '.join(valid) or 'none'}{hint}")
+
+
+def described(declared: Mapping[str, Declared], checks: Iterable[Check]) -> dict[str, Any]:
+    """What a listing shows of declarations: ``ranges`` (each field's valid values, as
+    :meth:`Declared.describe` words them) and ``checks`` (each check's requirement)."""
+    return {"ranges": {name: d.describe() for name, d in declared.items()},
+            "checks": [c.requirement for c in checks]}
+
+
+class DeclaredFields:
+    """Base of a dataclass whose fields declare their valid values (``Annotated``) and whose
+    ``checks`` relate them: ``__post_init__`` validates them all, once, with the uniform message
+    (:func:`validate`, starting with :meth:`declared_by`), then calls :meth:`_settle`.
+
+    The class declares, it does not check: a subclass needing derived state (a normalised
+    value, a sub-module) overrides :meth:`_settle`, which runs on validated values."""
+
+    checks: ClassVar[tuple[Check, ...]] = ()
+
+    def declared_by(self) -> str:
+        """How the uniform message names the object (``"loss 'oe'"``)."""
+        return type(self).__name__
+
+    def __post_init__(self) -> None:
+        cls: type = type(self)
+        declared = declarations(cls)
+        validate(self.declared_by(), declared, self.checks,
+                 {name: getattr(self, name) for name in declared})
+        self._settle()
+
+    def _settle(self) -> None:
+        """Derived state from the validated fields (nothing by default)."""

@@ -58,11 +58,12 @@ def test_head_layout_and_defaults():
 
 
 @pytest.mark.parametrize("options, match", [
-    ({"k": 1001}, "k=1001 is larger than the queue"),
-    ({"queue_size": 10, "k": 5, "boundary": 11}, "boundary=11 is larger than the queue"),
-    ({"samples": 1, "keep": 2}, "keep=2 is larger than samples=1"),
+    ({"k": 1001}, r"needs k <= queue_size .*; got k=1001, queue_size=1000"),
+    ({"queue_size": 10, "k": 5, "boundary": 11},
+     "needs boundary <= queue_size; got boundary=11, queue_size=10"),
+    ({"samples": 1, "keep": 2}, "needs keep <= samples; got keep=2, samples=1"),
     ({"sigma": 0}, "sigma must be > 0"),
-    ({"k": 0}, "k must be a positive integer"),
+    ({"k": 0}, "k must be an integer >= 1"),
 ])
 def test_bad_options_are_one_line_errors(options, match):
     with pytest.raises(InvalidInputError, match=match) as err:

@@ -63,7 +63,7 @@ def test_k_larger_than_the_queue_is_caught_reading_the_config(folder):
     config.write_text(CONFIG.format(loss="npos", options="{ queue_size = 10, k = 11 }"))
     with pytest.raises(TrainConfigError) as err:
         read_train_config(config)
-    assert "k=11 is larger than the queue (10 embeddings per class)" in str(err.value)
+    assert "needs k <= queue_size (the k-th neighbour in a queue of queue_size embeddings per class); got k=11, queue_size=10" in str(err.value)
     assert "\n" not in str(err.value)
     result = invoke("train", str(config))
     assert result.exit_code != 0 and not (folder / "run").exists()

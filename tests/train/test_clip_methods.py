@@ -124,7 +124,7 @@ def test_bad_input_is_a_one_line_error_before_training(tmp_path, method):
 
 
 def test_npos_k_larger_than_the_queue_fails_before_training(tmp_path):
-    with pytest.raises(InvalidInputError, match="k=5 is larger than the queue") as err:
+    with pytest.raises(InvalidInputError, match=r"needs k <= queue_size .*; got k=5, queue_size=4") as err:
         train(model("npos"), toy_source(), out=tmp_path / "k", loss="npos",
               loss_options={"queue_size": 4, "k": 5})
     assert "\n" not in str(err.value) and not (tmp_path / "k").exists()

@@ -64,7 +64,7 @@ def test_experiment_model_points_at_a_training_config(tiny):
     (('loss = "hem"', 'loss = "oe"'), "[train]: loss 'oe' has no option margin"),
     (('loss_options = { margin = 1.0 }', 'loss_options = {}'), None),
     ((('loss = "hem"', 'loss = "oe"'), ("{ margin = 1.0 }", "{}")), "[data].outliers: loss 'oe' needs an outlier source"),
-    (("epochs = 3", "epochs = 3\nwarmup_epochs = 3"), "warmup_epochs must be an integer in [0, epochs=3)"),
+    (("epochs = 3", "epochs = 3\nwarmup_epochs = 3"), "needs warmup_epochs < epochs; got warmup_epochs=3, epochs=3"),
     (("trainable = \"all\"", "trainable = \"body\""), "[train].trainable: expected one of"),
     (("loss_options = { margin = 1.0 }", "loss_options = { tau = 1.0 }"), "loss 'hem' has no option tau"),
 ])

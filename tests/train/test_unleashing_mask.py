@@ -137,7 +137,7 @@ def test_errors_before_training(tmp_path):
         train(WeightNormed(), DigitsSource(range(6)), out=tmp_path / "w", loss="umap",
               loss_options={"constraint": 1.0}, progress=False, device="cpu")
     assert "\n" not in str(err.value)
-    with pytest.raises(InvalidInputError, match=r"mask fraction .* \(0, 1\]"):
+    with pytest.raises(InvalidInputError, match=r"keep must be in \(0, 1\] \(the mask fraction"):
         train(SmallCNN(6), DigitsSource(range(6)), out=tmp_path / "k", loss="umap",
               loss_options={"keep": 0.0}, progress=False)
     assert not (tmp_path / "k").exists() and not (tmp_path / "w" / "train.json").exists()

@@ -52,8 +52,9 @@ def list_cmd(what: str, fmt: str | None, wide: bool) -> None:
 
         show(_registry_frame(losses.available(), {
             "needs outliers": lambda row: "yes" if row["needs_outliers"] else "",
+            "valid values": _valid_values,
         }), fmt, title="training losses (oodbench train, oodbench.train)", key=("name",),
-            drop_first=("paper", "defaults"), wide=wide)
+            drop_first=("paper", "valid values", "defaults"), wide=wide)
     elif what == "models":
         from oodbench.models.registry import FAMILIES
 
@@ -105,8 +106,9 @@ def _presets(row: dict[str, Any]) -> str:
 
 
 def _valid_values(row: dict[str, Any]) -> str:
-    """A detector's hyper-parameters with their declared valid values, then the checks between
-    them (``Detector.checks``): ``k: an integer >= 1; fit_fraction: in (0, 1]``."""
+    """A detector's hyper-parameters (a loss's options) with their declared valid values, then
+    the checks between them (the class's ``checks``), as ``available()`` gives them
+    (:func:`oodbench.constraints.described`): ``k: an integer >= 1; fit_fraction: in (0, 1]``."""
     return "; ".join([f"{name}: {text}" for name, text in row["ranges"].items()] + row["checks"])
 
 

@@ -40,6 +40,7 @@ from oodbench.constraints import (
     Interval,
     Options,
     declarations,
+    described,
     undeclared,
     unknown_names,
     validate,
@@ -370,8 +371,7 @@ def available() -> list[dict[str, Any]]:
     for name, cls in sorted(_REGISTRY.items()):
         rows.append(
             {"name": name, "requires": sorted(cls.requires), "defaults": cls().hyperparams,
-             "ranges": {n: d.describe() for n, d in declared_hyperparameters(cls).items()},
-             "checks": [c.requirement for c in cls.checks],
+             **described(declared_hyperparameters(cls), cls.checks),
              "presets": presets_of(name), "paper": cls.paper,
              "untuned_defaults": list(cls.untuned_defaults), "summary": summary(cls)}
         )

@@ -1,10 +1,22 @@
 """The ``Loss`` contract and the registry every loss file registers into.
 
-A loss is a small ``nn.Module`` whose constructor keywords are its hyper-parameters:
+A loss is a small ``nn.Module`` whose dataclass fields are its hyper-parameters (its options),
+each declaring its valid values as data (:mod:`oodbench.constraints`, as a detector's)::
+
+    @register
+    class LogitNorm(Loss):
+        name = "logitnorm"
+        tau: Positive = 0.04          # Annotated[float, Interval(0, None, "neither")]
 
     loss = oodbench.losses.create("logitnorm", tau=0.04)
     value = loss(logits, labels)                       # a scalar: the batch mean
     value = loss(logits, labels, outlier_logits)       # Outlier Exposure also sees outliers
+
+Every subclass is a dataclass (``Loss`` makes it one: no decorator to forget) whose generated
+``__init__`` validates the options once, against their declarations and the class's ``checks``
+(the uniform one-line error of :mod:`oodbench.constraints`), before anything trains;
+``create`` explains an unknown option with the closest ones, and ``oodbench list losses``
+shows each option's valid values from the same declarations.
 
 ``head_outputs(num_classes)`` is the width the classifier head must have for this loss (MOS
 adds one "others" output per group). Every loss checks, before any maths, that the labels lie
@@ -18,15 +30,24 @@ make a setting a silent no-op.
 
 from __future__ import annotations
 
-import inspect
+import dataclasses
 from abc import abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, dataclass_transform
 
 import torch
 from torch import nn
 
+from oodbench.constraints import (
+    Declared,
+    DeclaredFields,
+    declarations,
+    described,
+    is_number,
+    undeclared,
+    unknown_names,
+)
 from oodbench.errors import ClassCountMismatchError, InvalidInputError
 from oodbench.registry import Registry, summary
 
@@ -42,8 +63,15 @@ class SwitchEpoch:
     official: str
 
 
-class Loss(nn.Module):
-    """Base class: subclasses set ``name`` and ``paper`` and implement ``_loss``.
+@dataclass_transform(eq_default=False)
+class Loss(DeclaredFields, nn.Module):
+    """Base class: subclasses set ``name`` and ``paper``, declare their options as fields and
+    implement ``_loss``.
+
+    Each subclass becomes a dataclass (``eq=False``: a module stays hashable; nn.Module's
+    ``repr``) on its definition; its options are validated against their declarations and
+    ``checks`` (:class:`~oodbench.constraints.Check`) when it is created, and derived state (a
+    sub-module, a layout) is built in ``_setup``, on validated values.
 
     Class attributes:
         name: registry name (``"hem"``).
@@ -73,11 +101,32 @@ class Loss(nn.Module):
     unused_settings: ClassVar[Mapping[str, str]] = {}
     switch_epochs: ClassVar[Mapping[str, SwitchEpoch]] = {}
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        dataclass(eq=False, repr=False)(cls)
+
+    def declared_by(self) -> str:
+        return f"loss {self.name!r}"
+
+    def _settle(self) -> None:
+        """Initialise the module, hold each number as its declared type (``weight=1`` runs and
+        is recorded as ``1.0``), then :meth:`_setup`."""
+        nn.Module.__init__(self)
+        cls: type = type(self)
+        for name, declared in declarations(cls).items():
+            object.__setattr__(self, name, as_declared(getattr(self, name), declared))
+        self._setup()
+
+    def _setup(self) -> None:  # noqa: B027 - optional hook
+        """Override to build what the loss derives from its validated options."""
+
+    def extra_repr(self) -> str:
+        return ", ".join(f"{k}={v!r}" for k, v in self.hyperparams.items())
+
     @property
     def hyperparams(self) -> dict[str, Any]:
-        """The constructor keywords this loss runs with (read back from its attributes)."""
-        params = inspect.signature(type(self).__init__).parameters
-        return {k: getattr(self, k) for k in params if k != "self" and hasattr(self, k)}
+        """The options this loss runs with (its fields, in declaration order)."""
+        return {name: getattr(self, name) for name in option_names(type(self))}
 
     def head_outputs(self, num_classes: int) -> int:
         """How many outputs the head needs for ``num_classes`` classes (default: one each)."""
@@ -126,9 +175,35 @@ class Loss(nn.Module):
         """The batch mean, on validated inputs."""
 
 
+def as_declared(value: Any, declared: Declared) -> Any:
+    """``value`` as the number type its field declares: a number of a ``float`` field as a
+    Python float, an integer of an ``int`` field as a Python int; anything else unchanged."""
+    kinds = declared.type.split(" | ")
+    if "float" in kinds and is_number(value):
+        return float(value)
+    if kinds[0] == "int" and is_number(value) and float(value).is_integer():
+        return int(value)
+    return value
+
+
+def option_names(cls: type[Loss]) -> tuple[str, ...]:
+    """The options of loss class ``cls`` (its dataclass fields), in declaration order."""
+    options: Any = cls  # every subclass of Loss is a dataclass (Loss.__init_subclass__)
+    return tuple(f.name for f in dataclasses.fields(options) if f.init)
+
+
+def _undeclared_options(cls: type[Loss]) -> tuple[str, ...]:
+    """The options of ``cls`` that declare no valid values (the registry refuses them); a
+    class made unhashable by an explicit ``@dataclass`` (``eq=True``) is refused too."""
+    if cls.__hash__ is None:
+        raise TypeError(f"{cls.__name__}: @dataclass with eq=True makes a module unhashable; "
+                        "leave the decorator out (Loss makes every subclass a dataclass)")
+    return undeclared(cls)
+
+
 # -- registry -------------------------------------------------------------------------------
 _REGISTRY: Registry[type[Loss]] = Registry(
-    "loss", builtins="oodbench.losses")
+    "loss", undeclared=_undeclared_options, builtins="oodbench.losses")
 #: every loss, by name (the registry; ``register`` adds to it)
 LOSSES = _REGISTRY
 L = TypeVar("L", bound=type[Loss])
@@ -146,25 +221,25 @@ def loss_class(name: str) -> type[Loss]:
 
 
 def create(name: str, **options: Any) -> Loss:
-    """Build a loss by registry name, e.g. ``create("oe", weight=0.5)``."""
+    """Build a loss by registry name, e.g. ``create("oe", weight=0.5)``: an unknown option gets
+    the closest ones, a value outside its declaration the uniform one-line error."""
     cls = loss_class(name)
-    valid = [k for k in inspect.signature(cls.__init__).parameters if k != "self"]
-    wrong = sorted(set(options) - set(valid))
+    wrong = unknown_names(f"loss {name!r}", options, option_names(cls), noun="option")
     if wrong:
-        raise InvalidInputError(
-            f"loss {name!r} has no option {', '.join(wrong)}; it takes {', '.join(valid) or 'none'}"
-        )
+        raise InvalidInputError(wrong)
     return cls(**options)
 
 
 def available() -> list[dict[str, Any]]:
-    """One entry per registered loss: name, options with defaults, paper, first doc line."""
+    """One entry per registered loss: name, options with defaults, the valid values of each
+    option (``ranges``, from its declaration) and the checks between them (``checks``), paper,
+    whether it needs outliers, first doc line."""
     rows = []
     for name, cls in sorted(_REGISTRY.items()):
-        params = inspect.signature(cls.__init__).parameters
-        defaults = {k: (None if p.default is inspect.Parameter.empty else p.default)
-                    for k, p in params.items() if k != "self"}
-        rows.append({"name": name, "defaults": defaults, "paper": cls.paper,
-                     "needs_outliers": cls.needs_outliers,
-                     "summary": summary(cls)})
+        declared = declarations(cls)
+        rows.append({"name": name,
+                     "defaults": {n: declared[n].default if n in declared else None
+                                  for n in option_names(cls)},
+                     **described(declared, cls.checks), "paper": cls.paper,
+                     "needs_outliers": cls.needs_outliers, "summary": summary(cls)})
     return rows

@@ -9,9 +9,11 @@ convention as ``torch.nn.functional.cross_entropy(label_smoothing=eps)``.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import torch.nn.functional as F
 
-from oodbench.errors import InvalidInputError
+from oodbench.constraints import Interval
 from oodbench.losses.base import Loss, register
 
 
@@ -22,11 +24,7 @@ class CrossEntropy(Loss):
     name = "ce"
     paper = "label smoothing: Szegedy et al., CVPR 2016, arXiv 1512.00567"
 
-    def __init__(self, smoothing: float = 0.0):
-        super().__init__()
-        if not 0.0 <= smoothing < 1.0:
-            raise InvalidInputError(f"ce: smoothing must lie in [0, 1); got {smoothing}")
-        self.smoothing = float(smoothing)
+    smoothing: Annotated[float, Interval(0, 1, "left", note="eps; 0: plain cross-entropy")] = 0.0
 
     def _loss(self, logits, labels, outlier_logits):  # type: ignore[no-untyped-def]
         return F.cross_entropy(logits, labels, label_smoothing=self.smoothing)

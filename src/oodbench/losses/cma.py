@@ -21,9 +21,12 @@ default is 0.0, i.e. FLYP). The loss trains every parameter of both towers and t
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import torch
 import torch.nn.functional as F
 
+from oodbench.constraints import Integer, NonNegative, Options, Text
 from oodbench.errors import InvalidInputError
 from oodbench.losses.base import Loss, register
 
@@ -58,29 +61,18 @@ class CMA(Loss):
         "trainable": "CMA trains every parameter of both CLIP towers",
     }
 
-    def __init__(self, lam: float = 0.001, train_prompt: str = "a photo of a {}",
-                 warmup_steps: int = 500, head_templates: str = "cma"):
-        """``lam``: weight of the log-sum-exp term; ``train_prompt``: the class prompt of the
-        text side during training; ``warmup_steps``: the learning-rate warm-up in optimisation
-        steps (the official 500), used instead of ``warmup_epochs``; ``head_templates``: the
-        zero-shot head of the fine-tuned model, ``"cma"`` (the official evaluation's one
-        template "The nice {}", ``oodbench.train.cma_head``) or ``"model"`` (the model's own
-        templates)."""
-        super().__init__()
-        if head_templates not in HEAD_TEMPLATES:
-            raise InvalidInputError(
-                f"cma: head_templates must be one of {HEAD_TEMPLATES}; got {head_templates!r}")
-        self.head_templates = head_templates
-        if not lam >= 0:
-            raise InvalidInputError(f"cma: lam must be >= 0; got {lam}")
-        if train_prompt.count("{}") != 1:
-            raise InvalidInputError(
-                f"cma: train_prompt {train_prompt!r} needs exactly one '{{}}' for the class name")
-        if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int) or warmup_steps < 0:
-            raise InvalidInputError(f"cma: warmup_steps must be an integer >= 0; got {warmup_steps!r}")
-        self.lam = float(lam)
-        self.train_prompt = train_prompt
-        self.warmup_steps = warmup_steps
+    #: weight of the log-sum-exp term
+    lam: NonNegative = 0.001
+    #: the class prompt of the text side during training
+    train_prompt: Annotated[str, Text("a string with exactly one '{}' (the class name's place)",
+                                      test=lambda text: text.count("{}") == 1)] = "a photo of a {}"
+    #: the learning-rate warm-up in optimisation steps (the official 500), used instead of
+    #: ``warmup_epochs``
+    warmup_steps: Annotated[int, Integer(min=0)] = 500
+    #: the zero-shot head of the fine-tuned model: ``"cma"``, the official evaluation's one
+    #: template "The nice {}" (:mod:`oodbench.train.cma_head`), or ``"model"``, the model's
+    #: own templates
+    head_templates: Annotated[str, Options(*HEAD_TEMPLATES)] = "cma"
 
     def _loss(self, logits, labels, outlier_logits):  # type: ignore[no-untyped-def]
         """``logits``: the (B, B) image-to-text logits; ``labels`` must be ``arange(B)`` (each

@@ -31,9 +31,6 @@ class Dice(Loss):
     name = "dice"
     paper = "Milletari et al., 3DV 2016, arXiv 1606.04797; baseline of arXiv 2501.12191"
 
-    def __init__(self) -> None:
-        super().__init__()
-
     def _loss(self, logits, labels, outlier_logits):  # type: ignore[no-untyped-def]
         probs = torch.softmax(logits, dim=1)
         onehot = F.one_hot(labels, logits.shape[1]).to(probs.dtype)

@@ -39,10 +39,11 @@ the paper's ImageNet setting.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Annotated
 
 import torch.nn.functional as F
 
-from oodbench.errors import InvalidInputError
+from oodbench.constraints import Integer, Interval, Items, Positive
 from oodbench.losses.base import Loss, SwitchEpoch, register
 from oodbench.losses.oe import uniform_cross_entropy
 
@@ -62,20 +63,14 @@ class DOE(Loss):
         what="DOE's perturbed step", before="plain Outlier Exposure, CE + OE",
         official="warmup 5 of 10 epochs, QizhouWang/DOE doe_final.py lines 25 and 46")}
 
-    def __init__(self, warmup: int = 5, gammas: Sequence[float] = GAMMAS, average: float = 0.6,
-                 clip_norm: float = 1.0):
-        super().__init__()
-        if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
-            raise InvalidInputError(f"loss 'doe': warmup (epochs of CE + OE) must be an integer >= 0; got {warmup!r}")
-        values = tuple(float(g) for g in gammas)
-        if not values or any(not g > 0 for g in values):
-            raise InvalidInputError(f"loss 'doe': gammas must be a non-empty list of numbers > 0; got {gammas!r}")
-        if not 0.0 <= average < 1.0:
-            raise InvalidInputError(f"loss 'doe': average (the EMA factor) must lie in [0, 1); got {average!r}")
-        if not clip_norm > 0:
-            raise InvalidInputError(f"loss 'doe': clip_norm must be > 0; got {clip_norm!r}")
-        self.warmup, self.gammas = warmup, list(values)
-        self.average, self.clip_norm = float(average), float(clip_norm)
+    warmup: Annotated[int, Integer(min=0, note="epochs of CE + OE")] = 5
+    gammas: Annotated[Sequence[float], Items(Interval(0, None, "neither"), min_items=1,
+                                             note="the perturbation's scales")] = GAMMAS
+    average: Annotated[float, Interval(0, 1, "left", note="the EMA factor")] = 0.6
+    clip_norm: Positive = 1.0
+
+    def _setup(self) -> None:
+        self.gammas = [float(g) for g in self.gammas]
 
     def _loss(self, logits, labels, outlier_logits):  # type: ignore[no-untyped-def]
         """The warm-up objective ``CE + L_OE`` (the loop's DOE step uses the parts)."""

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import torch
 
-from oodbench.errors import InvalidInputError
+from oodbench.constraints import Positive
 from oodbench.losses.base import Loss, register
 
 
@@ -43,11 +43,7 @@ class HighErrorMargin(Loss):
     name = "hem"
     paper = "Spratling & Schütt, arXiv 2501.12191 (2025)"
 
-    def __init__(self, margin: float = 1.0):
-        super().__init__()
-        if not margin > 0:
-            raise InvalidInputError(f"hem: margin must be > 0; got {margin}")
-        self.margin = float(margin)
+    margin: Positive = 1.0
 
     def _loss(self, logits, labels, outlier_logits):  # type: ignore[no-untyped-def]
         errors = margin_errors(logits, labels, self.margin)

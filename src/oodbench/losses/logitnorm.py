@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from oodbench.errors import InvalidInputError
+from oodbench.constraints import Positive
 from oodbench.losses.base import Loss, register
 
 NORM_EPS = 1e-7
@@ -36,11 +36,7 @@ class LogitNorm(Loss):
     name = "logitnorm"
     paper = "Wei et al., ICML 2022, arXiv 2205.09310"
 
-    def __init__(self, tau: float = 0.04):
-        super().__init__()
-        if not tau > 0:
-            raise InvalidInputError(f"logitnorm: tau must be > 0; got {tau}")
-        self.tau = float(tau)
+    tau: Positive = 0.04
 
     def _loss(self, logits, labels, outlier_logits):  # type: ignore[no-untyped-def]
         norms = torch.linalg.vector_norm(logits, dim=1, keepdim=True) + NORM_EPS

@@ -12,9 +12,11 @@ the division by all C outputs, not C - 1, exactly as torch.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import torch.nn.functional as F
 
-from oodbench.errors import InvalidInputError
+from oodbench.constraints import Options, Positive
 from oodbench.losses.base import Loss, register
 
 
@@ -25,13 +27,8 @@ class MultiMargin(Loss):
     name = "mm"
     paper = "baseline of Spratling & Schütt, arXiv 2501.12191 (torch.nn.MultiMarginLoss)"
 
-    def __init__(self, margin: float = 1.0, p: int = 1):
-        super().__init__()
-        if not margin > 0:
-            raise InvalidInputError(f"mm: margin must be > 0; got {margin}")
-        if p not in (1, 2):
-            raise InvalidInputError(f"mm: p must be 1 or 2 (as torch.nn.MultiMarginLoss); got {p}")
-        self.margin, self.p = float(margin), int(p)
+    margin: Positive = 1.0
+    p: Annotated[int, Options(1, 2, note="as torch.nn.MultiMarginLoss")] = 1
 
     def _loss(self, logits, labels, outlier_logits):  # type: ignore[no-untyped-def]
         return F.multi_margin_loss(logits, labels, p=self.p, margin=self.margin)

@@ -19,11 +19,13 @@ builds one, or give the groups yourself.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Annotated
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from oodbench.constraints import Check, Validated
 from oodbench.errors import ClassCountMismatchError, InvalidInputError
 from oodbench.losses.base import Loss, register
 
@@ -101,14 +103,17 @@ class GroupSoftmax(Loss):
     name = "mos"
     paper = "Huang & Li, CVPR 2021, arXiv 2105.01879"
 
-    def __init__(self, groups: Sequence[Sequence[int]] | None = None):
-        super().__init__()
-        if groups is None:
-            raise InvalidInputError(
-                "loss 'mos' needs the class groups: loss_options={'groups': [[0, 1, ...], ...]} "
-                "(e.g. oodbench.data.class_groups.hierarchy_groups(wnids, n_groups=8))"
-            )
-        self.layout = GroupLayout(groups)
+    groups: Annotated[Sequence[Sequence[int]] | None, Validated(
+        "disjoint lists of class indices that together cover 0 .. C - 1",
+        validator=GroupLayout)] = None
+
+    checks = (Check(("groups",), lambda groups: groups is not None,
+                    "the class groups given (loss_options={'groups': [[0, 1, ...], ...]}, e.g. "
+                    "from oodbench.data.class_groups.hierarchy_groups(wnids, n_groups=8))"),)
+
+    def _setup(self) -> None:
+        assert self.groups is not None  # (checked)
+        self.layout = GroupLayout(self.groups)
         self.groups = self.layout.groups
 
     def head_outputs(self, num_classes: int) -> int:

@@ -26,10 +26,13 @@ documented in :mod:`oodbench.train.npos_synthesis` and :mod:`oodbench.train.npos
 
 from __future__ import annotations
 
+import operator
+from typing import Annotated
+
 import torch
 import torch.nn.functional as F
 
-from oodbench.errors import InvalidInputError
+from oodbench.constraints import Check, Integer, NonNegative, Options, Positive
 from oodbench.losses.base import Loss, SwitchEpoch, register
 from oodbench.losses.logitnorm import LogitNorm
 
@@ -54,53 +57,37 @@ class NPOS(Loss):
         official="start_epoch 40 of 100 epochs on ImageNet-1k, 10 of 20 on ImageNet-100, "
                  "deeplearning-wisc/npos CLIP_based/OOD/train_npos_imagenet_*.sh")}
 
-    def __init__(
-        self, tau: float = 8.0, weight: float = 0.1, queue_size: int = 1000, boundary: int = 300,
-        k: int = 400, samples: int = 1500, sigma: float = 0.1, keep: int = 2,
-        start_epoch: int = 40, frozen_blocks: int = 10, mlp_hidden: int = 32,
-        mlp_lr_ratio: float = 0.1, head_templates: str = "npos",
-    ):
-        """``tau``: LogitNorm's t; ``weight``: the outlier loss's weight; per class a FIFO
-        queue of ``queue_size`` ID embeddings, its ``boundary`` points with the largest
-        ``k``-th-NN distance, ``samples`` Gaussian draws (std ``sigma``) around one of them, of
-        which the ``keep`` with the largest k-NN distance become outliers, from epoch
-        ``start_epoch`` (0-based) on; the first ``frozen_blocks`` vision blocks stay frozen;
-        phi has ``mlp_hidden`` hidden units and ``mlp_lr_ratio`` times the learning rate;
-        ``head_templates``: the prompt templates of the zero-shot head trained against,
-        ``"npos"`` (the official 18, ``oodbench.models.clip.NPOS_TEMPLATES``; the model's head
-        is rebuilt with them) or ``"model"`` (the model's own templates)."""
-        super().__init__()
-        if head_templates not in HEAD_TEMPLATES:
-            raise InvalidInputError(
-                f"npos: head_templates must be one of {HEAD_TEMPLATES}; got {head_templates!r}")
-        self.head_templates = head_templates
-        for key, value in (("queue_size", queue_size), ("boundary", boundary), ("k", k),
-                           ("samples", samples), ("keep", keep), ("mlp_hidden", mlp_hidden)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InvalidInputError(f"npos: {key} must be a positive integer; got {value!r}")
-        for key, value in (("start_epoch", start_epoch), ("frozen_blocks", frozen_blocks)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise InvalidInputError(f"npos: {key} must be an integer >= 0; got {value!r}")
-        if k > queue_size:
-            raise InvalidInputError(
-                f"npos: k={k} is larger than the queue ({queue_size} embeddings per class): "
-                "the k-th neighbour does not exist; use k <= queue_size")
-        if boundary > queue_size:
-            raise InvalidInputError(
-                f"npos: boundary={boundary} is larger than the queue ({queue_size}); use "
-                "boundary <= queue_size")
-        if keep > samples:
-            raise InvalidInputError(f"npos: keep={keep} is larger than samples={samples}")
-        for key, positive in (("tau", tau), ("sigma", sigma), ("mlp_lr_ratio", mlp_lr_ratio)):
-            if not positive > 0:
-                raise InvalidInputError(f"npos: {key} must be > 0; got {positive!r}")
-        if not weight >= 0:
-            raise InvalidInputError(f"npos: weight must be >= 0; got {weight!r}")
-        self.tau, self.weight, self.sigma = float(tau), float(weight), float(sigma)
-        self.queue_size, self.boundary, self.k, self.samples, self.keep = (
-            queue_size, boundary, k, samples, keep)
-        self.start_epoch, self.frozen_blocks = start_epoch, frozen_blocks
-        self.mlp_hidden, self.mlp_lr_ratio = mlp_hidden, float(mlp_lr_ratio)
+    # ``tau``: LogitNorm's t; ``weight``: the outlier loss's weight; per class a FIFO queue of
+    # ``queue_size`` ID embeddings, its ``boundary`` points with the largest ``k``-th-NN
+    # distance, ``samples`` Gaussian draws (std ``sigma``) around one of them, of which the
+    # ``keep`` with the largest k-NN distance become outliers, from epoch ``start_epoch``
+    # (0-based) on; the first ``frozen_blocks`` vision blocks stay frozen; phi has
+    # ``mlp_hidden`` hidden units and ``mlp_lr_ratio`` times the learning rate;
+    # ``head_templates``: the prompt templates of the zero-shot head trained against, "npos"
+    # (the official 18, ``oodbench.models.clip.NPOS_TEMPLATES``; the model's head is rebuilt
+    # with them) or "model" (the model's own templates).
+    tau: Positive = 8.0
+    weight: NonNegative = 0.1
+    queue_size: Annotated[int, Integer(min=1)] = 1000
+    boundary: Annotated[int, Integer(min=1)] = 300
+    k: Annotated[int, Integer(min=1)] = 400
+    samples: Annotated[int, Integer(min=1)] = 1500
+    sigma: Positive = 0.1
+    keep: Annotated[int, Integer(min=1)] = 2
+    start_epoch: Annotated[int, Integer(min=0, note="0-based")] = 40
+    frozen_blocks: Annotated[int, Integer(min=0)] = 10
+    mlp_hidden: Annotated[int, Integer(min=1)] = 32
+    mlp_lr_ratio: Positive = 0.1
+    head_templates: Annotated[str, Options(*HEAD_TEMPLATES)] = "npos"
+
+    checks = (
+        Check(("k", "queue_size"), operator.le,
+              "k <= queue_size (the k-th neighbour in a queue of queue_size embeddings per class)"),
+        Check(("boundary", "queue_size"), operator.le, "boundary <= queue_size"),
+        Check(("keep", "samples"), operator.le, "keep <= samples"),
+    )
+
+    def _setup(self) -> None:
         self.logitnorm = LogitNorm(tau=self.tau)
 
     def head_outputs(self, num_classes: int) -> int:

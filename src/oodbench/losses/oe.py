@@ -12,9 +12,12 @@ needs an outlier source besides the ID data.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import torch
 import torch.nn.functional as F
 
+from oodbench.constraints import Interval
 from oodbench.errors import InvalidInputError
 from oodbench.losses.base import Loss, register
 
@@ -32,11 +35,7 @@ class OutlierExposure(Loss):
     paper = "Hendrycks et al., ICLR 2019, arXiv 1812.04606"
     needs_outliers = True
 
-    def __init__(self, weight: float = 0.5):
-        super().__init__()
-        if not weight >= 0:
-            raise InvalidInputError(f"oe: weight (lambda) must be >= 0; got {weight}")
-        self.weight = float(weight)
+    weight: Annotated[float, Interval(0, None, note="lambda")] = 0.5
 
     def _loss(self, logits, labels, outlier_logits):  # type: ignore[no-untyped-def]
         if outlier_logits.shape[1:] != logits.shape[1:]:

@@ -29,22 +29,30 @@ T = 1000, eps = 0.0014, after UMAP on ResNet-50).
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import torch
 import torch.nn.functional as F
 
+from oodbench.constraints import AnyOf, Interval, Options, Positive
 from oodbench.errors import InvalidInputError
 from oodbench.losses.base import Loss, register
 
 PAPER = "Zhu et al., ICML 2023, arXiv 2306.03715"
 
+#: a mask fraction: the share of each layer's weights a mask keeps, in (0, 1]
+KEEP = Interval(0, 1, "right", note="the mask fraction: the share of each layer's weights kept")
+#: an option holding a mask fraction
+Keep = Annotated[float, KEEP]
+
 
 def check_keep(keep: float, who: str) -> float:
-    """``keep`` (the share of each layer's weights a mask keeps) as a float in (0, 1], else a
-    one-line ``InvalidInputError``."""
-    if isinstance(keep, bool) or not isinstance(keep, (int, float)) or not 0.0 < keep <= 1.0:
+    """``keep`` (the share of each layer's weights a mask keeps) as a float in (0, 1]
+    (:data:`KEEP`), else a one-line ``InvalidInputError``."""
+    if KEEP.problem(keep) is not None:
         raise InvalidInputError(
             f"{who}: the mask fraction (the share of each layer's weights that is kept) must lie "
-            f"in (0, 1]; got {keep!r}"
+            f"{KEEP.describe()}; got {keep!r}"
         )
     return float(keep)
 
@@ -62,21 +70,12 @@ class UnleashingMask(Loss):
     paper = PAPER
     hooks = "um"
 
-    def __init__(self, constraint: float | str = "estimate", beta: float = 1.0,
-                 estimate_keep: float = 0.965):
-        super().__init__()
-        if not (constraint == "estimate" or (isinstance(constraint, (int, float))
-                                             and not isinstance(constraint, bool)
-                                             and constraint >= 0)):
-            raise InvalidInputError(
-                f"loss {self.name!r}: constraint (L_hat) must be a number >= 0 or \"estimate\" "
-                f"(the CE of a randomly masked copy, computed before training); got {constraint!r}"
-            )
-        if not beta > 0:
-            raise InvalidInputError(f"loss {self.name!r}: beta must be > 0; got {beta}")
-        self.constraint: float | str = constraint if constraint == "estimate" else float(constraint)
-        self.beta = float(beta)
-        self.estimate_keep = check_keep(estimate_keep, f"loss {self.name!r} (estimate_keep)")
+    constraint: Annotated[float | str, AnyOf(
+        Interval(0, None), Options("estimate"),
+        note="L_hat; 'estimate': the CE of a randomly masked copy, computed before training")] = (
+        "estimate")
+    beta: Positive = 1.0
+    estimate_keep: Keep = 0.965
 
     def _loss(self, logits, labels, outlier_logits):  # type: ignore[no-untyped-def]
         if not isinstance(self.constraint, float):

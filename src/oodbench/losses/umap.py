@@ -23,7 +23,7 @@ eps = 0.0014) on a ResNet-50 after UMAP.
 from __future__ import annotations
 
 from oodbench.losses.base import register
-from oodbench.losses.um import PAPER, UnleashingMask, check_keep
+from oodbench.losses.um import PAPER, Keep, UnleashingMask
 
 
 @register
@@ -34,7 +34,4 @@ class UnleashingMaskPruning(UnleashingMask):
     paper = PAPER
     hooks = "umap"
 
-    def __init__(self, constraint: float | str = "estimate", beta: float = 1.0,
-                 estimate_keep: float = 0.965, keep: float = 0.8):
-        super().__init__(constraint, beta, estimate_keep)
-        self.keep = check_keep(keep, f"loss {self.name!r} (keep)")
+    keep: Keep = 0.8

@@ -41,11 +41,22 @@ interrupted run resumes).
 
 from __future__ import annotations
 
+import dataclasses
+import typing
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional
 
-from pydantic import Field, StrictBool, StrictInt, StrictStr, field_validator, model_validator
+from pydantic import (
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    create_model,
+    field_validator,
+    model_validator,
+)
 
+from oodbench.constraints import Options
 from oodbench.data.spec import SourceSpec
 from oodbench.errors import ConfigError, NoOpSettingError, OodbenchError
 from oodbench.models.spec import ModelSpec
@@ -59,11 +70,44 @@ class TrainConfigError(ConfigError):
     """The training config is invalid; the message names the file, the field and the fix."""
 
 
-class TrainSettings(Schema):
+def table_type(hint: Any) -> Any:
+    """The pydantic type of a table key for a dataclass field annotated ``hint``: an
+    :class:`~oodbench.constraints.Options` declaration as its ``Literal``, ``int`` / ``bool`` /
+    ``str`` strict (TOML writes them exactly), ``float`` as pydantic's (an integer becomes a
+    float), a ``tuple[X, ...]`` as a list of X; any other type as written."""
+    inner, *extras = typing.get_args(hint) if typing.get_origin(hint) is Annotated else (hint,)
+    options = [e for e in extras if isinstance(e, Options)]
+    if options:
+        return Literal[options[0].values]
+    if typing.get_origin(inner) is tuple:
+        return list[table_type(typing.get_args(inner)[0])]  # type: ignore[misc]
+    return {int: StrictInt, bool: StrictBool, str: StrictStr}.get(inner, inner)
+
+
+def optional_keys(settings: type, name: str) -> type[Schema]:
+    """A :class:`~oodbench.schema.Schema` called ``name`` whose keys are the fields of the
+    dataclass ``settings``, each optional (``None``: not given; typed by :func:`table_type`): a
+    table that takes a settings type's fields flat without declaring them a second time."""
+    hints = typing.get_type_hints(settings, include_extras=True)
+    keys: dict[str, Any] = {f.name: (Optional[table_type(hints[f.name])], None)  # noqa: UP045
+                            for f in dataclasses.fields(settings) if f.init}
+    return create_model(name, __base__=Schema, **keys)
+
+
+if TYPE_CHECKING:
+    _OptimKeys = Schema
+else:
+    #: the optimiser keys of ``[train]``: the fields of OptimSettings, each optional
+    _OptimKeys = optional_keys(OptimSettings, "OptimKeys")
+
+
+class TrainSettings(_OptimKeys):
     """The ``[train]`` table: loss, what trains, optimiser, schedule, seed, output.
 
     The optimiser keys are the fields of :class:`~oodbench.train.optim.OptimSettings`, flat in
-    the table; a key left out (``None``) takes the loss's published recipe
+    the table and declared there only (this class derives from them: a field added to
+    ``OptimSettings`` is a key here, its values checked by ``OptimSettings``' declarations when
+    :meth:`optim` builds it); a key left out (``None``) takes the loss's published recipe
     (:func:`oodbench.train.method_defaults.defaults_for`, the defaults of
     ``oodbench.train.train``), as do ``amp`` and ``outlier_batch_size``; :meth:`optim` turns
     them into one."""
@@ -73,18 +117,6 @@ class TrainSettings(Schema):
     loss: StrictStr = "ce"
     loss_options: dict[str, Any] = Field(default_factory=dict)
     trainable: Literal["head", "last_block", "all"] = "all"
-    epochs: StrictInt | None = None
-    batch_size: StrictInt | None = None
-    lr: float | None = None
-    weight_decay: float | None = None
-    optimizer: Literal["sgd", "adamw"] | None = None
-    schedule: Literal["cosine", "constant", "step"] | None = None
-    warmup_epochs: StrictInt | None = None
-    warmup_fraction: float | None = None
-    milestones: list[StrictInt] | None = None
-    step_factor: float | None = None
-    nesterov: StrictBool | None = None
-    min_lr: float | None = None
     seed: StrictInt = 0
     device: StrictStr = "auto"
     amp: Literal["auto", "off", "bf16", "fp16"] | None = None

@@ -56,13 +56,26 @@ from __future__ import annotations
 
 import difflib
 import math
+import operator
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any
+from typing import Annotated, Any
 
 import torch
 
+from oodbench.constraints import (
+    BatchSize,
+    Bool,
+    Check,
+    DeclaredFields,
+    Integer,
+    Interval,
+    Items,
+    NonNegative,
+    Options,
+    Positive,
+)
 from oodbench.errors import InvalidInputError
 
 OPTIMIZERS = ("sgd", "adamw")
@@ -75,81 +88,58 @@ class DeprecatedArgumentWarning(FutureWarning):
 
 
 @dataclass(frozen=True)
-class OptimSettings:
+class OptimSettings(DeclaredFields):
     """How to optimise: epochs, batch size, learning rate and its schedule, weight decay
-    (defaults and their sources: see the module docstring)."""
+    (defaults and their sources: see the module docstring).
 
-    epochs: int = 10
-    batch_size: int = 128
-    lr: float = 0.1
-    weight_decay: float = 5e-4
-    optimizer: str = "sgd"
-    schedule: str = "cosine"
-    warmup_epochs: int = 0
-    warmup_fraction: float = 0.0
-    milestones: tuple[int, ...] = ()
-    step_factor: float = 0.1
-    nesterov: bool = False
-    min_lr: float = 0.0
+    Each field declares its valid values and ``checks`` the rules between them, among which
+    the refusal of a setting that would do nothing in its combination (``nesterov`` without
+    SGD, ``min_lr`` without the cosine schedule, milestones without the step schedule, a step
+    at or after the last epoch); they are validated once, on creation (also by
+    ``dataclasses.replace``), with the uniform message of :mod:`oodbench.constraints`."""
 
-    def __post_init__(self) -> None:
+    epochs: Annotated[int, Integer(min=1)] = 10
+    batch_size: BatchSize = 128
+    lr: Positive = 0.1
+    weight_decay: NonNegative = 5e-4
+    optimizer: Annotated[str, Options(*OPTIMIZERS)] = "sgd"
+    schedule: Annotated[str, Options(*SCHEDULES)] = "cosine"
+    warmup_epochs: Annotated[int, Integer(min=0)] = 0
+    warmup_fraction: Annotated[float, Interval(0, 1, "left", note="of all steps")] = 0.0
+    milestones: Annotated[tuple[int, ...], Items(
+        Integer(min=1), increasing=True,
+        note="the epochs at whose start the learning rate is multiplied by step_factor")] = ()
+    step_factor: Positive = 0.1
+    nesterov: Bool = False
+    min_lr: Annotated[float, Interval(0, None, note="where the cosine ends")] = 0.0
+
+    checks = (
+        Check(("warmup_epochs", "epochs"), operator.lt, "warmup_epochs < epochs"),
+        Check(("warmup_epochs", "warmup_fraction"), lambda epochs, fraction: not (
+            epochs and fraction), "the warm-up given once: warmup_epochs or warmup_fraction, "
+            "the other at 0"),
+        Check(("milestones", "epochs"), lambda milestones, epochs: all(
+            m < epochs for m in milestones), "every milestone < epochs (a step at or after the "
+            "last epoch would never be taken): give milestones below epochs, or another "
+            "schedule ('cosine', 'constant')"),
+        Check(("schedule", "milestones"), lambda schedule, milestones: (
+            schedule == "step") == bool(milestones), "milestones with schedule='step', and at "
+            "least one with it"),
+        Check(("nesterov", "optimizer"), lambda nesterov, optimizer: not nesterov or (
+            optimizer == "sgd"), "nesterov=True only with optimizer='sgd' (Nesterov momentum): "
+            "drop nesterov or use SGD"),
+        Check(("min_lr", "lr"), operator.lt, "min_lr < lr"),
+        Check(("min_lr", "schedule"), lambda min_lr, schedule: not min_lr or (
+            schedule == "cosine"), "min_lr only with schedule='cosine' (where the cosine ends; "
+            "another schedule never reaches it): drop min_lr or use schedule='cosine'"),
+    )
+
+    def declared_by(self) -> str:
+        return "optimiser settings"
+
+    def _settle(self) -> None:
+        """``milestones`` as a tuple (a list given in a table stays hashable)."""
         object.__setattr__(self, "milestones", tuple(self.milestones))
-        if any(isinstance(m, bool) or not isinstance(m, int) or not 0 < m < self.epochs
-               for m in self.milestones) or list(self.milestones) != sorted(set(self.milestones)):
-            raise InvalidInputError(
-                f"milestones must be increasing epochs in (0, epochs={self.epochs}); got "
-                f"{list(self.milestones)!r} (a step at or after the last epoch would never be "
-                "taken): give milestones below epochs, or another schedule ('cosine', "
-                "'constant')")
-        if (self.schedule == "step") != bool(self.milestones):
-            raise InvalidInputError(
-                "milestones go with schedule='step' (and it needs at least one); got "
-                f"schedule={self.schedule!r}, milestones={list(self.milestones)!r}")
-        if not self.step_factor > 0:
-            raise InvalidInputError(f"step_factor must be > 0; got {self.step_factor!r}")
-        for name in ("epochs", "batch_size"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InvalidInputError(f"{name} must be a positive integer; got {value!r}")
-        if isinstance(self.warmup_epochs, bool) or not isinstance(self.warmup_epochs, int) or not (
-            0 <= self.warmup_epochs < self.epochs
-        ):
-            raise InvalidInputError(
-                f"warmup_epochs must be an integer in [0, epochs={self.epochs}); got {self.warmup_epochs!r}"
-            )
-        if not 0.0 <= self.warmup_fraction < 1.0:
-            raise InvalidInputError(
-                f"warmup_fraction must lie in [0, 1); got {self.warmup_fraction!r}")
-        if self.warmup_epochs and self.warmup_fraction:
-            raise InvalidInputError(
-                "give the warm-up once: warmup_epochs or warmup_fraction (the other at 0); got "
-                f"warmup_epochs={self.warmup_epochs}, warmup_fraction={self.warmup_fraction}")
-        if not self.lr > 0:
-            raise InvalidInputError(f"lr must be > 0; got {self.lr!r}")
-        if not self.weight_decay >= 0:
-            raise InvalidInputError(f"weight_decay must be >= 0; got {self.weight_decay!r}")
-        if self.optimizer not in OPTIMIZERS:
-            raise InvalidInputError(f"optimizer must be one of {OPTIMIZERS}; got {self.optimizer!r}")
-        if self.schedule not in SCHEDULES:
-            raise InvalidInputError(f"schedule must be one of {SCHEDULES}; got {self.schedule!r}")
-        self._check_recipe_options()
-
-    def _check_recipe_options(self) -> None:
-        """``nesterov`` and ``min_lr``: each refused where it would change nothing."""
-        if not isinstance(self.nesterov, bool):
-            raise InvalidInputError(f"nesterov must be true or false; got {self.nesterov!r}")
-        if self.nesterov and self.optimizer != "sgd":
-            raise InvalidInputError(
-                f"nesterov=True goes with optimizer='sgd' (Nesterov momentum); got "
-                f"optimizer={self.optimizer!r}: drop nesterov or use SGD")
-        if isinstance(self.min_lr, bool) or not isinstance(self.min_lr, int | float) or not (
-                0.0 <= self.min_lr < self.lr):
-            raise InvalidInputError(
-                f"min_lr (where the cosine ends) must lie in [0, lr={self.lr}); got {self.min_lr!r}")
-        if self.min_lr and self.schedule != "cosine":
-            raise InvalidInputError(
-                f"min_lr is where the cosine schedule ends; schedule={self.schedule!r} never "
-                f"reaches it: drop min_lr (got {self.min_lr!r}) or use schedule='cosine'")
 
     def as_dict(self) -> dict[str, Any]:
         """The settings for a run's record. ``warmup_fraction``, ``nesterov`` and ``min_lr`` are
