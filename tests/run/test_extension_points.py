@@ -187,7 +187,7 @@ class ToyMethodLoss(ToyLoss):
     """A toy loss that trains with the toy method."""
 
     name = "toy_method_loss"
-    hooks = "toy_method"
+    method = "toy_method"
 
 
 TOY_METHOD = TrainingMethod("toy_method", "a toy: counts the steps", ToyHooks)

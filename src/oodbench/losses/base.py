@@ -78,12 +78,11 @@ class Loss(DeclaredFields, nn.Module):
         paper: the citation (authors, venue, year, arXiv id).
         needs_outliers: ``True`` when training needs a batch of outlier images as well
             (Outlier Exposure).
-        hooks: what the training loop adds for this loss (:mod:`oodbench.train.hooks`: ``"um"``,
-            ``"umap"``, ``"doe"``); ``""`` for a plain loss.
-        trainer: the training path of ``oodbench.train`` that runs this loss: ``"classifier"``
-            (the loop over the model's head logits, :mod:`oodbench.train.finetune`, with its
-            ``hooks``), or ``"cma"`` / ``"npos"``: CLIP fine-tuning with a loop of its own
-            (text tower, cached frozen blocks; :mod:`oodbench.train.cma` / ``npos``).
+        method: the training method that trains this loss (a file of
+            :mod:`oodbench.train.methods`, ``oodbench list methods``): ``"classifier"`` (the one
+            loop over the model's head logits, no hooks; every plain loss), a method that adds
+            hooks to that loop (``"um"``, ``"umap"``, ``"doe"``), or one with a loop of its own
+            (``"cma"``, ``"npos"``: CLIP fine-tuning).
         unused_settings: training settings (``oodbench.train.train``'s keywords and the fields
             of ``OptimSettings``) this method does not use, each with what it does instead; a
             value other than the setting's default is refused before training. ``outliers``
@@ -96,8 +95,7 @@ class Loss(DeclaredFields, nn.Module):
     name: ClassVar[str] = ""
     paper: ClassVar[str] = ""
     needs_outliers: ClassVar[bool] = False
-    hooks: ClassVar[str] = ""
-    trainer: ClassVar[str] = "classifier"
+    method: ClassVar[str] = "classifier"
     unused_settings: ClassVar[Mapping[str, str]] = {}
     switch_epochs: ClassVar[Mapping[str, SwitchEpoch]] = {}
 

@@ -16,7 +16,7 @@ rows of l)) / 2``. With ``lam = 0`` this is FLYP's loss. The target of row i is 
 when another sample of the batch has the same class: same-class pairs count as negatives, as in
 the official code. The paper's default is lam = 0.001 (the official script's command-line
 default is 0.0, i.e. FLYP). The loss trains every parameter of both towers and the logit scale
-(``oodbench.train`` with this loss runs :mod:`oodbench.train.cma`).
+(``oodbench.train`` with this loss runs :mod:`oodbench.train.methods.cma`).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ class CMA(Loss):
 
     name = "cma"
     paper = "Kim et al., CVPR 2025, arXiv 2503.18817 (CMA); FLYP at lam=0"
-    trainer = "cma"
+    method = "cma"
     unused_settings = {
         **dict.fromkeys(("warmup_epochs", "warmup_fraction"),
                         "its warm-up is the loss option warmup_steps (in optimisation steps, "

@@ -58,7 +58,7 @@ class DOE(Loss):
     name = "doe"
     paper = "Wang et al., ICLR 2023, arXiv 2303.05033"
     needs_outliers = True
-    hooks = "doe"
+    method = "doe"
     switch_epochs = {"warmup": SwitchEpoch(
         what="DOE's perturbed step", before="plain Outlier Exposure, CE + OE",
         official="warmup 5 of 10 epochs, QizhouWang/DOE doe_final.py lines 25 and 46")}

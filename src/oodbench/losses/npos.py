@@ -21,7 +21,7 @@ rest of the batch (so a data-parallel shard computes what one process does).
 Layout: the head of this loss has ``num_classes + 1`` outputs, the last one phi's output, so
 ``logits`` is (B, C + 1) and ``outlier_logits`` (M, C + 1) (only their last column is used).
 The synthesis options (queue, boundary points, k, Gaussian samples, what is frozen) are
-documented in :mod:`oodbench.train.npos_synthesis` and :mod:`oodbench.train.npos`.
+documented in :mod:`oodbench.train.npos_synthesis` and :mod:`oodbench.train.methods.npos`.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class NPOS(Loss):
 
     name = "npos"
     paper = "Tao et al., ICLR 2023, arXiv 2303.02966"
-    trainer = "npos"
+    method = "npos"
     unused_settings = {
         "trainable": "NPOS trains the vision blocks after frozen_blocks, ln_post, proj and phi "
                      "(choose them with loss_options frozen_blocks)",

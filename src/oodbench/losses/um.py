@@ -15,7 +15,7 @@ the cross-entropy, so the model forgets the atypical training samples it fits la
 paper finds restores its OOD discrimination. ``L_hat`` (``constraint``) is the mean training
 cross-entropy of a copy of the model whose conv / linear weights carry random top-k masks
 keeping ``estimate_keep = 0.965`` of each layer (the official estimate config, ``prune_rate:
-0.965``; :mod:`oodbench.train.masks`), computed by :func:`oodbench.train.unleashing_mask.
+0.965``; :mod:`oodbench.train.masks`), computed by :func:`oodbench.train.methods.um.
 estimate_constraint` before training when ``constraint="estimate"`` (the default), or given as
 a number (the official ``--UM`` argument). ``beta = 1`` as the official default.
 
@@ -68,7 +68,7 @@ class UnleashingMask(Loss):
 
     name = "um"
     paper = PAPER
-    hooks = "um"
+    method = "um"
 
     constraint: Annotated[float | str, AnyOf(
         Interval(0, None), Options("estimate"),

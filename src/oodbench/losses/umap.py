@@ -32,6 +32,6 @@ class UnleashingMaskPruning(UnleashingMask):
 
     name = "umap"
     paper = PAPER
-    hooks = "umap"
+    method = "umap"
 
     keep: Keep = 0.8

@@ -4,7 +4,7 @@ Most losses need nothing but ``loss(logits, labels, outlier_logits)``. A trainin
 (Unleashing Mask, UMAP, DOE) also prepares the model before the first epoch, chooses what
 trains, keeps state of its own across epochs, or replaces the optimisation step. Such a method
 is a :class:`LoopHooks` subclass in a file of :mod:`oodbench.train.methods`, registered as a
-:class:`~oodbench.train.method_registry.TrainingMethod`; its loss names it in ``Loss.hooks``, and
+:class:`~oodbench.train.method_registry.TrainingMethod`; its loss names it in ``Loss.method``, and
 the loop then calls, in this order:
 
     prepare(run)            before the config is written (UM: estimate the loss constraint;

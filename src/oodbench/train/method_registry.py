@@ -1,7 +1,7 @@
 """Training methods as registry entries: how ``oodbench.train.train`` trains a given loss.
 
-A loss names its method (``Loss.hooks`` for a method that adds hooks to the classifier loop,
-``Loss.trainer`` for one with a loop of its own; a plain loss trains with ``"classifier"``).
+A loss names its method in ``Loss.method`` (a plain loss: ``"classifier"``, the one loop
+without hooks).
 Each method is one file of :mod:`oodbench.train.methods` that defines its behaviour and adds
 its :class:`TrainingMethod` to :data:`METHODS` beside it; the registry imports every public
 module of that package on its first read (:class:`oodbench.registry.Registry`'s ``builtins``,
@@ -61,7 +61,7 @@ class TrainingMethod:
                      for option in rows[loss]["defaults"])
 
 
-#: every training method, by the name a loss gives (``Loss.hooks`` / ``Loss.trainer``); the
+#: every training method, by the name a loss gives (``Loss.method``); the
 #: built-in ones are the files of :mod:`oodbench.train.methods`
 METHODS: Registry[TrainingMethod] = Registry(
     "training method", declares=("needs", NEEDS), builtins="oodbench.train.methods")
@@ -74,8 +74,8 @@ def register(method: TrainingMethod) -> TrainingMethod:
 
 
 def method_name(loss: type[Loss] | Loss) -> str:
-    """The name of the method a loss names (``Loss.hooks``, else ``Loss.trainer``)."""
-    return loss.hooks or loss.trainer
+    """The name of the method a loss names (``Loss.method``)."""
+    return loss.method
 
 
 def method_of(loss: type[Loss] | Loss) -> TrainingMethod:

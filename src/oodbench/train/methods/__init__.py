@@ -11,7 +11,7 @@ and registers its :class:`~oodbench.train.method_registry.TrainingMethod` into
 A new method is one file here, ending with ``register(TrainingMethod(name, description,
 behaviour, needs))``, its behaviour a :class:`~oodbench.train.hooks.LoopHooks` subclass or a
 trainer function on the one loop (:class:`oodbench.train.loop.TrainLoop`), and a loss that
-names it (``Loss.hooks`` / ``Loss.trainer``; the loss is the name ``train(loss=...)`` takes).
+names it (``Loss.method``; the loss is the name ``train(loss=...)`` takes).
 What the methods share stays in modules of their own: :mod:`oodbench.train.hooks` (the hooks
 contract), :mod:`oodbench.train.loop`, :mod:`oodbench.train.masks`,
 :mod:`oodbench.train.clip_common`, :mod:`oodbench.train.npos_synthesis`,
