@@ -150,6 +150,27 @@ class Options(Constraint):
 
 
 @dataclass(frozen=True)
+class ListOf(Constraint):
+    """A non-empty list (or tuple) whose every item satisfies ``item`` (``size``: exactly that
+    many items): ``ListOf(Integer(min=1))``, ``ListOf(Finite(), size=3)``."""
+
+    item: Constraint
+    size: int | None = None
+    note: str = ""
+
+    def describe(self) -> str:
+        count = "a non-empty list" if self.size is None else f"a list of {self.size}"
+        return f"{count}, each {self.item.describe()}"
+
+    def problem(self, value: Any) -> str | None:
+        if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) or not value:
+            return self.describe()
+        if self.size is not None and len(value) != self.size:
+            return self.describe()
+        return None if all(self.item.problem(v) is None for v in value) else self.describe()
+
+
+@dataclass(frozen=True)
 class Flag(Constraint):
     """``True`` or ``False``."""
 
@@ -301,6 +322,10 @@ def field_error(who: str, name: str, value: Any, declared: Declared) -> InvalidI
         got += f" ({type(value).__name__})"
     if phrase == "an integer" and is_number(value):
         got += f"; write it without a decimal point, e.g. {name}={round(float(value))}"
+    if isinstance(declared.constraint, Options) and isinstance(value, str):
+        words = [v for v in declared.constraint.values if isinstance(v, str)]
+        close = difflib.get_close_matches(value, words, n=1)
+        got += f"; did you mean {close[0]!r}?" if close else ""
     return InvalidInputError(f"{who}: {name} must be {phrase}{note}; got {got}")
 
 
