@@ -119,7 +119,8 @@ def search(
     record.update(staged)
     if search != "grid":
         record.update({"n_trials": run.n_trials, "sampler_seed": opts["seed"]})
-    record["grid"] = grid
+    if grid != "custom":  # a named space: record which
+        record["grid"] = grid
     if detector is None:
         detector = build(phi).fit(fit, model, id_val=id_val)
     result = TuneResult(best_params=phi, detector=detector, table=table,
