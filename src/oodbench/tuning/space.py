@@ -24,7 +24,7 @@ from oodbench.detectors import Detector, create, detector_class
 from oodbench.detectors.base import declared_hyperparameters
 from oodbench.errors import InvalidInputError
 from oodbench.tuning.protocol import PROTOCOLS, protocol_class
-from oodbench.tuning.settings import declared_settings
+from oodbench.tuning.settings import ProtocolSettings, declared_settings
 
 
 def protocol_params() -> frozenset[str]:
@@ -217,7 +217,7 @@ def _check_protocol_bounds(protocol: str, space: Mapping[str, Any]) -> None:
     protocol's settings of the same name."""
     entry = protocol_class(protocol)
     schema: Any = entry.settings
-    declared = declared_settings(schema) if dataclasses.is_dataclass(schema) else {}
+    declared = declared_settings(schema) if issubclass(schema, ProtocolSettings) else {}
     for name in entry.space_params & set(space) & set(declared):
         dim = space[name]
         for value in [dim.low, dim.high] if isinstance(dim, Range) else list(dim):
