@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -156,12 +156,14 @@ _MONOTONE = {operator.le: (False, True), operator.lt: (False, True),
              operator.ge: (True, False), operator.gt: (True, False)}
 
 
-def check_bounds(build: DetectorBuilder, space: Mapping[str, Any],
-                 fixed: Mapping[str, Any] | None = None) -> None:
+def check_bounds(build: DetectorBuilder | Callable[[Mapping[str, Any]], Detector],
+                 space: Mapping[str, Any], fixed: Mapping[str, Any] | None = None) -> None:
     """Raise a one-line error when a bound of a ``Range`` (or a value of a list) is outside the
     valid range of its hyper-parameter, before anything is fitted or built.
 
-    Everything is read from the detector's declarations (:mod:`oodbench.constraints`): a bound
+    Everything is read from the detector's declarations (:mod:`oodbench.constraints`; a
+    :class:`DetectorBuilder` gives the class and base values without building a detector, any
+    other point -> detector function builds one, for its base configuration): a bound
     must satisfy its field's declaration; a check between fields (VRA's ``lower_percentile <=
     upper_percentile``) must hold for some value the other fields may take -- their fixed
     values (``fixed``, then the builder's base, then the declared defaults) or the ends of
@@ -170,12 +172,16 @@ def check_bounds(build: DetectorBuilder, space: Mapping[str, Any],
     ``>``) that is one test against the other's most permissive end; for any other check every
     combination of the other dimensions' ends is tried.
     """
-    _check_protocol_bounds(build.protocol, space)
+    if isinstance(build, DetectorBuilder):  # everything from the declarations
+        cls, values, protocol = build.cls, build.values(), build.protocol
+    else:  # any point -> detector function: one detector, for its class and base values
+        base = build({})
+        cls, values, protocol = type(base), dict(base.hyperparams), "ood_val"
+    _check_protocol_bounds(protocol, space)
     names = [n for n in space if n not in protocol_params()]
     if not names:
         return
-    cls = build.cls
-    values = {**build.values(), **(fixed or {})}
+    values = {**values, **(fixed or {})}
     ends = {n: [space[n].low, space[n].high] if isinstance(space[n], Range) else list(space[n])
             for n in names}
     declared = declared_hyperparameters(cls)

@@ -29,7 +29,6 @@ from oodbench.data.spec import OodSourceSpec, SourceSpec
 from oodbench.errors import OodbenchError, UnknownNameError
 from oodbench.registry import Registry
 from oodbench.schema import Schema
-from oodbench.tuning.settings import ProtocolSettings
 
 if TYPE_CHECKING:
     from oodbench.tuning.protocol import TuningProtocol
@@ -115,6 +114,8 @@ class TuneSpec(Schema):
             hint = f"did you mean {close[0]!r}? " if close else ""
             raise ValueError(f"unknown key {key!r}; {hint}valid keys: {', '.join(valid)}")
         if entry is not None:  # validated as the protocol's settings in _consistent
+            from oodbench.tuning.settings import ProtocolSettings
+
             schema: Any = entry.settings
             data["settings"] = (schema.normalise(given) if issubclass(schema, ProtocolSettings)
                                 else schema.model_validate(given, context=info.context))
