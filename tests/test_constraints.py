@@ -11,9 +11,11 @@ import pytest
 
 from oodbench.constraints import (
     Check,
+    Declared,
     Flag,
     Integer,
     Interval,
+    ListOf,
     Options,
     Text,
     declarations,
@@ -108,3 +110,22 @@ def test_unknown_names_suggest_the_closest() -> None:
         "detector 'x' has no hyper-parameter sed; it takes k, seed; did you mean 'seed'?")
     assert unknown_names("detector 'x'", ["zzz"], []) == (
         "detector 'x' has no hyper-parameter zzz; it takes none")
+
+
+def test_list_constraints_check_every_item_and_the_size() -> None:
+    grid = ListOf(Integer(min=1))
+    assert grid.describe() == "a non-empty list, each an integer >= 1"
+    assert grid.problem([1, 3]) is None and grid.problem((2,)) is None
+    for bad in ([], "12", [1, 0], [1, 2.5], 3):
+        assert grid.problem(bad) == grid.describe(), bad
+    rgb = ListOf(Interval(0, None, "neither"), size=3)
+    assert rgb.describe() == "a list of 3, each > 0"
+    assert rgb.problem([0.2, 0.2, 0.2]) is None and rgb.problem([0.2, 0.2]) == rgb.describe()
+
+
+def test_a_misspelt_option_gets_the_closest_one() -> None:
+    declared = Declared("mode", Options("head", "full"), "str", False, "head")
+    error = field_error("toy", "mode", "heads", declared)
+    assert str(error) == "toy: mode must be one of 'head', 'full'; got 'heads'; did you mean 'head'?"
+    assert str(field_error("toy", "mode", "zzz", declared)) == (
+        "toy: mode must be one of 'head', 'full'; got 'zzz'")
