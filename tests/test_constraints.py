@@ -12,11 +12,12 @@ import pytest
 from oodbench.constraints import (
     AnyOf,
     Check,
+    Declared,
     DeclaredFields,
     Flag,
     Integer,
     Interval,
-    Items,
+    ListOf,
     Options,
     Text,
     declarations,
@@ -118,15 +119,12 @@ def test_a_noun_names_what_the_unknown_names_are() -> None:
         "loss 'ce' has no option smothing; it takes smoothing; did you mean 'smoothing'?")
 
 
-def test_items_take_a_list_of_accepted_items_in_order() -> None:
-    steps = Items(Integer(min=1), increasing=True)
-    assert steps.describe() == "a list of increasing integers >= 1"
+def test_a_list_may_be_empty_and_increasing() -> None:
+    steps = ListOf(Integer(min=1), min_items=0, increasing=True)
+    assert steps.describe() == "a list, each an integer >= 1, increasing"
     assert steps.problem([]) is None and steps.problem((2, 5)) is None
     for bad in ([5, 2], [2, 2], [0, 3], [1.5], "12", 3):  # order, repeat, range, type, not a list
         assert steps.problem(bad) == steps.describe()
-    scales = Items(Interval(0, None, "neither"), min_items=1)
-    assert scales.describe() == "a non-empty list of numbers > 0"
-    assert scales.problem([]) == scales.describe() and scales.problem([0.1, 1]) is None
 
 
 def test_any_of_takes_what_one_of_its_constraints_takes() -> None:
@@ -146,7 +144,7 @@ def test_text_with_a_test_says_what_it_asks() -> None:
 class _Declaring(DeclaredFields):
     low: Annotated[float, Interval()] = 0.0
     high: Annotated[float, Interval()] = 1.0
-    steps: Annotated[tuple[int, ...], Items(Integer(min=1))] = ()
+    steps: Annotated[tuple[int, ...], ListOf(Integer(min=1), min_items=0)] = ()
     checks = (ORDERED,)
 
     def _settle(self) -> None:
@@ -156,6 +154,25 @@ class _Declaring(DeclaredFields):
 def test_declared_fields_are_validated_on_creation_then_settled() -> None:
     with pytest.raises(InvalidInputError, match=r"^_Declaring: needs low <= high; got low=2, high=1$"):
         _Declaring(low=2, high=1)
-    with pytest.raises(InvalidInputError, match=r"^_Declaring: steps must be a list of integers"):
+    with pytest.raises(InvalidInputError, match=r"^_Declaring: steps must be a list, each an integer >= 1; got \[0\]$"):
         _Declaring(steps=[0])  # type: ignore[arg-type]
     assert _Declaring(steps=[1, 3]).steps == (1, 3)  # type: ignore[arg-type]
+
+
+def test_list_constraints_check_every_item_and_the_size() -> None:
+    grid = ListOf(Integer(min=1))
+    assert grid.describe() == "a non-empty list, each an integer >= 1"
+    assert grid.problem([1, 3]) is None and grid.problem((2,)) is None
+    for bad in ([], "12", [1, 0], [1, 2.5], 3):
+        assert grid.problem(bad) == grid.describe(), bad
+    rgb = ListOf(Interval(0, None, "neither"), size=3)
+    assert rgb.describe() == "a list of 3, each > 0"
+    assert rgb.problem([0.2, 0.2, 0.2]) is None and rgb.problem([0.2, 0.2]) == rgb.describe()
+
+
+def test_a_misspelt_option_gets_the_closest_one() -> None:
+    declared = Declared("mode", Options("head", "full"), "str", False, "head")
+    error = field_error("toy", "mode", "heads", declared)
+    assert str(error) == "toy: mode must be one of 'head', 'full'; got 'heads'; did you mean 'head'?"
+    assert str(field_error("toy", "mode", "zzz", declared)) == (
+        "toy: mode must be one of 'head', 'full'; got 'zzz'")

@@ -7,7 +7,7 @@ A field declares its range in its annotation, with ``typing.Annotated``:
     k: Annotated[int, Integer(min=1)] = 50
     gradient: Annotated[str, Options("logits", "softmax")] = "logits"
     threshold: Annotated[float | None, Finite()] = None  # None passes: the type admits it
-    gammas: Annotated[tuple[float, ...], Items(Interval(0, None, "neither"), min_items=1)]
+    gammas: Annotated[tuple[float, ...], ListOf(Interval(0, None, "neither"))]
     constraint: Annotated[float | str, AnyOf(Options("estimate"), Interval(0))] = "estimate"
 
 and a constraint between fields is a :class:`Check` in the class's ``checks``:
@@ -102,11 +102,6 @@ class Interval(Constraint):
             return self._kind()
         return f"an integer {span}" if self.integer else span
 
-    def plural(self) -> str:
-        """The accepted values as a plural noun phrase (``"integers >= 1"``, ``"numbers > 0"``),
-        for a list of them (:class:`Items`)."""
-        return " ".join(filter(None, ("integers" if self.integer else "numbers", self._range())))
-
     def contains(self, value: float) -> bool:
         """Whether the number ``value`` lies in the interval (the type is not checked)."""
         v = float(value)
@@ -158,6 +153,37 @@ class Options(Constraint):
 
 
 @dataclass(frozen=True)
+class ListOf(Constraint):
+    """A list (or tuple) whose every item satisfies ``item``: at least ``min_items`` of them
+    (default 1: non-empty), exactly ``size`` when given, strictly increasing when
+    ``increasing``: ``ListOf(Integer(min=1))``, ``ListOf(Finite(), size=3)``,
+    ``ListOf(Integer(min=1), min_items=0, increasing=True)`` (a step schedule's milestones)."""
+
+    item: Constraint
+    min_items: int = 1
+    size: int | None = None
+    increasing: bool = False
+    note: str = ""
+
+    def describe(self) -> str:
+        count = (f"a list of {self.size}" if self.size is not None else "a list"
+                 if self.min_items == 0 else "a non-empty list" if self.min_items == 1
+                 else f"a list of at least {self.min_items}")
+        return f"{count}, each {self.item.describe()}" + (", increasing" if self.increasing else "")
+
+    def problem(self, value: Any) -> str | None:
+        if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+            return self.describe()
+        if len(value) < self.min_items or (self.size is not None and len(value) != self.size):
+            return self.describe()
+        if any(self.item.problem(v) is not None for v in value):
+            return self.describe()
+        if self.increasing and any(b <= a for a, b in zip(value, value[1:])):
+            return self.describe()
+        return None
+
+
+@dataclass(frozen=True)
 class Flag(Constraint):
     """``True`` or ``False``."""
 
@@ -184,31 +210,6 @@ class Text(Constraint):
 
     def problem(self, value: Any) -> str | None:
         if not isinstance(value, str) or (self.test is not None and not self.test(value)):
-            return self.describe()
-        return None
-
-
-@dataclass(frozen=True)
-class Items(Constraint):
-    """A list (or tuple) whose every item is accepted by ``item``: at least ``min_items`` of
-    them, strictly increasing when ``increasing``."""
-
-    item: Interval
-    min_items: int = 0
-    increasing: bool = False
-    note: str = ""
-
-    def describe(self) -> str:
-        order = " increasing" if self.increasing else ""
-        size = "a non-empty list" if self.min_items == 1 else (
-            f"a list of at least {self.min_items}" if self.min_items > 1 else "a list")
-        return f"{size} of{order} {self.item.plural()}"
-
-    def problem(self, value: Any) -> str | None:
-        if not isinstance(value, (list, tuple)) or len(value) < self.min_items or any(
-                self.item.problem(v) is not None for v in value):
-            return self.describe()
-        if self.increasing and any(b <= a for a, b in zip(value, value[1:])):
             return self.describe()
         return None
 
@@ -357,6 +358,10 @@ def field_error(who: str, name: str, value: Any, declared: Declared) -> InvalidI
         got += f" ({type(value).__name__})"
     if phrase == "an integer" and is_number(value):
         got += f"; write it without a decimal point, e.g. {name}={round(float(value))}"
+    if isinstance(declared.constraint, Options) and isinstance(value, str):
+        words = [v for v in declared.constraint.values if isinstance(v, str)]
+        close = difflib.get_close_matches(value, words, n=1)
+        got += f"; did you mean {close[0]!r}?" if close else ""
     return InvalidInputError(f"{who}: {name} must be {phrase}{note}; got {got}")
 
 

@@ -147,10 +147,13 @@ def summary(entry: Any) -> str:
 
 
 def settings_of(entry: Any) -> list[str]:
-    """The names of an entry's settings: the fields of its ``settings`` schema (a pydantic
-    model), or the names it lists there, or a benchmark kind's table schema (``entry``); none
+    """The names of an entry's settings: the keys it names (``table_keys()``), the fields of
+    its ``settings`` schema (a pydantic model), or the names it lists there, or a benchmark kind's table schema (``entry``); none
     otherwise (a detector's hyper-parameters and a loss's options have listings of their own:
     ``oodbench list detectors`` / ``losses``)."""
+    listed = getattr(entry, "table_keys", None)
+    if callable(listed):  # an entry that names its settings' keys (a tuning protocol)
+        return [str(k) for k in listed()]
     schema = getattr(entry, "settings", None)
     if isinstance(schema, (tuple, list)):
         return [str(k) for k in schema]

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import pytest
 
-from oodbench.constraints import Integer, Interval, Items, Options, declarations, undeclared
+from oodbench.constraints import Integer, Interval, ListOf, Options, declarations, undeclared
 from oodbench.errors import InvalidInputError
 from oodbench.train.config import TrainSettings, optional_keys
 from oodbench.train.optim import FIELDS, FINETUNE, OptimSettings
@@ -48,7 +48,7 @@ def test_a_field_added_to_a_settings_type_is_a_key_of_its_table() -> None:
     class Settings:
         rounds: Annotated[int, Integer(min=1)] = 1
         mode: Annotated[str, Options("fast", "exact")] = "fast"
-        steps: Annotated[tuple[int, ...], Items(Integer(min=1))] = ()
+        steps: Annotated[tuple[int, ...], ListOf(Integer(min=1), min_items=0)] = ()
 
     table = optional_keys(Settings, "SettingsKeys")
     assert set(table.model_fields) == {f.name for f in dataclasses.fields(Settings)}

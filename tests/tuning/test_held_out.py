@@ -178,7 +178,7 @@ def test_bad_input(fit_val):
         tune(held_out_fraction=0.01)
     with pytest.raises(InvalidInputError, match="withholds 10"):
         tune(held_out_fraction=0.99)
-    with pytest.raises(InvalidInputError, match="strictly between 0 and 1"):
+    with pytest.raises(InvalidInputError, match=r"held_out_fraction must be in \(0, 1\)"):
         tune(held_out_fraction=1.5)
     with pytest.raises(InvalidInputError, match="no hyper-parameter k; it takes fit_data, percentile, threshold") as err:
         tune(grid={"k": [5]})

@@ -111,8 +111,8 @@ def test_same_seed_same_phi_and_m_star_with_variants_trained_afresh(digits, tmp_
 
 @pytest.mark.parametrize(("space", "settings", "message"), [
     ({"percentile": [90.0]}, {"m_grid": [2, 10]}, r"M=10, but M must be an integer in \[1, 8\]"),
-    ({"percentile": [90.0]}, {"m_grid": [0]}, r"M=0, but M must be an integer in \[1, 8\]"),
-    ({"percentile": [90.0]}, {"n_tuning_sets": 0}, r"n_tuning_sets \(S\) must be an integer >= 1"),
+    ({"percentile": [90.0]}, {"m_grid": [0]}, r"m_grid must be a non-empty list, each an integer >= 1"),
+    ({"percentile": [90.0]}, {"n_tuning_sets": 0}, r"n_tuning_sets must be an integer >= 1 \(S, "),
     ({"tau": [1.0]}, {}, "detector 'react' has no hyper-parameter tau"),
     ({"percentile": oodbench.tuning.Range(50.0, 101.0)}, {}, r"bound 101.0 is outside"),
 ])

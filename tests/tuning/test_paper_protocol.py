@@ -126,8 +126,8 @@ def test_paper_defaults_for_the_dataset_size():
 
 @pytest.mark.parametrize(("space", "settings", "message"), [
     ({"percentile": [90.0]}, {"m_grid": [2, 10]}, r"M=10, but M must be an integer in \[1, 8\]"),
-    ({"percentile": [90.0]}, {"m_grid": [0, 2]}, r"M=0, but M must be an integer in \[1, 8\]"),
-    ({"percentile": [90.0]}, {"n_tuning_sets": 0}, r"n_tuning_sets \(S\) must be an integer >= 1"),
+    ({"percentile": [90.0]}, {"m_grid": [0, 2]}, r"m_grid must be a non-empty list, each an integer >= 1"),
+    ({"percentile": [90.0]}, {"n_tuning_sets": 0}, r"n_tuning_sets must be an integer >= 1 \(S, "),
     ({"percentile": [90.0]}, {"retrain": "all"}, "retrain must be one of"),
     ({"percentile": [90.0]}, {"m_gird": [2]}, r"unknown setting\(s\) \['m_gird'\]"),
     ({"tau": [1.0]}, {}, "detector 'react' has no hyper-parameter tau"),

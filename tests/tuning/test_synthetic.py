@@ -128,15 +128,15 @@ def test_disjoint_draws_share_no_index(tiny):
 
 
 @pytest.mark.parametrize("protocol, settings, message", [
-    ("noise", {"sigmas": [0]}, "every sigma must be a positive number"),
-    ("noise", {"sigmas": [-32]}, "every sigma must be a positive number"),
+    ("noise", {"sigmas": [0]}, "sigmas must be a non-empty list, each > 0"),
+    ("noise", {"sigmas": [-32]}, "sigmas must be a non-empty list, each > 0"),
     ("noise", {"sigmas": "32"}, "sigmas must be a non-empty list"),
     ("noise", {"sigmas": []}, "sigmas must be a non-empty list"),
-    ("fgsm", {"eps": [0.0]}, r"every eps must lie in \(0, 1\]"),
-    ("fgsm", {"eps": [1.5]}, r"every eps must lie in \(0, 1\]"),
-    ("fgsm", {"eps": [float("nan")]}, r"every eps must lie in \(0, 1\]"),
+    ("fgsm", {"eps": [0.0]}, r"eps must be a non-empty list, each in \(0, 1\]"),
+    ("fgsm", {"eps": [1.5]}, r"eps must be a non-empty list, each in \(0, 1\]"),
+    ("fgsm", {"eps": [float("nan")]}, r"eps must be a non-empty list, each in \(0, 1\]"),
     ("fgsm", {"n_sets": 0}, "n_sets"),
-    ("noise", {"disjoint_draws": "yes"}, "disjoint_draws must be true or false"),
+    ("noise", {"disjoint_draws": "yes"}, "disjoint_draws must be True or False"),
     ("fgsm", {"sigmas": [32]}, "unknown setting"),
 ])
 def test_bad_settings_fail_before_any_work(tiny, monkeypatch, protocol, settings, message):
@@ -156,11 +156,11 @@ def test_the_protocols_need_the_model(tiny):
 
 
 @pytest.mark.parametrize("table, message", [
-    ({"protocol": "noise", "space": "paper", "sigmas": [0]}, "positive number"),
+    ({"protocol": "noise", "space": "paper", "sigmas": [0]}, "each > 0"),
     ({"protocol": "fgsm", "space": "paper", "eps": [2.0]}, r"\(0, 1\]"),
     ({"protocol": "held_out_paper", "space": "paper", "retrain": "scratch",
       "train": {"recipe": "cpu-resnt9"}}, "unknown recipe"),
-    ({"protocol": "held_out_paper", "space": "paper", "disjoint_draws": 1}, "bool"),
+    ({"protocol": "held_out_paper", "space": "paper", "disjoint_draws": 1}, "True or False"),
 ])
 def test_experiment_tune_tables_check_the_new_options(table, message):
     """The experiment file's tune table validates the new keys when it is read."""

@@ -43,7 +43,7 @@ from typing import Annotated
 
 import torch.nn.functional as F
 
-from oodbench.constraints import Integer, Interval, Items, Positive
+from oodbench.constraints import Integer, Interval, ListOf, Positive
 from oodbench.losses.base import Loss, SwitchEpoch, register
 from oodbench.losses.oe import uniform_cross_entropy
 
@@ -64,8 +64,8 @@ class DOE(Loss):
         official="warmup 5 of 10 epochs, QizhouWang/DOE doe_final.py lines 25 and 46")}
 
     warmup: Annotated[int, Integer(min=0, note="epochs of CE + OE")] = 5
-    gammas: Annotated[Sequence[float], Items(Interval(0, None, "neither"), min_items=1,
-                                             note="the perturbation's scales")] = GAMMAS
+    gammas: Annotated[Sequence[float], ListOf(Interval(0, None, "neither"),
+                                              note="the perturbation's scales")] = GAMMAS
     average: Annotated[float, Interval(0, 1, "left", note="the EMA factor")] = 0.6
     clip_norm: Positive = 1.0
 

@@ -169,7 +169,7 @@ def run_tuning(spec: TuneSpec, detector: str, base: Mapping[str, Any], model: An
                                "search": spec.search}
     if spec.search != "grid":
         options.update(n_trials=spec.n_trials, seed=spec.seed)
-    if spec.given_settings or spec.protocol_class.settings.model_fields:
+    if spec.given_settings or spec.protocol_class.table_keys():
         options["settings"] = spec.protocol_settings
     ood = extract(build_source(spec.ood)) if spec.ood is not None else None
     result = tune(detectors.create(detector, **base), spec.space, id_val, ood, fit=fit,

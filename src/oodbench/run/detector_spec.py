@@ -128,7 +128,7 @@ class DetectorSpec(Schema):
         lists = {k: v for k, v in dims.items() if isinstance(v, list)}
         for point in grid_points(lists):  # every listed value is valid
             build({**self.hyperparams, **point})
-        check_bounds(lambda point: build({**self.hyperparams, **point}), dims)  # and every bound
+        check_bounds(build, dims, fixed=self.hyperparams)  # and every bound
 
     def configurations(self) -> list[dict[str, Any]]:
         """Every hyper-parameter setting this entry stands for (the grid's cartesian product;

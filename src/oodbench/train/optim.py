@@ -71,7 +71,7 @@ from oodbench.constraints import (
     DeclaredFields,
     Integer,
     Interval,
-    Items,
+    ListOf,
     NonNegative,
     Options,
     Positive,
@@ -106,8 +106,8 @@ class OptimSettings(DeclaredFields):
     schedule: Annotated[str, Options(*SCHEDULES)] = "cosine"
     warmup_epochs: Annotated[int, Integer(min=0)] = 0
     warmup_fraction: Annotated[float, Interval(0, 1, "left", note="of all steps")] = 0.0
-    milestones: Annotated[tuple[int, ...], Items(
-        Integer(min=1), increasing=True,
+    milestones: Annotated[tuple[int, ...], ListOf(
+        Integer(min=1), min_items=0, increasing=True,
         note="the epochs at whose start the learning rate is multiplied by step_factor")] = ()
     step_factor: Positive = 0.1
     nesterov: Bool = False

@@ -39,7 +39,8 @@ one fit (the table's ``refit`` column says which points fitted). Without that de
 grid point is fitted separately, which is always correct.
 
 The returned detector records the search in ``detector.tuning`` (:meth:`TuneResult.tuning_record`,
-the results table's ``tuning`` column; ``grid`` names the grid: ``"openood"`` or ``"custom"``).
+the results table's ``tuning`` column; ``grid`` names a named space: ``"openood"`` or
+``"paper"``, absent for a space given as a table).
 
 **Without OOD data** (``ood_val=None``) the criterion is ``"id_auroc"`` (default) or ``"aurc"``:
 how well the score separates the ID validation samples the model classifies correctly from

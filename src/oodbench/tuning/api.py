@@ -1,34 +1,28 @@
 """``oodbench.tune(...)``: the hyper-parameter search itself.
 
 The package's docstring (:mod:`oodbench.tuning`) is the account of what it searches, the
-protocols, the search strategies and the results; this module holds the OOD-val grid and hands
-the other protocols and strategies to :mod:`oodbench.tuning.dispatch`.
+protocols, the search strategies and the results; this module resolves named spaces
+(``"openood"``, ``"paper"``) and hands every protocol and strategy to the one search driver,
+:mod:`oodbench.tuning.dispatch`.
 """
 
 from __future__ import annotations
 
-import copy
-import math
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
-import pandas as pd
-
-from oodbench import metrics
 from oodbench.detectors import Detector, create
 from oodbench.detectors._search_memo import reuse_searches
 from oodbench.detectors.base import UntunedDefaultsWarning
 from oodbench.detectors.presets import preset_for
 from oodbench.errors import InvalidInputError
 from oodbench.extract.activations import Activations
-from oodbench.tuning.criteria import id_metrics, resolve_criterion
 from oodbench.tuning.dispatch import search as run_search
 from oodbench.tuning.edges import warn_edges
 from oodbench.tuning.paper_space import paper_space
 from oodbench.tuning.result import TuneResult
-from oodbench.tuning.space import detector_builder, grid_points, parse_space
+from oodbench.tuning.space import parse_space
 
 __all__ = ["NAMED_GRIDS", "named_grid", "tune"]
 
@@ -68,7 +62,8 @@ def tune(
     ``UntunedDefaultsWarning``; a best value at the edge of the searched space raises an
     :class:`~oodbench.tuning.edges.EdgeOfSpaceWarning` (:mod:`oodbench.tuning.edges`).
 
-    Every path (the OOD-val grid here, the protocols' searches) runs inside
+    Every protocol and search goes through the one driver,
+    :func:`oodbench.tuning.dispatch.search`, which runs inside
     :func:`~oodbench.detectors._search_memo.reuse_searches`: trials that score the same rows
     against the same bank reuse one neighbour search (KNN, NNGuide), bit for bit."""
     with warnings.catch_warnings(), reuse_searches():
@@ -132,69 +127,7 @@ def _tune(
                 detector_or_name = create(detector_or_name, preset=grid_name)
     else:
         space = grid
-    search = search or "grid"
-    if protocol != "ood_val" or search != "grid" or options:
-        found = run_search(detector_or_name, space, id_val, ood_val, fit=fit, model=model,
-                           criterion=criterion, protocol=protocol, search=search, **options)
-        if grid_name != "custom":  # a named space: record which
-            found.provenance["grid"] = grid_name
-            found.detector.tuning = found.tuning_record()
-        return found, space
-    name, larger_is_better = resolve_criterion(criterion, ood_val is not None)
-    build = detector_builder(detector_or_name, list(space))
-
-    correct = np.asarray(id_val.correct)
-    if ood_val is None and (correct.all() or not correct.any()):
-        raise InvalidInputError(
-            "tune without OOD data ranks correct against wrong ID predictions, but the model "
-            f"gets {'all' if correct.all() else 'none'} of the {len(correct)} id_val samples "
-            "right; use a larger labelled id_val or pass ood_val"
-        )
-
-    points = grid_points(parse_space(space, allow_ranges=False),  # type: ignore[arg-type]
-                         first_fastest=grid_name == "openood")
-    built = [build(point) for point in points]  # validates every value up front
-    groups: dict[tuple[Any, ...], list[int]] = {}  # grid points that share one fit
-    for i, det in enumerate(built):
-        score_only: frozenset[str] = getattr(type(det), "score_only_hyperparams", frozenset())
-        key = tuple(sorted((k, repr(v)) for k, v in det.hyperparams.items() if k not in score_only))
-        groups.setdefault(key, []).append(i)
-
-    rows: list[dict[str, Any]] = [{} for _ in points]
-    best: tuple[float, int, Detector] | None = None  # (signed value, -grid index, detector)
-    for members in groups.values():
-        first = built[members[0]].fit(fit, model, id_val=id_val)
-        for i in members:
-            det = first
-            if i != members[0]:  # same fitted statistics, other score-only values
-                det = copy.copy(first)
-                for k, v in points[i].items():
-                    setattr(det, k, v)
-            id_scores = det.score(id_val)
-            if ood_val is None:
-                row = id_metrics(id_scores, correct)
-            else:
-                row = metrics.evaluate(id_scores, det.score(ood_val), id_correct=correct)
-            rows[i] = {**points[i], **row, "refit": i == members[0]}
-            value = row[name]
-            if not math.isnan(value):
-                candidate = (value if larger_is_better else -value, -i, det)
-                if best is None or candidate[:2] > best[:2]:
-                    best = candidate
-    if best is None:
-        raise InvalidInputError(f"tune: the criterion {name!r} is NaN at every grid point")
-    winner = -best[1]
-    table = pd.DataFrame(rows)
-    table["best"] = np.arange(len(rows)) == winner
-    result = TuneResult(
-        best_params=dict(points[winner]),
-        detector=best[2],
-        table=table,
-        criterion=name,
-        best_value=float(rows[winner][name]),
-        provenance={"protocol": "ood_val" if ood_val is not None else "id_only", "search": "grid",
-                    "grid": grid_name},
-    )
-    result.detector.tuning = result.tuning_record()
-    return result, space
-
+    found = run_search(detector_or_name, space, id_val, ood_val, fit=fit, model=model,
+                       criterion=criterion, protocol=protocol, search=search or "grid",
+                       grid=grid_name, **options)
+    return found, space

@@ -12,7 +12,6 @@ import torch
 
 from oodbench.config import cache_dir
 from oodbench.extract.activations import Activations
-from oodbench.train.parts import head_module
 
 
 def images_of(acts: Activations) -> Any:
@@ -31,6 +30,8 @@ def reindex(labels: np.ndarray, classes: np.ndarray) -> np.ndarray:
 def without_classes(model: Any, kept: np.ndarray) -> Any:
     """A copy of ``model`` whose linear head keeps only the rows of ``kept`` (the start of a
     full variant: the other classes' outputs are gone, their knowledge in the backbone not)."""
+    from oodbench.train.parts import head_module  # the training side, on use
+
     variant = copy.deepcopy(model)
     head: Any = head_module(variant)  # an nn.Linear
     index = torch.as_tensor(kept, dtype=torch.long)

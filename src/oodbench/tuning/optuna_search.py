@@ -42,6 +42,7 @@ import logging
 import warnings
 from collections.abc import Callable, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from oodbench.errors import Interrupted, InvalidInputError, MissingDependencyError
@@ -105,19 +106,28 @@ def _sampler(optuna: Any, sampler: str, seed: int) -> Any:
     return optuna.samplers.TPESampler(seed=seed)
 
 
+@dataclass(frozen=True)
+class Study:
+    """What one search is scored by and kept as, for the grid and Optuna alike: the criterion
+    and its direction, the trial budget and sampler seed (Optuna), the storage and study name
+    to resume from, ``signature`` (what identifies the search; checked on resume) and whether
+    to show progress."""
+
+    criterion: str
+    larger_is_better: bool
+    n_trials: int
+    seed: int
+    storage: str | None
+    study_name: str | None
+    signature: Mapping[str, Any]
+    progress: bool
+
+
 def bayes_search(
     objective: Callable[[Mapping[str, Any]], dict[str, float]],
     space: Mapping[str, Dimension],
-    *,
     sampler: str,
-    criterion: str,
-    larger_is_better: bool,
-    n_trials: int,
-    seed: int,
-    storage: str | None,
-    study_name: str | None,
-    signature: Mapping[str, Any],
-    progress: bool,
+    search: Study,
 ) -> list[dict[str, Any]]:
     """Run (or continue) a study with ``sampler`` (``"tpe"`` or ``"gp"``); one row per trial in
     trial order: the point, the metrics (or ``status="invalid"`` and the reason) and ``trial``.
@@ -125,17 +135,19 @@ def bayes_search(
     ``signature`` identifies the search (stored on the study, checked on resume). List values are
     sampled by position, so any value (booleans, strings, None) can be a choice.
     """
+    criterion, n_trials, storage, study_name = (search.criterion, search.n_trials, search.storage,
+                                                search.study_name)
     if not (isinstance(n_trials, int) and n_trials >= 1):
         raise InvalidInputError(f"tune(search={sampler!r}): n_trials must be an integer >= 1; got {n_trials!r}")
     if storage is not None and not study_name:
         raise InvalidInputError(f"tune(search={sampler!r}): a storage needs a study_name to resume by")
     optuna = _optuna()
-    stamp = json.dumps({**signature, "sampler": sampler}, sort_keys=True, default=str)
+    stamp = json.dumps({**search.signature, "sampler": sampler}, sort_keys=True, default=str)
     with _quiet(optuna):
         study = optuna.create_study(
             storage=storage, study_name=study_name, load_if_exists=True,
-            direction="maximize" if larger_is_better else "minimize",
-            sampler=_sampler(optuna, sampler, seed),
+            direction="maximize" if search.larger_is_better else "minimize",
+            sampler=_sampler(optuna, sampler, search.seed),
         )
         stored = study.user_attrs.get("oodbench_search")
         if stored is None:
@@ -168,7 +180,7 @@ def bayes_search(
             log = logging.getLogger("optuna.study._optimize")
             log.addFilter(interrupt)
             try:
-                study.optimize(run_trial, n_trials=remaining, show_progress_bar=progress)
+                study.optimize(run_trial, n_trials=remaining, show_progress_bar=search.progress)
             except KeyboardInterrupt as err:
                 kept = len([t for t in study.trials if _counts(t)])
                 where = f" in {storage}" if storage is not None else " (no storage: not kept)"

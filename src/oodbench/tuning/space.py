@@ -14,15 +14,17 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from oodbench.constraints import check_error, field_error, unknown_names
+from oodbench.constraints import Check, check_error, field_error, unknown_names
 from oodbench.detectors import Detector, create, detector_class
 from oodbench.detectors.base import declared_hyperparameters
 from oodbench.errors import InvalidInputError
 from oodbench.tuning.protocol import PROTOCOLS, protocol_class
+from oodbench.tuning.settings import ProtocolSettings, declared_settings
 
 
 def protocol_params() -> frozenset[str]:
@@ -101,9 +103,33 @@ def split_point(point: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any
     return det, {k: v for k, v in point.items() if k in params}
 
 
+@dataclass(frozen=True)
+class DetectorBuilder:
+    """point -> detector: the detector class ``cls`` with the ``base`` hyper-parameters (a given
+    detector's; none for a registry name, whose defaults apply) overridden by the point's
+    (:func:`detector_builder`)."""
+
+    cls: type[Detector]
+    base: Mapping[str, Any]
+    preset: str = ""
+    protocol: str = "ood_val"
+
+    def __call__(self, point: Mapping[str, Any]) -> Detector:
+        params = {**self.base, **split_point(point)[0]}
+        det = self.cls(**params) if self.base else create(self.cls.name, **params)
+        det.preset = self.preset  # the protocol label follows the base detector's preset
+        return det
+
+    def values(self) -> dict[str, Any]:
+        """The hyper-parameters a point starts from, read from the declarations (the defaults)
+        and the base, without building a detector."""
+        declared = declared_hyperparameters(self.cls)
+        return {**{n: d.default for n, d in declared.items()}, **self.base}
+
+
 def detector_builder(
     detector_or_name: Detector | str, names: Sequence[str], protocol: str = "ood_val"
-) -> Callable[[Mapping[str, Any]], Detector]:
+) -> DetectorBuilder:
     """A function point -> detector with those hyper-parameters (a registry name's defaults, or
     the given detector's hyper-parameters, overridden by the point).
 
@@ -120,32 +146,42 @@ def detector_builder(
     wrong = unknown_names(f"tune: detector {cls.name!r}", [n for n in names if n not in own], valid)
     if wrong:
         raise InvalidInputError(wrong)
-
-    def build(point: Mapping[str, Any]) -> Detector:
-        params = {**base, **split_point(point)[0]}
-        det = cls(**params) if base else create(cls.name, **params)
-        det.preset = preset  # the protocol label follows the base detector's preset
-        return det
-
-    return build
+    return DetectorBuilder(cls, base, preset, protocol)
 
 
-def check_bounds(build: Callable[[Mapping[str, Any]], Detector], space: Mapping[str, Any]) -> None:
+#: checks between two fields whose truth is monotone in each: (the test, whether it grows with
+#: the first value, whether it grows with the second); a bound then needs only the other's most
+#: permissive value
+_MONOTONE = {operator.le: (False, True), operator.lt: (False, True),
+             operator.ge: (True, False), operator.gt: (True, False)}
+
+
+def check_bounds(build: DetectorBuilder | Callable[[Mapping[str, Any]], Detector],
+                 space: Mapping[str, Any], fixed: Mapping[str, Any] | None = None) -> None:
     """Raise a one-line error when a bound of a ``Range`` (or a value of a list) is outside the
-    valid range of its hyper-parameter, before anything is fitted.
+    valid range of its hyper-parameter, before anything is fitted or built.
 
-    The ranges are the detector's declarations (:mod:`oodbench.constraints`), read directly: one
-    detector is built (``build({})``, the base configuration) only to know its class and base
-    values. A bound must satisfy its field's declaration; a check between fields (VRA's
-    ``lower_percentile <= upper_percentile``) must hold at the base values or at some
-    combination of the other dimensions' bounds (so that VRA's lower percentile may reach up to
-    where only a higher upper one admits it).
+    Everything is read from the detector's declarations (:mod:`oodbench.constraints`; a
+    :class:`DetectorBuilder` gives the class and base values without building a detector, any
+    other point -> detector function builds one, for its base configuration): a bound
+    must satisfy its field's declaration; a check between fields (VRA's ``lower_percentile <=
+    upper_percentile``) must hold for some value the other fields may take -- their fixed
+    values (``fixed``, then the builder's base, then the declared defaults) or the ends of
+    their dimensions -- so that VRA's lower percentile may reach up to where only a higher upper
+    one admits it. For a check that is an order between two fields (``<=``, ``<``, ``>=``,
+    ``>``) that is one test against the other's most permissive end; for any other check every
+    combination of the other dimensions' ends is tried.
     """
+    if isinstance(build, DetectorBuilder):  # everything from the declarations
+        cls, values, protocol = build.cls, build.values(), build.protocol
+    else:  # any point -> detector function: one detector, for its class and base values
+        base = build({})
+        cls, values, protocol = type(base), dict(base.hyperparams), "ood_val"
+    _check_protocol_bounds(protocol, space)
     names = [n for n in space if n not in protocol_params()]
     if not names:
         return
-    base = build({})
-    cls, values = type(base), base.hyperparams
+    values = {**values, **(fixed or {})}
     ends = {n: [space[n].low, space[n].high] if isinstance(space[n], Range) else list(space[n])
             for n in names}
     declared = declared_hyperparameters(cls)
@@ -158,13 +194,42 @@ def check_bounds(build: Callable[[Mapping[str, Any]], Detector], space: Mapping[
     for check in cls.checks:
         searched = [n for n in check.names if n in ends]
         for name in searched:
-            others = [n for n in searched if n != name]
             for value in ends[name]:
-                trials = [{**values, name: value}] + [
-                    {**values, **dict(zip(others, combo)), name: value}
-                    for combo in itertools.product(*(ends[n] for n in others))]
-                if not any(check.holds(t) for t in trials):
-                    raise _outside(space, name, value, check_error(who, check, trials[0]))
+                if not any(check.holds(t) for t in _candidates(check, name, value, ends, values)):
+                    raise _outside(space, name, value,
+                                   check_error(who, check, {**values, name: value}))
+
+
+def _candidates(check: Check, name: str, value: Any, ends: Mapping[str, list[Any]],
+                values: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The values of ``check``'s fields to try with ``name = value``: the fixed values, and the
+    other searched fields' ends (the most permissive one for an order between two fields)."""
+    base = {**values, name: value}
+    others = [n for n in check.names if n in ends and n != name]
+    if not others:
+        return [base]
+    monotone = _MONOTONE.get(check.test) if len(check.names) == 2 else None
+    if monotone is not None:
+        (other,) = others
+        grows_with_other = monotone[check.names.index(other)]
+        permissive = max(ends[other]) if grows_with_other else min(ends[other])
+        return [base, {**base, other: permissive}]
+    return [base] + [{**base, **dict(zip(others, combo))}
+                     for combo in itertools.product(*(ends[n] for n in others))]
+
+
+def _check_protocol_bounds(protocol: str, space: Mapping[str, Any]) -> None:
+    """The space's protocol parameters (``held_out_fraction``) against the declarations of the
+    protocol's settings of the same name."""
+    entry = protocol_class(protocol)
+    schema: Any = entry.settings
+    declared = declared_settings(schema) if issubclass(schema, ProtocolSettings) else {}
+    for name in entry.space_params & set(space) & set(declared):
+        dim = space[name]
+        for value in [dim.low, dim.high] if isinstance(dim, Range) else list(dim):
+            error = field_error(entry.name, name, value, declared[name])
+            if error is not None:
+                raise _outside(space, name, value, error)
 
 
 def _outside(space: Mapping[str, Any], name: str, value: Any,

@@ -4,7 +4,8 @@ Common keys (:class:`TuneSpec`): ``protocol`` (a registered tuning protocol,
 :mod:`oodbench.tuning.protocol`), ``space`` (a table, or ``"paper"``: the tuning paper's space
 for the detector), ``search`` (``"grid"``, ``"tpe"``, ``"gp"``), ``criterion``, ``n_trials``,
 ``seed``, ``id_val`` and ``ood`` (sources); every other key belongs to the protocol and is
-validated by its ``settings`` schema (``n_variants``, ``held_out_fraction``, ``retrain``,
+validated as its settings class (:mod:`oodbench.tuning.settings`: the fields' declared valid
+values; validating a table loads no training code unless it gives trainer options, ``train``) (``n_variants``, ``held_out_fraction``, ``retrain``,
 ``train`` for ``held_out_classes``; ``m_grid``, ``n_variants``, ``n_tuning_sets``, ``retrain``,
 ``train`` for ``held_out_paper``). ``oodbench.run.build.run_tuning`` runs it.
 """
@@ -86,32 +87,38 @@ class TuneSpec(Schema):
     seed: StrictInt = 0
     ood: OodSourceSpec | None = None
     id_val: SourceSpec | None = None
-    settings: Schema | None = None
+    #: the protocol's keys given in the table (validated as its settings class)
+    settings: dict[str, Any] | Schema | None = None
 
     @classmethod
     def prepare(cls, data: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
         """Move the protocol's own keys into ``settings`` (unknown keys: did-you-mean over the
-        common keys and the protocol's)."""
+        common keys and the protocol's: :meth:`TuningProtocol.table_keys`, the fields of its
+        settings class)."""
         name = data.get("protocol")
         protocols = _protocols()
         entry = protocols.get(name) if isinstance(name, str) else None
         if "settings" in data:
             raise ValueError("unknown key 'settings'; write the protocol's keys in the tune table")
         common = [k for k in cls.model_fields if k != "settings"]
-        own = [] if entry is None else list(entry.settings.model_fields)
+        own = [] if entry is None else entry.table_keys()
         given = {k: data.pop(k) for k in list(data) if k in own}
         for key in data:
             if key in common:
                 continue
-            owners = [p.name for p in protocols.values() if key in p.settings.model_fields]
+            owners = [p.name for p in protocols.values() if key in p.table_keys()]
             if owners and entry is not None:
                 raise ValueError(f"{[key]} only go with protocol = \"{owners[0]}\"")
             valid = common + own
             close = difflib.get_close_matches(str(key), valid, n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
             raise ValueError(f"unknown key {key!r}; {hint}valid keys: {', '.join(valid)}")
-        if entry is not None:
-            data["settings"] = entry.settings.model_validate(given, context=info.context)
+        if entry is not None:  # validated as the protocol's settings in _consistent
+            from oodbench.tuning.settings import ProtocolSettings
+
+            schema: Any = entry.settings
+            data["settings"] = (schema.normalise(given) if issubclass(schema, ProtocolSettings)
+                                else schema.model_validate(given, context=info.context))
         if data.get("space") == "paper":
             data.setdefault("search", "gp")  # the paper's search (its spaces are ranges)
         return data
@@ -166,7 +173,9 @@ class TuneSpec(Schema):
         """The protocol keys given in the file (those left out keep the protocol's defaults)."""
         if self.settings is None:
             return {}
-        return {k: v for k, v in self.settings.model_dump().items() if v is not None}
+        if isinstance(self.settings, Schema):  # a protocol whose settings are a pydantic schema
+            return {k: v for k, v in self.settings.model_dump().items() if v is not None}
+        return dict(self.settings)
 
     @property
     def protocol_settings(self) -> dict[str, Any]:

@@ -76,32 +76,45 @@ import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 import torch
-from pydantic import StrictFloat, StrictInt, StrictStr
 
 from oodbench import metrics
 from oodbench.atomic_files import atomic_path
+from oodbench.constraints import Bool, Integer, Interval, Options, Seed, field_error
 from oodbench.data.source import RelabeledSource
 from oodbench.detectors import Detector
 from oodbench.errors import InvalidInputError, UnknownNameError
 from oodbench.extract.activations import Activations
-from oodbench.schema import Schema
-from oodbench.train.optim import FIELDS as OPTIM_FIELDS
-from oodbench.train.optim import FINETUNE, HEAD, from_options
 from oodbench.tuning.criteria import resolve_criterion
 from oodbench.tuning.kept_classes import images_of, reindex, variant_dir, without_classes
 from oodbench.tuning.protocol import Builder, Objective, TuningData, TuningProtocol, register
+from oodbench.tuning.settings import ProtocolSettings, Table, declared_settings
 
 #: bump when the variant layout or the cached file format changes
 _FORMAT = 1
 RETRAIN = ("head", "full", "last_block", "scratch")
 
 
+#: the held-out fraction's declaration (a setting, and a name a search space may hold)
+FRACTION = Interval(0, 1, "neither", note="the fraction of fit's classes withheld per variant")
+
+
+#: a ``train`` setting: the trainer's options (their names are checked against the trainer of
+#: ``retrain``, :func:`check_train_options`)
+TrainOptions = Annotated[Mapping[str, Any],
+                         Table("a table of the trainer's options, e.g. {epochs = 3}")]
+
+
+def retrain_options(*values: str) -> Options:
+    """``retrain``'s declaration: one of ``values``."""
+    return Options(*values, note="how each variant is trained")
+
+
 @dataclass(frozen=True)
-class HeldOutClasses:
+class HeldOutClasses(ProtocolSettings):
     """Settings of the held-out-class protocol (see the module docstring).
 
     Attributes:
@@ -121,22 +134,17 @@ class HeldOutClasses:
         cache: reuse and store variants under ``cache_dir()/tune/held_out``.
     """
 
-    n_variants: int = 5
-    held_out_fraction: float = 0.2
-    retrain: str = "head"
-    seed: int = 0
-    train: Mapping[str, Any] = field(default_factory=dict)
-    cache: bool = True
+    protocol = "held_out_classes"
 
-    def __post_init__(self) -> None:
-        if not (isinstance(self.n_variants, int) and self.n_variants >= 1):
-            raise InvalidInputError(f"held_out_classes: n_variants must be an integer >= 1; got {self.n_variants!r}")
-        check_fraction(self.held_out_fraction)
-        if self.retrain not in RETRAIN:
-            raise InvalidInputError(
-                f"held_out_classes: retrain must be one of {list(RETRAIN)}; got {self.retrain!r}"
-            )
-        check_train_options(self.retrain, self.train, "held_out_classes")
+    n_variants: Annotated[int, Integer(min=1, note="N, the network variants")] = 5
+    held_out_fraction: Annotated[float, FRACTION] = 0.2
+    retrain: Annotated[str, retrain_options(*RETRAIN)] = "head"
+    seed: Seed = 0
+    train: TrainOptions = field(default_factory=dict)
+    cache: Bool = True
+
+    def check(self) -> None:
+        check_train_options(self.retrain, self.train, self.protocol)
 
     def describe(self) -> dict[str, Any]:
         """The settings that shape the result (for the ``tuning`` provenance record)."""
@@ -144,25 +152,36 @@ class HeldOutClasses:
                 "retrain": self.retrain, "seed": self.seed, "train": dict(self.train)}
 
 
-_COMMON = {"loss", "loss_options", "device", *OPTIM_FIELDS}
-#: retrain -> the trainer options a user may set (seed, data and output are the protocol's);
-#: the optimiser's (:class:`~oodbench.train.optim.OptimSettings` fields) change the trainer's
-#: preset (``HEAD``, ``FINETUNE``, ``LAST_BLOCK`` of :mod:`oodbench.train.optim`)
-_TRAIN_OPTIONS = {"head": frozenset(_COMMON),
-                  "full": frozenset(_COMMON | {"trainable", "amp", "num_workers"}),
-                  "last_block": frozenset(OPTIM_FIELDS),
-                  "scratch": frozenset({*OPTIM_FIELDS, "recipe", "loss", "loss_options", "device",
-                                                       "amp", "num_workers"})}
+#: retrain -> the trainer options a user may set besides the optimiser's
+#: (:class:`~oodbench.train.optim.OptimSettings` fields, which change the trainer's preset:
+#: ``HEAD``, ``FINETUNE``, ``LAST_BLOCK`` of :mod:`oodbench.train.optim`); seed, data and output
+#: are the protocol's
+_TRAINER_OPTIONS = {"head": frozenset({"loss", "loss_options", "device"}),
+                    "full": frozenset({"loss", "loss_options", "device", "trainable", "amp",
+                                       "num_workers"}),
+                    "last_block": frozenset(),
+                    "scratch": frozenset({"recipe", "loss", "loss_options", "device", "amp",
+                                          "num_workers"})}
+
+
+def train_options(retrain: str) -> frozenset[str]:
+    """The ``train`` options of ``retrain``'s trainer (reads the optimiser's declarations,
+    :mod:`oodbench.train.optim`: only called for a non-empty ``train``)."""
+    from oodbench.train.optim import FIELDS
+
+    return _TRAINER_OPTIONS[retrain] | frozenset(FIELDS)
 
 
 def check_train_options(retrain: str, train: Mapping[str, Any], who: str) -> None:
     """Raise unless every key of ``train`` is an option of ``retrain``'s trainer (did-you-mean
-    for a misspelt one)."""
+    for a misspelt one). An empty ``train`` loads no training code."""
+    if not train:
+        return
     if retrain == "scratch":  # the recipe path and the general path take different options
         from oodbench.tuning.scratch import check_static
 
         check_static(train)
-    allowed = _TRAIN_OPTIONS[retrain]
+    allowed = train_options(retrain)
     unknown = sorted(set(train) - allowed)
     if unknown:
         trainer = {"head": "oodbench.train.train_head", "full": "oodbench.train.train",
@@ -174,11 +193,11 @@ def check_train_options(retrain: str, train: Mapping[str, Any], who: str) -> Non
 
 
 def check_fraction(value: Any) -> None:
-    """Raise unless ``0 < value < 1``."""
-    if not (isinstance(value, (int, float)) and 0.0 < float(value) < 1.0):
-        raise InvalidInputError(
-            f"held_out_classes: held_out_fraction must lie strictly between 0 and 1; got {value!r}"
-        )
+    """Raise unless ``value`` is a valid ``held_out_fraction`` (its declaration)."""
+    error = field_error(HeldOutClasses.protocol, "held_out_fraction", value,
+                        declared_settings(HeldOutClasses)["held_out_fraction"])
+    if error is not None:
+        raise error
 
 
 @dataclass
@@ -346,6 +365,8 @@ class VariantFactory:
                     return HeadResult(weight=saved["weight"], bias=saved["bias"],
                                       classes=saved["classes"],
                                       config=json.loads(str(saved["config"]))), True
+        from oodbench.train.optim import HEAD, from_options
+
         optim, rest = from_options(options, HEAD)
         head = train_head(self.fit, classes=kept, optim=optim, **rest)
         if path is not None:
@@ -369,6 +390,8 @@ class VariantFactory:
             out = (variant_dir() / "full" / key if self.config.cache
                    else Path(stack.enter_context(tempfile.TemporaryDirectory())))
             done = (out / STATE).exists()
+            from oodbench.train.optim import FINETUNE, from_options
+
             optim, rest = from_options(options, FINETUNE)
             result = train(without_classes(self.model, kept), source, out=out, optim=optim, **rest)
         return result.model, done and self.config.cache
@@ -423,35 +446,15 @@ def held_out_objective(
     return objective
 
 
-class HeldOutSettings(Schema):
-    """The held-out-class keys of an experiment's ``tune = {...}`` table (see
-    :class:`HeldOutClasses`; ``seed`` is the table's own)."""
-
-    n_variants: StrictInt | None = None
-    held_out_fraction: StrictFloat | None = None
-    retrain: StrictStr | None = None
-    train: dict[str, Any] | None = None
-
-
 @register
 class HeldOutProtocol(TuningProtocol):
     """Mondal et al. (arXiv 2602.05935): no OOD data; OOD simulated by withheld ID classes."""
 
     name = "held_out_classes"
-    settings = HeldOutSettings
+    settings = HeldOutClasses
     keyword = "held_out"
     needs = frozenset({"fit", "features"})  # the variants' heads train on the fit features
     space_params = frozenset({"held_out_fraction"})
-
-    @classmethod
-    def entry_settings(cls, given: Mapping[str, Any], seed: int) -> dict[str, Any]:
-        return {**given, "seed": seed}
-
-    @classmethod
-    def parse_settings(cls, settings: Any) -> HeldOutClasses:
-        if isinstance(settings, HeldOutClasses):
-            return settings
-        return HeldOutClasses(**dict(settings or {}))
 
     @classmethod
     def check_detector(cls, detector: type[Detector]) -> None:

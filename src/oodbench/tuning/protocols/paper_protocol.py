@@ -73,31 +73,30 @@ trains nothing), and with ``storage`` each M's search is its own Optuna study
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
-import pandas as pd
-from pydantic import StrictBool, StrictInt, StrictStr, field_validator
 
 from oodbench import metrics
+from oodbench.constraints import Bool, Flag, Integer, ListOf, Seed
 from oodbench.detectors import Detector
-from oodbench.errors import InvalidInputError, UnknownNameError
+from oodbench.errors import InvalidInputError
 from oodbench.extract.activations import Activations
-from oodbench.schema import Schema
 from oodbench.tuning.criteria import resolve_criterion
-from oodbench.tuning.protocol import Builder, TuningData, TuningProtocol, register
+from oodbench.tuning.protocol import Builder, Objective, Stage, TuningData, TuningProtocol, register
 from oodbench.tuning.protocols.held_out import (
     HeldOutClasses,
     HeldOutProtocol,
+    TrainOptions,
     Variant,
     VariantFactory,
     check_train_options,
     fit_classes,
+    retrain_options,
 )
-from oodbench.tuning.result import TuneResult, best_row
-from oodbench.tuning.space import Dimension, grid_points
+from oodbench.tuning.settings import ProtocolSettings
 
 #: the paper's settings (Sec. 4.1): classes -> (M grid, N seeds)
 PAPER_SETTINGS: dict[int, tuple[tuple[int, ...], int]] = {
@@ -118,33 +117,23 @@ def paper_defaults(n_classes: int) -> tuple[tuple[int, ...], int]:
 
 
 @dataclass(frozen=True)
-class PaperProtocol:
+class PaperProtocol(ProtocolSettings):
     """Settings of Algorithms 1-4 (see the module docstring); ``None`` = the paper's default."""
 
-    m_grid: Sequence[int] | None = None
-    n_variants: int | None = None
-    n_tuning_sets: int = 5
-    retrain: str = "full"
-    seed: int = 0
-    train: Mapping[str, Any] = field(default_factory=dict)
-    cache: bool = True
-    disjoint_draws: bool = False
+    protocol = "held_out_paper"
 
-    def __post_init__(self) -> None:
-        check_disjoint(self.disjoint_draws, "held_out_paper")
-        if not (isinstance(self.n_tuning_sets, int) and self.n_tuning_sets >= 1):
-            raise InvalidInputError(
-                f"held_out_paper: n_tuning_sets (S) must be an integer >= 1; got {self.n_tuning_sets!r}")
-        if self.n_variants is not None and not (isinstance(self.n_variants, int) and self.n_variants >= 1):
-            raise InvalidInputError(
-                f"held_out_paper: n_variants (N) must be an integer >= 1; got {self.n_variants!r}")
-        if self.retrain not in RETRAIN:
-            raise InvalidInputError(
-                f"held_out_paper: retrain must be one of {list(RETRAIN)}; got {self.retrain!r}")
-        if self.m_grid is not None and (isinstance(self.m_grid, (str, bytes)) or not self.m_grid):
-            raise InvalidInputError(
-                f"held_out_paper: m_grid must be a non-empty list of class counts; got {self.m_grid!r}")
-        check_train_options(self.retrain, self.train, "held_out_paper")
+    m_grid: Annotated[tuple[int, ...] | None, ListOf(Integer(min=1), note=(
+        "the class counts M withheld, each at most n - 2 for the n classes of fit"))] = None
+    n_variants: Annotated[int | None, Integer(min=1, note="N, the network variants per M")] = None
+    n_tuning_sets: Annotated[int, Integer(min=1, note="S, the tuning sets per variant")] = 5
+    retrain: Annotated[str, retrain_options(*RETRAIN)] = "full"
+    seed: Seed = 0
+    train: TrainOptions = field(default_factory=dict)
+    cache: Bool = True
+    disjoint_draws: Annotated[bool, Flag(note="Algorithm 2's and 3's sets from disjoint halves")] = False
+
+    def check(self) -> None:
+        check_train_options(self.retrain, self.train, self.protocol)
 
     def resolved(self, n_classes: int) -> tuple[tuple[int, ...], int]:
         """(M grid, N) for ``n_classes`` classes, checked: every M an integer, 1 <= M <= n - 2."""
@@ -170,23 +159,9 @@ class PaperProtocol:
                 "balanced": "bootstrap, k = min(|sim ID|, |sim OOD|) per side"}
 
 
-def check_disjoint(value: Any, who: str) -> None:
-    """Raise unless ``disjoint_draws`` is a bool."""
-    if not isinstance(value, bool):
-        raise InvalidInputError(f"{who}: disjoint_draws must be true or false; got {value!r}")
-
-
 def as_protocol(settings: PaperProtocol | Mapping[str, Any] | None) -> PaperProtocol:
     """``settings`` as a :class:`PaperProtocol` (a mapping's unknown keys raise, naming the known)."""
-    if isinstance(settings, PaperProtocol):
-        return settings
-    settings = dict(settings or {})
-    known = set(PaperProtocol.__dataclass_fields__)
-    unknown = sorted(set(settings) - known)
-    if unknown:
-        raise InvalidInputError(
-            f"held_out_paper: unknown setting(s) {unknown}; the settings are {sorted(known)}")
-    return PaperProtocol(**settings)
+    return PaperProtocol.from_mapping(settings)
 
 
 def pool_half(n: int, key: Sequence[int], stage: int) -> np.ndarray:
@@ -241,157 +216,23 @@ def loss_of(build: Callable[[Mapping[str, Any]], Detector], variants: list[Varia
     return objective
 
 
-def run(
-    build: Callable[[Mapping[str, Any]], Detector],
-    dims: Mapping[str, Dimension],
-    fit: Activations,
-    id_val: Activations,
-    model: Any,
-    *,
-    settings: PaperProtocol | Mapping[str, Any] | None,
-    criterion: str,
-    larger_is_better: bool,
-    search: Callable[[Callable[[Mapping[str, Any]], dict[str, float]], int], list[dict[str, Any]]],
-    best_row: Callable[[list[dict[str, Any]], str, bool], int],
-) -> tuple[dict[str, Any], pd.DataFrame, float, dict[str, Any]]:
-    """Algorithms 1-4. ``search(objective, M)`` runs one search (Algorithm 2 for that M) and
-    returns its rows. Returns (phi*_{M*}, the table of every M's points, l_hat(phi*_{M*} | M*),
-    provenance with every M's phi*, l and l_hat)."""
-    config = as_protocol(settings)
+def stages(build: Builder, fit: Activations, id_val: Activations, model: Any,
+           config: PaperProtocol, criterion: str) -> Iterator[Stage]:
+    """Algorithms 1-3, one stage per M (consumed in order by the search driver): the variants
+    of M (Algorithm 1, trained when the stage is reached), the loss of Eq. (1) on the S tuning
+    sets to search (Algorithm 2) and on fresh draws to choose M* (Algorithm 3)."""
     n_classes = len(fit_classes(fit))
-    grid, n_variants = config.resolved(n_classes)  # every M checked before any training
+    grid, n_variants = config.resolved(n_classes)
     factory = VariantFactory(fit, id_val, HeldOutClasses(
         n_variants=n_variants, retrain=config.retrain, seed=config.seed, train=config.train,
         cache=config.cache, held_out_fraction=min(0.5, max(grid) / n_classes)), model)
-    tables: list[pd.DataFrame] = []
-    per_m: list[dict[str, Any]] = []
     for m in grid:
         variants = factory.variants_m(m)  # Algorithm 1
-        draws = [tuning_sets(v, m, config.seed, config.n_tuning_sets, 0, config.disjoint_draws)
-                 for v in variants]
-        rows = search(loss_of(build, variants, draws, criterion), m)  # Algorithm 2
-        best = best_row(rows, criterion, larger_is_better)
-        phi = {k: rows[best][k] for k in dims}
-        fresh = [tuning_sets(v, m, config.seed, config.n_tuning_sets, 1, config.disjoint_draws)
-                 for v in variants]
-        validation = loss_of(build, variants, fresh, criterion)(phi)[criterion]  # Algorithm 3
-        per_m.append({"M": m, "best_params": phi, "objective": float(rows[best][criterion]),
-                      "validation": validation})
-        tables.append(pd.DataFrame(rows).assign(M=m, best_of_m=np.arange(len(rows)) == best))
-    signed = [float(r["validation"]) * (1.0 if larger_is_better else -1.0) for r in per_m]
-    star = int(np.nanargmax(signed))  # the first best M
-    table = pd.concat(tables, ignore_index=True)
-    provenance = {**config.describe(n_classes), "per_m": per_m, "m_star": per_m[star]["M"]}
-    return dict(per_m[star]["best_params"]), table, float(per_m[star]["validation"]), provenance
-
-
-def staged_search(search: str, dims: Mapping[str, Dimension], points: list[dict[str, Any]],
-                  opts: Mapping[str, Any], criterion: str, larger: bool,
-                  signature: Mapping[str, Any], stage_name: str
-                  ) -> Callable[[Callable[[Mapping[str, Any]], dict[str, float]], int],
-                                list[dict[str, Any]]]:
-    """``run(objective, value)``: one search of a staged protocol (Algorithm 2 for M = value;
-    Eq. 3 for the h of index value): the grid ``points`` in order, or a Bayesian search whose
-    sampler is seeded ``seed + value`` and whose Optuna study (with ``storage``) is
-    ``<study_name>-<stage_name><value>``."""
-    from oodbench.tuning.optuna_search import bayes_search
-
-    trials = 50 if opts["n_trials"] is None else opts["n_trials"]
-    study = opts["study_name"]
-
-    def run(objective: Callable[[Mapping[str, Any]], dict[str, float]], value: int
-            ) -> list[dict[str, Any]]:
-        if search == "grid":
-            return [{**p, **objective(p), "status": "ok"} for p in points]
-        stamp = {**signature, "space": {k: repr(v) for k, v in dims.items()}, stage_name: value,
-                 "criterion": criterion}
-        return bayes_search(objective, dims, sampler=search, criterion=criterion,
-                            larger_is_better=larger, n_trials=trials, seed=opts["seed"] + value,
-                            storage=opts["storage"],
-                            study_name=f"{study}-{stage_name}{value}" if study else None,
-                            signature=stamp, progress=opts["progress"])
-
-    return run
-
-
-def tune_paper(
-    build: Callable[[Mapping[str, Any]], Detector],
-    dims: Mapping[str, Dimension],
-    id_val: Activations,
-    ood_val: Activations | None,
-    fit: Activations | None,
-    model: Any,
-    criterion: str | None,
-    search: str,
-    detector: str,
-    opts: Mapping[str, Any],
-) -> TuneResult:
-    """``oodbench.tune(..., protocol="held_out_paper")``: a ``TuneResult`` whose detector is
-    phi*_{M*} fitted on ``fit`` through the original network (Algorithm 4); ``best_value`` is
-    l_hat(phi*_{M*} | M*); ``table`` every point of every M's search (columns ``M``,
-    ``best_of_m``, ``best``); ``provenance`` the settings, every M's phi*, l and l_hat, M*."""
-    if ood_val is not None:
-        raise InvalidInputError(
-            "tune: protocol='held_out_paper' simulates OOD with withheld ID classes and takes no "
-            "ood_val; pass ood_val=None (or use protocol='ood_val')")
-    if fit is None:
-        raise InvalidInputError(
-            "tune: protocol='held_out_paper' trains variants on labelled ID training activations: "
-            "pass fit=train_activations")
-    settings = as_protocol(opts["held_out"])
-    name, larger = resolve_criterion(criterion, with_ood=True)
-    points = grid_points(dims) if search == "grid" else []  # type: ignore[arg-type]
-    for point in points:  # every value checked before anything is trained
-        build(point)
-    trials = 50 if opts["n_trials"] is None else opts["n_trials"]
-    seed = opts["seed"]
-    run_search = staged_search(search, dims, points, opts, name, larger, {
-        "detector": detector, "protocol": "held_out_paper",
-        "settings": settings.describe(len(fit_classes(fit)))}, "M")
-
-    phi, table, value, provenance = run(build, dims, fit, id_val, model, settings=settings,
-                                        criterion=name, larger_is_better=larger,
-                                        search=run_search, best_row=best_row)
-    table["best"] = (table["M"] == provenance["m_star"]) & table["best_of_m"]
-    detector_ = build(phi).fit(fit, model, id_val=id_val)  # Algorithm 4: the original network
-    record = {"protocol": "held_out_paper", "search": search, **provenance, "criterion": name}
-    if search != "grid":
-        record.update({"n_trials": trials, "sampler_seed": seed})
-    result = TuneResult(best_params=phi, detector=detector_, table=table, criterion=name,
-                        best_value=float(value), provenance=record)
-    detector_.tuning = result.tuning_record()
-    return result
-
-
-class PaperSettings(Schema):
-    """The ``held_out_paper`` keys of an experiment's ``tune = {...}`` table (see
-    :class:`PaperProtocol`; ``seed`` is the table's own)."""
-
-    m_grid: tuple[StrictInt, ...] | None = None
-    n_variants: StrictInt | None = None
-    n_tuning_sets: StrictInt | None = None
-    retrain: StrictStr | None = None
-    train: dict[str, Any] | None = None
-    disjoint_draws: StrictBool | None = None
-
-    @field_validator("m_grid")
-    @classmethod
-    def _positive_m(cls, grid: tuple[int, ...] | None) -> tuple[int, ...] | None:
-        """M < 1 is wrong whatever the classes (the upper bound, n - 2, is checked against
-        ``[id].fit`` before the run: :meth:`HeldOutPaperProtocol.check_fit_classes`)."""
-        for m in grid or ():
-            if m < 1:
-                raise ValueError(f"m_grid holds M={m}; every M must be an integer >= 1 (withhold "
-                                 "at least one class) and at most n - 2 for the n classes of "
-                                 "[id].fit")
-        return grid
-
-    @field_validator("retrain")
-    @classmethod
-    def _known_retrain(cls, value: str | None) -> str | None:
-        if value is not None and value not in RETRAIN:
-            raise ValueError(str(UnknownNameError("retrain", value, RETRAIN)))
-        return value
+        draws, fresh = ([tuning_sets(v, m, config.seed, config.n_tuning_sets, stage,
+                                     config.disjoint_draws) for v in variants] for stage in (0, 1))
+        yield Stage(loss_of(build, variants, draws, criterion),  # Algorithm 2
+                    validate=loss_of(build, variants, fresh, criterion),  # Algorithm 3
+                    value=m, key=m)
 
 
 @register
@@ -400,21 +241,9 @@ class HeldOutPaperProtocol(TuningProtocol):
     M, M* chosen on resampled tuning sets, the final phi on the original network."""
 
     name = "held_out_paper"
-    settings = PaperSettings
+    settings = PaperProtocol
     keyword = "held_out"
     needs = frozenset({"fit", "features"})
-    runs_own_search = True
-
-    @classmethod
-    def entry_settings(cls, given: Mapping[str, Any], seed: int) -> dict[str, Any]:
-        out = {**given, "seed": seed}
-        if "m_grid" in out:
-            out["m_grid"] = list(out["m_grid"])
-        return out
-
-    @classmethod
-    def parse_settings(cls, settings: Any) -> PaperProtocol:
-        return as_protocol(settings)
 
     @classmethod
     def check_detector(cls, detector: type[Detector]) -> None:
@@ -427,8 +256,23 @@ class HeldOutPaperProtocol(TuningProtocol):
         as_protocol(settings).resolved(n_classes)
 
     @classmethod
-    def tune(cls, build: Builder, dims: Mapping[str, Any], data: TuningData,
-             criterion: str | None, search: str, detector: str, settings: Any,
-             options: Mapping[str, Any]) -> TuneResult:
-        return tune_paper(build, dims, data.id_val, data.ood_val, data.fit, data.model, criterion,
-                          search, detector, {**options, "held_out": settings})
+    def objective(cls, build: Builder, data: TuningData, criterion: str | None,
+                  settings: Any) -> Objective:
+        """One stage per M (:func:`stages`); the driver keeps phi*_{M*}, M* = the first best
+        l_hat, and fits it on ``fit`` through the original network (Algorithm 4): the result's
+        ``best_value`` is l_hat(phi*_{M*} | M*), its table every point of every M's search
+        (columns ``M``, ``best_of_m``, ``best``), its record every M's phi*, l and l_hat, M*."""
+        if data.ood_val is not None:
+            raise InvalidInputError(
+                "tune: protocol='held_out_paper' simulates OOD with withheld ID classes and takes "
+                "no ood_val; pass ood_val=None (or use protocol='ood_val')")
+        if data.fit is None:
+            raise InvalidInputError(
+                "tune: protocol='held_out_paper' trains variants on labelled ID training "
+                "activations: pass fit=train_activations")
+        config = as_protocol(settings)
+        name, larger = resolve_criterion(criterion, with_ood=True)
+        described = config.describe(len(fit_classes(data.fit)))  # every M checked here
+        return Objective(None, name, larger, described, label="M",
+                         stages=stages(build, data.fit, data.id_val, data.model, config, name),
+                         signature={"protocol": cls.name, "settings": described})

@@ -52,27 +52,24 @@ Needs ``model=`` and activations from ``oodbench.extract`` (the images behind ``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 import numpy as np
-import pandas as pd
 import torch
-from pydantic import StrictBool, StrictFloat, StrictInt
 
 from oodbench import metrics
+from oodbench.constraints import Finite, Flag, Integer, Interval, ListOf, Seed
 from oodbench.detectors import Detector
 from oodbench.errors import InvalidInputError
 from oodbench.extract.activations import Activations
-from oodbench.schema import Schema
 from oodbench.tuning.criteria import resolve_criterion
 from oodbench.tuning.kept_classes import images_of
-from oodbench.tuning.protocol import Builder, TuningData, TuningProtocol, register
+from oodbench.tuning.protocol import Builder, Objective, Stage, TuningData, TuningProtocol, register
 from oodbench.tuning.protocols.held_out import HeldOutProtocol
-from oodbench.tuning.protocols.paper_protocol import check_disjoint, pool_half, staged_search
-from oodbench.tuning.result import TuneResult, best_row
-from oodbench.tuning.space import Dimension, grid_points
+from oodbench.tuning.protocols.paper_protocol import pool_half
+from oodbench.tuning.settings import ProtocolSettings
 
 NOISE_MEAN = 128.0
 #: the paper's levels (Sec. 4.1)
@@ -82,47 +79,68 @@ _BATCH = 256
 
 
 @dataclass(frozen=True)
-class Synthetic:
-    """Settings of the noise / FGSM protocols: ``levels`` (sigma or eps), ``n_sets`` (S),
-    ``seed``, ``disjoint_draws``, optional ``mean`` / ``std`` of the input normalisation."""
+class SyntheticSettings(ProtocolSettings):
+    """What the noise and FGSM protocols share: ``n_sets`` (S), ``seed``, ``disjoint_draws``,
+    optional ``mean`` / ``std`` of the input normalisation; the level of each is its own
+    (:class:`NoiseSettings`, :class:`FgsmSettings`)."""
 
-    kind: str
-    levels: tuple[float, ...]
-    n_sets: int = 5
-    seed: int = 0
-    disjoint_draws: bool = False
-    mean: tuple[float, ...] | None = None
-    std: tuple[float, ...] | None = None
+    kind: ClassVar[str] = ""
+    #: the setting that holds the levels h (sigma or eps)
+    level_key: ClassVar[str] = ""
 
-    def __post_init__(self) -> None:
-        name = {"noise": "sigmas", "fgsm": "eps"}[self.kind]
-        levels = self.levels
-        if isinstance(levels, (str, bytes)) or not isinstance(levels, Sequence) or not levels:
-            raise InvalidInputError(f"{self.kind}: {name} must be a non-empty list; got {levels!r}")
-        for value in levels:
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and np.isfinite(value)
-            if self.kind == "noise" and not (ok and value > 0):
-                raise InvalidInputError(
-                    f"noise: every sigma must be a positive number (pixel units, 0-255); got {value!r}")
-            if self.kind == "fgsm" and not (ok and 0 < value <= 1):
-                raise InvalidInputError(
-                    f"fgsm: every eps must lie in (0, 1] (images in [0, 1]); got {value!r}")
-        if not (isinstance(self.n_sets, int) and not isinstance(self.n_sets, bool) and self.n_sets >= 1):
-            raise InvalidInputError(f"{self.kind}: n_sets (S) must be an integer >= 1; got {self.n_sets!r}")
-        check_disjoint(self.disjoint_draws, self.kind)
-        for key in ("mean", "std"):
-            value = getattr(self, key)
-            if value is not None and (len(value) != 3 or (key == "std" and min(value) <= 0)):
-                raise InvalidInputError(
-                    f"{self.kind}: {key} must be three numbers (per channel){', all > 0' if key == 'std' else ''}; got {value!r}")
+    n_sets: Annotated[int, Integer(min=1, note="S, the tuning sets per level")] = 5
+    seed: Seed = 0
+    disjoint_draws: Annotated[bool, Flag(note="the search's and the fresh sets from disjoint halves")] = False
+    mean: Annotated[tuple[float, ...] | None, ListOf(Finite(), size=3, note=(
+        "per channel, images in [0, 1]"))] = None
+    std: Annotated[tuple[float, ...] | None, ListOf(Interval(0, None, "neither"), size=3, note=(
+        "per channel, images in [0, 1]"))] = None
+
+    @property
+    def levels(self) -> tuple[float, ...]:
+        """The levels h searched, in order."""
+        return tuple(getattr(self, self.level_key))
 
     def describe(self) -> dict[str, Any]:
-        return {{"noise": "sigmas", "fgsm": "eps"}[self.kind]: list(self.levels),
+        return {self.level_key: list(self.levels),
                 "n_sets": self.n_sets, "seed": self.seed, "disjoint_draws": self.disjoint_draws,
                 **({"noise_mean": NOISE_MEAN} if self.kind == "noise" else {"loss": "bce"})}
 
 
-def normalisation(model: Any, config: Synthetic) -> tuple[torch.Tensor, torch.Tensor]:
+@dataclass(frozen=True)
+class NoiseSettings(SyntheticSettings):
+    """Settings of ``protocol="noise"``: the sigmas of the noise images (pixel units, 0-255)."""
+
+    protocol = kind = "noise"
+    level_key = "sigmas"
+
+    sigmas: Annotated[tuple[float, ...], ListOf(Interval(0, None, "neither"), note=(
+        "the noise's standard deviations, pixel units 0-255"))] = SIGMAS
+
+
+@dataclass(frozen=True)
+class FgsmSettings(SyntheticSettings):
+    """Settings of ``protocol="fgsm"``: the eps of the perturbations (images in [0, 1])."""
+
+    protocol = kind = "fgsm"
+    level_key = "eps"
+
+    eps: Annotated[tuple[float, ...], ListOf(Interval(0, 1, "right"), note=(
+        "the perturbations' sizes, images in [0, 1]"))] = EPSILONS
+
+
+#: the settings class of each protocol
+SETTINGS: dict[str, type[SyntheticSettings]] = {"noise": NoiseSettings, "fgsm": FgsmSettings}
+
+
+def Synthetic(kind: str, levels: Sequence[float], **settings: Any) -> SyntheticSettings:  # noqa: N802
+    """The settings of the ``kind`` protocol (``"noise"`` or ``"fgsm"``) with ``levels`` as its
+    sigmas or eps."""
+    cls = SETTINGS[kind]
+    return cls.from_mapping({cls.level_key: levels, **settings})
+
+
+def normalisation(model: Any, config: SyntheticSettings) -> tuple[torch.Tensor, torch.Tensor]:
     """(mean, std) as (1, 3, 1, 1) tensors: the settings', else the model transform's."""
     mean, std = config.mean, config.std
     if mean is None or std is None:
@@ -210,7 +228,7 @@ class TuningSet:
     ood: Activations
 
 
-def set_images(model: Any, labels: np.ndarray, config: Synthetic, level: int, stage: int,
+def set_images(model: Any, labels: np.ndarray, config: SyntheticSettings, level: int, stage: int,
                mean: torch.Tensor, std: torch.Tensor, pixels: torch.Tensor
                ) -> list[tuple[np.ndarray, torch.Tensor]]:
     """The S sets of Eq. 3 for the level of index ``level`` and ``stage``: per set, the ID rows
@@ -228,7 +246,7 @@ def set_images(model: Any, labels: np.ndarray, config: Synthetic, level: int, st
     return out
 
 
-def tuning_sets(model: Any, id_val: Activations, config: Synthetic, level: int, stage: int,
+def tuning_sets(model: Any, id_val: Activations, config: SyntheticSettings, level: int, stage: int,
                 mean: torch.Tensor, std: torch.Tensor, pixels: torch.Tensor) -> list[TuningSet]:
     """:func:`set_images` with the simulated OOD passed through the network."""
     sets = set_images(model, np.asarray(id_val.labels), config, level, stage, mean, std, pixels)
@@ -252,116 +270,52 @@ def loss_of(build: Callable[[Mapping[str, Any]], Detector], fit: Activations, id
     return objective
 
 
-def tune_synthetic(build: Builder, dims: Mapping[str, Dimension], data: TuningData,
-                   criterion: str | None, search: str, detector: str, config: Synthetic,
-                   opts: Mapping[str, Any]) -> TuneResult:
-    """Sec. 3 / Eq. 3: a search per h on S sets, h* on fresh sets, phi*_{h*} on ``fit``."""
-    if data.ood_val is not None:
-        raise InvalidInputError(
-            f"tune: protocol={config.kind!r} simulates OOD from the ID data and takes no ood_val; "
-            "pass ood_val=None (or use protocol='ood_val')")
-    if data.fit is None or data.model is None:
-        raise InvalidInputError(
-            f"tune: protocol={config.kind!r} fits the detector on ID training activations through "
-            "the network: pass fit=train_activations and model=classifier")
-    name, larger = resolve_criterion(criterion, with_ood=True)
-    points = grid_points(dims) if search == "grid" else []  # type: ignore[arg-type]
-    for point in points:  # every value checked before any image is generated
-        build(point)
+def stages(build: Builder, data: TuningData, config: SyntheticSettings, criterion: str
+           ) -> Iterator[Stage]:
+    """Eq. 3, one stage per level h (consumed in order by the search driver): the loss on the S
+    sets to search, and on S fresh sets (resampled) to choose h*."""
+    assert data.fit is not None
+    fit = data.fit
     mean, std = normalisation(data.model, config)
     pixels = id_pixels(data.model, data.id_val, mean, std)
-    run_search = staged_search(search, dims, points, opts, name, larger,
-                               {"detector": detector, "protocol": config.kind,
-                                "settings": config.describe()}, "h")
-    per_h: list[dict[str, Any]] = []
-    tables = []
     for index, h in enumerate(config.levels):
         sets = tuning_sets(data.model, data.id_val, config, index, 0, mean, std, pixels)
-        rows = run_search(loss_of(build, data.fit, data.id_val, sets, name), index)
-        best = best_row(rows, name, larger)
-        phi = {k: rows[best][k] for k in dims}
-        fresh = tuning_sets(data.model, data.id_val, config, index, 1, mean, std, pixels)
-        validation = loss_of(build, data.fit, data.id_val, fresh, name)(phi)[name]
-        per_h.append({"h": float(h), "best_params": phi, "objective": float(rows[best][name]),
-                      "validation": validation})
-        tables.append(pd.DataFrame(rows).assign(h=float(h), best_of_h=np.arange(len(rows)) == best))
-    signed = [r["validation"] * (1.0 if larger else -1.0) for r in per_h]
-    star = int(np.nanargmax(signed))  # the first best h
-    table = pd.concat(tables, ignore_index=True)
-    table["best"] = (table["h"] == per_h[star]["h"]) & table["best_of_h"]
-    phi = dict(per_h[star]["best_params"])
-    final = build(phi).fit(data.fit, data.model, id_val=data.id_val)
-    record = {"protocol": config.kind, "search": search, **config.describe(), "per_h": per_h,
-              "h_star": per_h[star]["h"], "criterion": name}
-    if search != "grid":
-        record.update({"n_trials": 50 if opts["n_trials"] is None else opts["n_trials"],
-                       "sampler_seed": opts["seed"]})
-    result = TuneResult(best_params=phi, detector=final, table=table, criterion=name,
-                        best_value=float(per_h[star]["validation"]), provenance=record)
-    final.tuning = result.tuning_record()
-    return result
 
+        def validate(point: Mapping[str, Any], index: int = index) -> dict[str, float]:
+            fresh = tuning_sets(data.model, data.id_val, config, index, 1, mean, std, pixels)
+            return loss_of(build, fit, data.id_val, fresh, criterion)(point)
 
-class SyntheticSettings(Schema):
-    """The keys of an experiment's ``tune`` table for ``noise`` / ``fgsm`` (``seed`` is the
-    table's own)."""
-
-    n_sets: StrictInt | None = None
-    disjoint_draws: StrictBool | None = None
-    mean: tuple[StrictFloat, StrictFloat, StrictFloat] | None = None
-    std: tuple[StrictFloat, StrictFloat, StrictFloat] | None = None
-
-
-class NoiseSettings(SyntheticSettings):
-    sigmas: tuple[StrictFloat | StrictInt, ...] | None = None
-
-
-class FgsmSettings(SyntheticSettings):
-    eps: tuple[StrictFloat, ...] | None = None
+        yield Stage(loss_of(build, fit, data.id_val, sets, criterion), validate=validate,
+                    value=float(h), key=index)
 
 
 class _SyntheticProtocol(TuningProtocol):
-    """Shared by the noise and FGSM protocols."""
+    """Shared by the noise and FGSM protocols: a search per level h on S sets, h* on fresh
+    sets, phi*_{h*} fitted on ``fit`` through the network (Sec. 3, Eq. 3)."""
 
-    level_key: ClassVar[str] = ""
-    defaults: ClassVar[tuple[float, ...]] = ()
     needs = frozenset({"fit", "model", "features"})
-    runs_own_search = True
-
-    @classmethod
-    def entry_settings(cls, given: Mapping[str, Any], seed: int) -> dict[str, Any]:
-        return {**given, "seed": seed}
-
-    @classmethod
-    def parse_settings(cls, settings: Any) -> Synthetic:
-        if isinstance(settings, Synthetic):
-            return settings
-        given = dict(settings or {})
-        known = {cls.level_key, "n_sets", "seed", "disjoint_draws", "mean", "std"}
-        unknown = sorted(set(given) - known)
-        if unknown:
-            raise InvalidInputError(
-                f"{cls.name}: unknown setting(s) {unknown}; the settings are {sorted(known)}")
-        levels = given.pop(cls.level_key, None)
-        for key in ("mean", "std"):
-            if given.get(key) is not None:
-                given[key] = tuple(given[key])
-        if levels is None:
-            levels = cls.defaults
-        elif not isinstance(levels, (str, bytes)) and isinstance(levels, Sequence):
-            levels = tuple(levels)
-        return Synthetic(kind=cls.name, levels=levels, **given)
 
     @classmethod
     def check_detector(cls, detector: type[Detector]) -> None:
         HeldOutProtocol.check_detector(detector)
 
     @classmethod
-    def tune(cls, build: Builder, dims: Mapping[str, Any], data: TuningData,
-             criterion: str | None, search: str, detector: str, settings: Any,
-             options: Mapping[str, Any]) -> TuneResult:
-        return tune_synthetic(build, dims, data, criterion, search, detector,
-                              cls.parse_settings(settings), options)
+    def objective(cls, build: Builder, data: TuningData, criterion: str | None,
+                  settings: Any) -> Objective:
+        config: SyntheticSettings = cls.parse_settings(settings)
+        if data.ood_val is not None:
+            raise InvalidInputError(
+                f"tune: protocol={cls.name!r} simulates OOD from the ID data and takes no "
+                "ood_val; pass ood_val=None (or use protocol='ood_val')")
+        if data.fit is None or data.model is None:
+            raise InvalidInputError(
+                f"tune: protocol={cls.name!r} fits the detector on ID training activations "
+                "through the network: pass fit=train_activations and model=classifier")
+        name, larger = resolve_criterion(criterion, with_ood=True)
+        described = config.describe()
+        return Objective(None, name, larger, described, label="h",
+                         stages=stages(build, data, config, name),
+                         signature={"protocol": cls.name, "settings": described})
 
 
 @register
@@ -370,8 +324,6 @@ class NoiseProtocol(_SyntheticProtocol):
 
     name = "noise"
     settings = NoiseSettings
-    level_key = "sigmas"
-    defaults = SIGMAS
 
 
 @register
@@ -380,5 +332,3 @@ class FgsmProtocol(_SyntheticProtocol):
 
     name = "fgsm"
     settings = FgsmSettings
-    level_key = "eps"
-    defaults = EPSILONS
