@@ -1,6 +1,6 @@
 """Compare two results folders value for value (e.g. the demo before and after a refactor).
 
-    python scripts/compare_results.py BEFORE_DIR AFTER_DIR
+    python scripts/compare_results.py BEFORE_DIR AFTER_DIR [--new-column NAME ...]
 
 Reads each folder's results (``ResultsTable``: the per-cell store ``results/``, or the
 ``results.parquet`` of an oodbench before it, so a folder of each kind compare), and
@@ -13,6 +13,10 @@ and checks that every other column is identical, floats bit for bit
 (NaN equal to NaN). Also compares the per-cell score files array for array, matched through
 the rows (``scores/<cell>.npz``). Prints a line per
 table and exits 1 on the first difference.
+
+``--new-column NAME``: a column the code after the change adds (results written before it read
+it back as missing): it must be missing in every row of BEFORE; its values in AFTER are printed,
+not compared.
 """
 
 from __future__ import annotations
@@ -41,11 +45,17 @@ def load(folder: Path) -> pd.DataFrame:
     return df.sort_values(ORDER, na_position="first").reset_index(drop=True)
 
 
-def compare_tables(before: Path, after: Path) -> list[str]:
+def compare_tables(before: Path, after: Path, new: tuple[str, ...] = ()) -> list[str]:
     a, b = load(before), load(after)
-    if list(a.columns) != list(b.columns) or len(a) != len(b):
-        return [f"{after}: columns or row count differ ({len(a)} vs {len(b)} rows)"]
     problems = []
+    for column in new:
+        if column in a and a[column].notna().any() and (a[column].astype(str) != "").any():
+            problems.append(f"{before}: column {column!r} is not new: it holds values")
+        counts = b[column].fillna("<missing>").replace("", "<empty>").value_counts()
+        print(f"{after}: new column {column!r}: " + ", ".join(f"{k} x {v}" for k, v in counts.items()))
+        a, b = a.drop(columns=[column], errors="ignore"), b.drop(columns=[column])
+    if list(a.columns) != list(b.columns) or len(a) != len(b):
+        return problems + [f"{after}: columns or row count differ ({len(a)} vs {len(b)} rows)"]
     for column in a.columns:
         x, y = a[column], b[column]
         if pd.api.types.is_float_dtype(x):
@@ -88,13 +98,13 @@ def compare_scores(before: Path, after: Path) -> list[str]:
     return problems
 
 
-def main(before: Path, after: Path) -> int:
+def main(before: Path, after: Path, new: tuple[str, ...] = ()) -> int:
     problems: list[str] = []
     for sub in ("", "losses"):
         table_a, table_b = before / sub, after / sub
         if not ResultsTable(table_a).exists() and not ResultsTable(table_b).exists():
             continue
-        found = compare_tables(table_a, table_b) + compare_scores(table_a, table_b)
+        found = compare_tables(table_a, table_b, new) + compare_scores(table_a, table_b)
         rows = len(rows_of(table_a))
         print(f"{table_b}: {rows} rows, {'identical' if not found else 'DIFFERENT'}")
         problems += found
@@ -104,6 +114,10 @@ def main(before: Path, after: Path) -> int:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
+    args = sys.argv[1:]
+    new = tuple(args[i + 1] for i, a in enumerate(args[:-1]) if a == "--new-column")
+    folders = [a for i, a in enumerate(args) if a != "--new-column"
+               and (i == 0 or args[i - 1] != "--new-column")]
+    if len(folders) != 2:
         sys.exit(__doc__)
-    sys.exit(main(Path(sys.argv[1]), Path(sys.argv[2])))
+    sys.exit(main(Path(folders[0]), Path(folders[1]), new))
