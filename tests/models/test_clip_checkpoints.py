@@ -42,11 +42,15 @@ def test_cma_release_format_loads(tmp_path):
 
 
 def test_training_output_round_trips_through_models_load(tmp_path):
+    from oodbench.train.cma_head import CMA_HEAD_TEMPLATES
     from tests.train._clip_run import run
 
     result = run("cma", str(tmp_path / "run"), epochs=1)
+    # CMA's fine-tuned head is built from its official template; loading the weights with that
+    # template gives the same head
+    assert [t("dog") for t in result.model.templates] == [t.format("dog") for t in CMA_HEAD_TEMPLATES]
     loaded = models.load(result.model.spec, pretrained=False, weights=result.weights,
-                         class_names=CLASSES, templates=["a photo of a {}.", "a drawing of a {}."])
+                         class_names=CLASSES, templates=list(CMA_HEAD_TEMPLATES))
     assert _same(loaded.clip.state_dict(), result.model.clip.state_dict())
     torch.testing.assert_close(loaded.head_weight, result.model.head_weight)
 

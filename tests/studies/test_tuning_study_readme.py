@@ -34,7 +34,7 @@ def report():
 def section() -> str:
     text = (REPO / "README.md").read_text()
     start = text.index("**Tuning study**")
-    return text[start:text.index("\n## ", start)]
+    return text[start:text.index("**Tuning study at CIFAR scale**", start)]
 
 
 def _expected(study, report) -> dict[tuple[str, str], dict]:
