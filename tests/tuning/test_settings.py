@@ -48,21 +48,80 @@ def test_the_tables_cover_every_built_in_protocol():
     assert set(TABLES) == set(PROTOCOLS)
 
 
-def test_validating_tune_tables_loads_no_training_code():
-    """A fresh interpreter validates one table of every protocol: no module of
-    ``oodbench.train`` is loaded (the protocols' files import training code only on use)."""
-    code = ("import json, sys\n"
-            "from oodbench.schema import parse\n"
-            "from oodbench.tuning.spec import TuneSpec\n"
-            f"for table in json.loads({json.dumps(json.dumps(list(TABLES.values())))}):\n"
-            "    parse(TuneSpec, table, file='experiment.toml')\n"
-            "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'oodbench')))")
+#: tables whose ``train = {...}`` gives trainer options: optimiser fields on every trainer's
+#: preset, and a recipe name with a changed field (the scratch variants' small-image recipe)
+TRAIN_TABLES = [
+    {"protocol": "held_out_classes", "space": {"percentile": [90.0]}, "retrain": "head",
+     "train": {"epochs": 2, "lr": 0.01, "loss": "ce"}},
+    {"protocol": "held_out_classes", "space": {"percentile": [90.0]}, "retrain": "full",
+     "train": {"epochs": 2, "trainable": "all"}},
+    {"protocol": "held_out_paper", "space": "paper", "retrain": "last_block",
+     "train": {"batch_size": 32}},
+    {"protocol": "held_out_paper", "space": "paper", "retrain": "scratch",
+     "train": {"epochs": 2, "optimizer": "adamw"}},
+    {"protocol": "held_out_paper", "space": "paper", "retrain": "scratch",
+     "train": {"recipe": "cpu-small", "epochs": 2}},
+]
+
+
+def _run_python(code: str) -> list[str]:
+    """The JSON list a fresh interpreter prints after running ``code`` (this checkout's src)."""
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env=env, cwd=REPO)
-    loaded = json.loads(out.stdout)
-    assert [m for m in loaded if m.split(".")[1:2] == ["train"]] == []
-    assert "oodbench.tuning.protocols.held_out" in loaded  # the protocols were validated
+    return json.loads(out.stdout)
+
+
+def _loaded_after_validating(tables: list[dict]) -> list[str]:
+    """The ``oodbench`` modules a fresh interpreter has loaded after validating ``tables``."""
+    return _run_python(
+        "import json, sys\n"
+        "from oodbench.schema import parse\n"
+        "from oodbench.tuning.spec import TuneSpec\n"
+        f"for table in json.loads({json.dumps(json.dumps(tables))}):\n"
+        "    parse(TuneSpec, table, file='experiment.toml')\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'oodbench')))")
+
+
+def _training_modules(loaded: list[str]) -> list[str]:
+    return [m for m in loaded if m.split(".")[1:2] == ["train"]]
+
+
+def test_validating_tune_tables_loads_no_training_code():
+    """A fresh interpreter validates one table of every protocol: no module of
+    ``oodbench.train`` is loaded (the protocols' files import training code only on use).
+    Tables with ``train = {...}`` (checked against the optimiser's declarations and the
+    recipe presets) load only modules of ``oodbench.train`` that import no torch."""
+    without = _loaded_after_validating(list(TABLES.values()))
+    assert _training_modules(without) == []
+    assert "oodbench.tuning.protocols.held_out" in without  # the protocols were validated
+
+    with_train = _loaded_after_validating(TRAIN_TABLES)
+    training = _training_modules(with_train)
+    # the options were checked against the declarations (a name or value error would have
+    # failed the subprocess): the optimiser settings and the recipe presets were read
+    assert {"oodbench.train.optim", "oodbench.train.recipe_config"} <= set(training)
+    # ... and every training module loaded imports without torch
+    torch_loaded = _run_python(
+        "import importlib, json, sys\n"
+        f"for name in {training!r}:\n"
+        "    importlib.import_module(name)\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'torch')))")
+    assert torch_loaded == []
+
+
+def test_the_train_tables_are_checked():
+    """The tables above are valid only as given: a misspelt option, a bad optimiser value on
+    the recipe or an unknown recipe name fails, so the test above validated something."""
+    bad = [{**TRAIN_TABLES[0], "train": {"epochs": 2, "lrate": 0.01}},
+           {**TRAIN_TABLES[-1], "train": {"recipe": "cpu-small", "epochs": 0}},
+           {**TRAIN_TABLES[-1], "train": {"recipe": "cpu-smal"}}]
+    for table in bad:
+        with pytest.raises(ConfigError):
+            parse(TuneSpec, table, file="experiment.toml")
+    for table in TRAIN_TABLES:
+        assert dict(parse(TuneSpec, table, file="experiment.toml").given_settings["train"]) == (
+            table["train"])
 
 
 @pytest.mark.parametrize("name", sorted(TABLES))

@@ -60,9 +60,7 @@ import operator
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Annotated, Any
-
-import torch
+from typing import TYPE_CHECKING, Annotated, Any
 
 from oodbench.constraints import (
     BatchSize,
@@ -77,6 +75,9 @@ from oodbench.constraints import (
     Positive,
 )
 from oodbench.errors import InvalidInputError
+
+if TYPE_CHECKING:  # torch is imported where an optimiser is made: the settings alone are light
+    import torch
 
 OPTIMIZERS = ("sgd", "adamw")
 SCHEDULES = ("cosine", "constant", "step")
@@ -162,6 +163,8 @@ class OptimSettings(DeclaredFields):
         return int(round(self.warmup_fraction * (self.epochs * steps_per_epoch)))
 
     def make_optimizer(self, params: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
+        import torch
+
         if self.optimizer == "sgd":
             return torch.optim.SGD(params, lr=self.lr, momentum=SGD_MOMENTUM,
                                    weight_decay=self.weight_decay, nesterov=self.nesterov)
@@ -172,6 +175,8 @@ class OptimSettings(DeclaredFields):
     ) -> torch.optim.lr_scheduler.LambdaLR:
         """The per-step schedule of the module docstring; ``warmup``: W in optimisation steps
         when the method states it itself (CMA's loss option), else from these settings."""
+        import torch
+
         total = self.epochs * steps_per_epoch
         warmup = self.warmup_steps(steps_per_epoch) if warmup is None else warmup
         boundaries = tuple(m * steps_per_epoch for m in self.milestones)

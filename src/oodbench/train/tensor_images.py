@@ -28,10 +28,7 @@ import torch
 
 from oodbench.data.source import Source
 from oodbench.errors import EmptyInputError, InvalidInputError, UnknownNameError
-
-#: CIFAR-10's per-channel training mean and standard deviation (of x / 255)
-CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
-CIFAR_STD = (0.2470, 0.2435, 0.2616)
+from oodbench.train.recipe_config import CIFAR_MEAN, CIFAR_STD  # the defaults below (CIFAR-10's)
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,9 @@ training the network"). Here each variant is
 Two recipes (``train`` options of the held-out protocols):
 
 * ``train={"recipe": NAME, ...}``: the small-image recipe :mod:`oodbench.train.recipe`
-  (``RECIPES[NAME]``, e.g. ``"cpu-resnet9"``, the CPU study's; its optimiser fields
-  ``epochs``, ``lr``, ... may be overridden beside it, as may ``loss``, ``loss_options`` and
-  ``device``). The factory is the recipe's own (:meth:`Recipe.build`, seeded); the images are
+  (``RECIPES[NAME]`` of :mod:`oodbench.train.recipe_config`, e.g. ``"cpu-resnet9"``, the CPU
+  study's; its optimiser fields ``epochs``, ``lr``, ... may be overridden beside it, as may
+  ``loss``, ``loss_options`` and ``device``). The factory is the recipe's own (:meth:`Recipe.build`, seeded); the images are
   the fit rows' pixels at the recipe's size.
 * otherwise: ``oodbench.train.train`` with the user's optimiser settings (fields of
   :class:`~oodbench.train.optim.OptimSettings` on the preset
@@ -106,7 +106,7 @@ def resolve_recipe(options: Mapping[str, Any]) -> Any:
     """The recipe named by ``options["recipe"]`` (or given as a ``Recipe``), with the
     optimiser fields among ``options`` applied (``UnknownNameError`` for an unknown name)."""
     from oodbench.train.optim import FIELDS
-    from oodbench.train.recipe import RECIPES, Recipe
+    from oodbench.train.recipe_config import RECIPES, Recipe  # no torch: validation reads it
 
     name = options["recipe"]
     if isinstance(name, Recipe):
