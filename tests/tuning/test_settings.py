@@ -124,6 +124,20 @@ def test_the_train_tables_are_checked():
             table["train"])
 
 
+@pytest.mark.parametrize("table", TRAIN_TABLES[:4], ids=lambda t: t["retrain"])
+@pytest.mark.parametrize(("values", "message"), [
+    ({"epochs": 0}, "epochs must be an integer >= 1"),
+    ({"lr": -0.1}, "lr must be > 0"),
+    ({"optimizer": "adamw", "nesterov": True}, "nesterov"),
+])
+def test_bad_optimiser_values_of_every_trainer_stop_the_run_at_validation(table, values, message):
+    """Every retrain's train = {...} is validated over its trainer's preset (HEAD, FINETUNE,
+    LAST_BLOCK, RECIPE) when the experiment is read, not when the first variant trains."""
+    bad = {**table, "train": {**table["train"], **values}}
+    with pytest.raises(ConfigError, match=f"retrain={table['retrain']!r}.*{message}"):
+        parse(TuneSpec, bad, file="experiment.toml")
+
+
 @pytest.mark.parametrize("name", sorted(TABLES))
 def test_every_setting_is_declared_and_is_the_tables_keys(name):
     entry = PROTOCOLS[name]

@@ -172,9 +172,24 @@ def train_options(retrain: str) -> frozenset[str]:
     return _TRAINER_OPTIONS[retrain] | frozenset(FIELDS)
 
 
+#: the optimiser preset of :mod:`oodbench.train.optim` each ``retrain``'s trainer starts from
+RETRAIN_PRESETS = {"head": "HEAD", "full": "FINETUNE", "last_block": "LAST_BLOCK",
+                   "scratch": "RECIPE"}
+
+
+def train_settings(retrain: str, train: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """(``retrain``'s preset with the optimiser fields of ``train`` applied, validated against
+    their declarations; the other options)."""
+    from oodbench.train import optim
+
+    return optim.from_options(train, getattr(optim, RETRAIN_PRESETS[retrain]))
+
+
 def check_train_options(retrain: str, train: Mapping[str, Any], who: str) -> None:
     """Raise unless every key of ``train`` is an option of ``retrain``'s trainer (did-you-mean
-    for a misspelt one). An empty ``train`` loads no training code."""
+    for a misspelt one) and its optimiser values are valid over the trainer's preset (so
+    ``train = { epochs = 0 }`` stops the run before anything is extracted or trained). An
+    empty ``train`` loads no training code."""
     if not train:
         return
     if retrain == "scratch":  # the recipe path and the general path take different options
@@ -190,6 +205,12 @@ def check_train_options(retrain: str, train: Mapping[str, Any], who: str) -> Non
         raise InvalidInputError(
             f"{who}: {UnknownNameError('train option', unknown[0], allowed)} (retrain="
             f"{retrain!r}: the options of {trainer})")
+    if retrain == "scratch" and "recipe" in train:
+        return  # the recipe's values were checked against the recipe (check_static)
+    try:
+        train_settings(retrain, train)
+    except InvalidInputError as err:
+        raise InvalidInputError(f"{who}: train = {{...}} of retrain={retrain!r}: {err}") from None
 
 
 def check_fraction(value: Any) -> None:
@@ -365,9 +386,7 @@ class VariantFactory:
                     return HeadResult(weight=saved["weight"], bias=saved["bias"],
                                       classes=saved["classes"],
                                       config=json.loads(str(saved["config"]))), True
-        from oodbench.train.optim import HEAD, from_options
-
-        optim, rest = from_options(options, HEAD)
+        optim, rest = train_settings("head", options)
         head = train_head(self.fit, classes=kept, optim=optim, **rest)
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -390,9 +409,7 @@ class VariantFactory:
             out = (variant_dir() / "full" / key if self.config.cache
                    else Path(stack.enter_context(tempfile.TemporaryDirectory())))
             done = (out / STATE).exists()
-            from oodbench.train.optim import FINETUNE, from_options
-
-            optim, rest = from_options(options, FINETUNE)
+            optim, rest = train_settings("full", options)
             result = train(without_classes(self.model, kept), source, out=out, optim=optim, **rest)
         return result.model, done and self.config.cache
 
