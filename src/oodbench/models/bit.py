@@ -48,9 +48,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from oodbench.errors import MissingDataError, UnknownNameError
+from oodbench.errors import UnknownNameError
 from oodbench.models._adapter import ModuleHeadClassifier
-from oodbench.models.checkpoint import load_renamed, read_state_dict
+from oodbench.models.checkpoint import load_renamed, read_state_dict, require_weights
+from oodbench.models.classifier import in_imagenet1k_order
 from oodbench.models.preprocessing import square_resize
 
 #: blocks per stage of each depth (official resnetv2.py:213-226)
@@ -130,19 +131,13 @@ def load_bit(
     """
     if name not in VARIANTS:
         raise UnknownNameError("BiT model", name, VARIANTS)
-    if weights is None and pretrained:
-        raise MissingDataError(
-            f"bit:{name}: oodbench bundles no BiT weights and downloads none; pass weights=PATH "
-            "to a checkpoint of the official BiT PyTorch code (e.g. BiT-S-R101x1-flat-finetune"
-            ".pth.tar, linked in deeplearning-wisc/gradnorm_ood README.md), or pretrained=False "
-            "for random weights")
+    require_weights(f"bit:{name}", weights, pretrained, "BiT",
+                    "a checkpoint of the official BiT PyTorch code (e.g. BiT-S-R101x1-flat-"
+                    "finetune.pth.tar, linked in deeplearning-wisc/gradnorm_ood README.md)")
     classifier = BitClassifier(name, 1000 if num_classes is None else num_classes)
     if weights is not None:
         load_official(classifier, weights)
-    if classifier.num_classes == 1000:  # the official ImageFolder order: sorted wnids
-        from oodbench.data.imagenet import imagenet1k_wnids
-
-        classifier.class_wnids = imagenet1k_wnids()
+    in_imagenet1k_order(classifier)  # the official ImageFolder order: sorted wnids
     return classifier
 
 

@@ -21,6 +21,16 @@ _NESTED_KEYS = ("state_dict", "model", "model_state_dict", "module")
 _SAFE_GLOBALS: list[Any] = [argparse.Namespace]
 
 
+def require_weights(spec: str, weights: object, pretrained: bool, what: str, where: str) -> None:
+    """Raise ``MissingDataError`` for a family whose weights oodbench neither bundles nor
+    downloads, asked for pretrained weights without ``weights=PATH`` (``where``: which
+    checkpoint to pass)."""
+    if weights is None and pretrained:
+        raise MissingDataError(
+            f"{spec}: oodbench bundles no {what} weights and downloads none; pass weights=PATH "
+            f"to {where}, or pretrained=False for random weights")
+
+
 def read_state_dict(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
     """The tensors of a checkpoint file on the CPU.
 

@@ -87,3 +87,13 @@ class Classifier(nn.Module):
         feats = self.pool(fmap)
         out = {"logits": self.head(feats), "features": feats, "feature_map": fmap}
         return {k: v for k, v in out.items() if k in capture}
+
+
+def in_imagenet1k_order(classifier: Classifier) -> None:
+    """Name a 1,000-output head's classes by ImageNet-1k's wnids in sorted order (the order
+    of an ImageFolder of the ImageNet train or val folders, which the official loaders use);
+    any other head keeps ``class_wnids = None``."""
+    if classifier.num_classes == 1000:
+        from oodbench.data.imagenet import imagenet1k_wnids
+
+        classifier.class_wnids = imagenet1k_wnids()

@@ -24,8 +24,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from oodbench.errors import MissingDataError, UnknownNameError
-from oodbench.models.checkpoint import load_renamed, read_state_dict
+from oodbench.errors import UnknownNameError
+from oodbench.models.checkpoint import load_renamed, read_state_dict, require_weights
+from oodbench.models.classifier import in_imagenet1k_order
 from oodbench.models.preprocessing import square_resize
 from oodbench.models.torchvision_models import TorchvisionClassifier
 
@@ -57,11 +58,9 @@ def load_mmcls(
 
     if name not in ARCHITECTURES:
         raise UnknownNameError("mmclassification ResNet", name, ARCHITECTURES)
-    if weights is None and pretrained:
-        raise MissingDataError(
-            f"mmcls:{name}: oodbench bundles no mmclassification weights and downloads none; "
-            "pass weights=PATH to an mmclassification checkpoint (e.g. class_prior's "
-            "checkpoints/resnet101.pth), or pretrained=False for random weights")
+    require_weights(f"mmcls:{name}", weights, pretrained, "mmclassification",
+                    "an mmclassification checkpoint (e.g. class_prior's "
+                    "checkpoints/resnet101.pth)")
     model = tv.get_model(name, weights=None, num_classes=1000 if num_classes is None
                          else num_classes)
     if weights is not None:
@@ -71,8 +70,5 @@ def load_mmcls(
                                                                "head.fc.bias"))
     classifier = TorchvisionClassifier(model, spec=f"mmcls:{name}",
                                        transform=square_resize(PREPROCESSING))
-    if classifier.num_classes == 1000:  # ImageNet's label order (class_prior meta/*.txt)
-        from oodbench.data.imagenet import imagenet1k_wnids
-
-        classifier.class_wnids = imagenet1k_wnids()
+    in_imagenet1k_order(classifier)  # ImageNet's label order (class_prior meta/*.txt)
     return classifier

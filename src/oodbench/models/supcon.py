@@ -31,8 +31,9 @@ import os
 import warnings
 from typing import Any
 
-from oodbench.errors import MissingDataError, UnknownNameError
-from oodbench.models.checkpoint import load_renamed, read_state_dict
+from oodbench.errors import UnknownNameError
+from oodbench.models.checkpoint import load_renamed, read_state_dict, require_weights
+from oodbench.models.classifier import in_imagenet1k_order
 from oodbench.models.preprocessing import resize_center_crop
 from oodbench.models.torchvision_models import TorchvisionClassifier
 
@@ -57,12 +58,9 @@ def load_supcon(
 
     if name not in ARCHITECTURES:
         raise UnknownNameError("SupCon encoder", name, ARCHITECTURES)
-    if weights is None and pretrained:
-        raise MissingDataError(
-            f"supcon:{name}: oodbench bundles no SupCon weights and downloads none; pass "
-            "weights=PATH to a checkpoint of deeplearning-wisc/knn-ood's SupConResNet "
-            "(checkpoints/imagenet/pytorch_resnet50-supcon_imagenet/supcon.pth), or "
-            "pretrained=False for random weights")
+    require_weights(f"supcon:{name}", weights, pretrained, "SupCon",
+                    "a checkpoint of deeplearning-wisc/knn-ood's SupConResNet "
+                    "(checkpoints/imagenet/pytorch_resnet50-supcon_imagenet/supcon.pth)")
     model = tv.get_model(name, weights=None, num_classes=1000 if num_classes is None
                          else num_classes)
     if weights is not None:
@@ -84,8 +82,5 @@ def load_supcon(
                                            tuple(PREPROCESSING["mean"]),
                                            tuple(PREPROCESSING["std"]),
                                            PREPROCESSING["interpolation"]))
-    if classifier.num_classes == 1000:  # the official ImageFolder order: sorted wnids
-        from oodbench.data.imagenet import imagenet1k_wnids
-
-        classifier.class_wnids = imagenet1k_wnids()
+    in_imagenet1k_order(classifier)  # the official ImageFolder order: sorted wnids
     return classifier
