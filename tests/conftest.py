@@ -29,6 +29,7 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory):
 XDIST_GROUPS = {
     "lite0_imagenet_val": "lite0",  # the 1,300-image extraction
     "quick_tour_run": "quick-tour",  # the README's quick tour (with `oodbench demo`)
+    "gloo_runs": "gloo",  # the one torchrun launch of the two-process training tests
 }
 RAY_MODULES = ("test_ray_shards.py", "test_ray_executor.py")
 

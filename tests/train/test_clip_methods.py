@@ -4,10 +4,6 @@ bit-identical, 2 gloo processes under torchrun equal one process, bad input fail
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,7 +16,7 @@ from oodbench.models.small_cnn import SmallCNN
 from oodbench.train import checkpoint as ckpt
 from oodbench.train import train
 from tests.train._clip_run import model, run, toy_source
-from tests.train._subprocess import REPO, kill_after_first_checkpoint, subprocess_env
+from tests.train._subprocess import kill_after_first_checkpoint
 
 METHODS = ["cma", "npos"]
 
@@ -79,17 +75,13 @@ def test_killed_run_resumes_bit_identical(tmp_path, method):
 
 @pytest.mark.heavy
 @pytest.mark.parametrize("method", METHODS)
-def test_two_gloo_processes_equal_one_process(tmp_path, method):
+def test_two_gloo_processes_equal_one_process(tmp_path, method, gloo_runs):
     """torchrun, 2 CPU processes on gloo, global batch 12 split 6/6 (the last, 7, split 4/3):
     the loss needs the whole batch (CMA's logits, NPOS's queues), so every rank all-gathers
     the others' embeddings with their gradients; after 3 epochs the weights (and NPOS's phi
-    and queues) equal the single-process run's within float tolerance."""
-    torchrun = shutil.which("torchrun", path=str(Path(sys.executable).parent))
-    assert torchrun, "torchrun is installed with torch"
-    out = tmp_path / "ddp"
-    subprocess.run([torchrun, "--standalone", "--nproc_per_node=2", "-m",
-                    "tests.train._clip_run", method, str(out), "3"],
-                   cwd=REPO, env=subprocess_env(), check=True, timeout=600)
+    and queues) equal the single-process run's within float tolerance. (The torchrun launch,
+    ``gloo_runs``, is shared with the other two-process tests: tests/train/_gloo_runs.py.)"""
+    out = gloo_runs / method
     single = run(method, str(tmp_path / "single"), epochs=3)
     record = json.loads((out / "train.json").read_text())
     assert record["config"]["world_size"] == 2

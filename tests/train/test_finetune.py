@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,7 +15,7 @@ from oodbench.errors import ClassCountMismatchError, InvalidInputError, UnknownN
 from oodbench.models.small_cnn import SmallCNN
 from oodbench.train import OptimSettings, train
 from tests.train._digits_run import DDP_SETTINGS, run
-from tests.train._subprocess import REPO, kill_after_first_checkpoint, subprocess_env
+from tests.train._subprocess import kill_after_first_checkpoint
 
 
 def _same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
@@ -69,15 +65,12 @@ def test_resume_refuses_another_config(tmp_path):
 
 
 @pytest.mark.heavy
-def test_two_gloo_processes_equal_one_process(tmp_path):
+def test_two_gloo_processes_equal_one_process(tmp_path, gloo_runs):
     """torchrun, 2 CPU processes on gloo, global batch 48 split 24/24 (the last batch 27 split
-    14/13): the weights after 2 epochs equal the single-process run within float tolerance."""
-    torchrun = shutil.which("torchrun", path=str(Path(sys.executable).parent))
-    assert torchrun, "torchrun is installed with torch"
-    out = tmp_path / "ddp"
-    subprocess.run([torchrun, "--standalone", "--nproc_per_node=2", "-m",
-                    "tests.train._digits_run", str(out), "2", "--ddp-check"],
-                   cwd=REPO, env=subprocess_env(), check=True, timeout=300)
+    14/13): the weights after 2 epochs equal the single-process run within float tolerance.
+    (The torchrun launch, ``gloo_runs``, is shared with the CLIP methods' two-process tests:
+    tests/train/_gloo_runs.py.)"""
+    out = gloo_runs / "digits"
     single = run(str(tmp_path / "single"), epochs=2, **DDP_SETTINGS)
     ddp = SmallCNN(6, seed=0, dropout=0.0)
     ddp.load_state_dict(models.checkpoint.read_state_dict(out / "model.safetensors"))
