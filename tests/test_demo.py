@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -27,11 +30,18 @@ def msp(model: SmallCNN, images: np.ndarray) -> np.ndarray:
         return torch.softmax(model(x).double(), dim=1).max(dim=1).values.numpy()
 
 
+def _tables(page: Path, folder: Path) -> list[str]:
+    """The ``<table>`` elements of a report page, its output folder's path as ``OUT``."""
+    return re.findall(r"<table.*?</table>", page.read_text().replace(str(folder), "OUT"), re.S)
+
+
 @pytest.mark.heavy
 def test_demo_runs_checks_out_and_is_deterministic(tmp_path, monkeypatch, quick_tour_run):
     monkeypatch.setenv("OODBENCH_CACHE", str(tmp_path / "cache-a"))
     out = tmp_path / "a"
-    result = CliRunner().invoke(main, ["demo", "--out", str(out), "--no-progress"], terminal_width=200)
+    # without figures: the quick tour's `oodbench demo` (compared below) draws them
+    result = CliRunner().invoke(main, ["demo", "--out", str(out), "--no-progress", "--no-figures"],
+                                terminal_width=200)
     assert result.exit_code == 0, result.output
     for text in (COOD_NAME, FAR_NAME, "FPR@95 (ID positive)", "FPR@95 (OOD positive, OpenOOD)",
                  f"report: {out / 'report.html'}", "cells: "):
@@ -97,7 +107,9 @@ def test_demo_runs_checks_out_and_is_deterministic(tmp_path, monkeypatch, quick_
         # the stored scores ranked by both: counts divided once, sklearn's trapezoids ~1e-15
         assert auroc == pytest.approx(roc_auc_score(labels, np.r_[id_scores, scores]), abs=1e-9)
         assert 40 <= scores.size <= 50  # the 25 % test part of one digit class (~180 images)
-    assert (out / "report.html").stat().st_size > 50_000 and (out / "report.md").exists()
+    html = (out / "report.html").read_text()
+    assert "Figures left out (written with --no-figures)" in html and "<img" not in html
+    assert (out / "report.md").exists()
     # the published results section: the digits CNN is a near-match of the ImageNet rows of its
     # detectors on 'textures', and the report says what differs
     summary = (out / "report.md").read_text()
@@ -110,6 +122,11 @@ def test_demo_runs_checks_out_and_is_deterministic(tmp_path, monkeypatch, quick_
     # (another process, a fresh cache: a new training run and forward pass; tests/_quick_tour.py)
     tour_demo = quick_tour_run.folder / "oodbench-demo"
     assert (tour_demo / "report.html").is_file(), quick_tour_run.failure
+    tour_html = (tour_demo / "report.html").read_text()  # the figures, as PNGs in the page
+    assert (tour_demo / "report.html").stat().st_size > 50_000 and "<img" in tour_html
+    assert "Figures left out" not in tour_html
+    for report in ("report.html", "losses/report.html"):  # the same tables, figures or not
+        assert _tables(tour_demo / report, tour_demo) == _tables(out / report, out)
     again = ResultsTable(tour_demo).read()
     key = ["benchmark", "detector", "hyperparams", "group", "metric"]
     a = rows.sort_values(key).reset_index(drop=True)

@@ -103,8 +103,11 @@ hyperparams = {{ k = {DEMO_K} }}
 """
 
 
-def run_demo(out: str | Path = "oodbench-demo", *, seed: int = 0, progress: bool = True) -> DemoResult:
-    """Train, benchmark and report (see the module docstring); starts from a clean output."""
+def run_demo(out: str | Path = "oodbench-demo", *, seed: int = 0, progress: bool = True,
+             figures: bool = True) -> DemoResult:
+    """Train, benchmark and report (see the module docstring); starts from a clean output.
+    ``figures=False`` writes the reports' tables without their figures (the results are the
+    same: the figures are drawn from them)."""
     from safetensors.torch import save_file
 
     from oodbench import detectors
@@ -130,8 +133,8 @@ def run_demo(out: str | Path = "oodbench-demo", *, seed: int = 0, progress: bool
         experiment.write_text(experiment_text(seed), encoding="utf-8")
         results = run_experiment(experiment, progress=progress, extract_progress=False)
         loss_results = run_loss_comparison(folder / "losses", seed=seed, progress=progress)
-    report = write_report(folder)
-    loss_report = write_report(folder / "losses")
+    report = write_report(folder, figures=figures)
+    loss_report = write_report(folder / "losses", figures=figures)
     not_run = tuple(r["name"] for r in detectors.available()
                     if {"text_embeddings", "groups"} & set(r["requires"]))
     return DemoResult(folder, results, report.html, report.markdown, not_run, loss_results,

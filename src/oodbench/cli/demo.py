@@ -17,7 +17,10 @@ from oodbench.cli.tables import console
 @click.option("--seed", default=0, show_default=True, help="Seed of the data split, training and benchmark.")
 @click.option("--top", default=10, show_default=True, help="Leaderboard rows printed per benchmark.")
 @click.option("--no-progress", is_flag=True, help="No progress bars.")
-def demo_cmd(out: Path, seed: int, top: int, no_progress: bool) -> None:
+@click.option("--no-figures", is_flag=True,
+              help="Write the reports without figures: the same tables, a note where each "
+                   "figure would be (as `oodbench report --no-figures`); faster.")
+def demo_cmd(out: Path, seed: int, top: int, no_progress: bool, no_figures: bool) -> None:
     """Offline demo on data that ships with scikit-learn and scikit-image (about a minute).
 
     Trains a small CNN on the digits 0-5, runs the C-OOD severity benchmark with the held-out
@@ -32,7 +35,7 @@ def demo_cmd(out: Path, seed: int, top: int, no_progress: bool) -> None:
     con = console()
     start = time.perf_counter()
     con.print(f"oodbench demo (seed {seed}): training a small CNN on digits 0-5 ...")
-    result = run_demo(out, seed=seed, progress=not no_progress)
+    result = run_demo(out, seed=seed, progress=not no_progress, figures=not no_figures)
     print_leaderboards(result.results, top=top, fmt="table")
     counts = result.results.drop_duplicates("cell")["status"].value_counts()
     con.print(f"cells: {int(counts.get('ok', 0))} ok, {int(counts.get('failed', 0))} failed, "

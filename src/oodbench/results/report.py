@@ -305,9 +305,16 @@ class PublishedComparison:
         return self._with_status("near-match")
 
     def _with_status(self, status: str) -> pd.DataFrame:
+        """The rows of ``status``, ordered by what they are (model, detector, benchmark, group,
+        metric, published table): not by the cells' keys, which hold the weights' path, so two
+        runs of one experiment into two folders list them alike."""
         if self.compared.empty:
             return self.compared
-        return self.compared[self.compared["status"] == status].reset_index(drop=True)
+        rows = self.compared[self.compared["status"] == status]
+        order = [c for c in ("model", "detector", "benchmark", "group", "metric", "table")
+                 if c in rows.columns]
+        return rows.sort_values(order, key=lambda c: c.astype(str), kind="stable"
+                                ).reset_index(drop=True)
 
     def reasons(self) -> pd.DataFrame:
         """One row per set of differing items: how many near-matches, of which detectors and
@@ -322,6 +329,7 @@ class PublishedComparison:
             "detectors": [", ".join(sorted(set(g["detector"].astype(str)))) for _, g in grouped],
             "tables": [", ".join(sorted(set(g["table"].astype(str)))) for _, g in grouped],
         })
+        out = out.sort_values("what differs", kind="stable")  # ties: in the order of the text
         return out.sort_values("rows", ascending=False, kind="stable").reset_index(drop=True)
 
 
