@@ -50,8 +50,15 @@ def ok_rows(table: pd.DataFrame, benchmark: str | None = None) -> pd.DataFrame:
 
 
 def benchmarks(table: pd.DataFrame) -> list[str]:
-    """The benchmarks with results, in order of first appearance."""
-    return list(dict.fromkeys(ok_rows(table)["benchmark"].astype(str)))
+    """The benchmarks with results, in the order they were run: by the time of their first
+    finished cell (a fresh local run runs an experiment's benchmarks in the file's order), then
+    by first appearance. Not by the rows' order alone: the store lists cells by key, and a key
+    holds the weights' path, so the same experiment run into two folders listed its benchmarks
+    in two orders."""
+    rows = ok_rows(table)
+    if "time" in rows.columns and len(rows):
+        rows = rows.sort_values("time", key=lambda t: t.astype(str), kind="stable")
+    return list(dict.fromkeys(rows["benchmark"].astype(str)))
 
 
 def is_severity(table: pd.DataFrame, benchmark: str) -> bool:
