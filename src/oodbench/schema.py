@@ -3,16 +3,17 @@
 Experiments, training configs, benchmark files, detector presets, the dataset catalogue, the
 published tables' catalogue and the tuning paper's search spaces are all parsed by
 :func:`loads_toml` (files: :func:`read_toml`; files shipped inside the package:
-:func:`package_file`) and validated by :func:`parse` (text: :func:`parse_toml`).
+:func:`package_file`) and validated by :func:`parse` (text: :func:`parse_toml`; a file, read
+and validated in one call: :func:`load`).
 
-A configuration section is a :class:`Schema` (a frozen pydantic model); a file is read with
-:func:`read_toml` and validated with :func:`parse`::
+A configuration section is a :class:`Schema` (a frozen pydantic model); a file is read and
+validated with :func:`load` (:func:`read_toml`, then :func:`parse`)::
 
     class Section(Schema):
         batch_size: StrictInt = Field(64, description="images per forward pass")
 
-    data = read_toml(path, error=ExperimentError)
-    section = parse(Section, data, file=path, error=ExperimentError, context={"base_dir": ...})
+    section, text = load(Section, path, what="experiment file", error=ExperimentError,
+                         context={"base_dir": ...})
 
 Every mistake becomes one :class:`~oodbench.errors.ConfigError` (the subclass given) with one
 line per problem, ``file: where: what is wrong and the fix``, where ``where`` is written the
@@ -320,6 +321,21 @@ def package_file(package: str, name: str) -> tuple[str, str]:
     """``(text, path)`` of a TOML file shipped inside ``package`` (``"oodbench.detectors"``)."""
     path = resources.files(package).joinpath(name)
     return path.read_text(encoding="utf-8"), str(path)
+
+
+def load(
+    model: type[M],
+    path: str | Path,
+    *,
+    what: str,
+    example: str | None = None,
+    error: type[ConfigError] = ConfigError,
+    context: Mapping[str, Any] | None = None,
+) -> tuple[M, str]:
+    """``(config, text)``: the TOML file at ``path`` read (:func:`read_toml`) and validated as
+    ``model`` (:func:`parse`, mistakes naming the file) in one call, with the file's text."""
+    data, text = read_toml(path, what=what, example=example, error=error)
+    return parse(model, data, file=path, error=error, context=context), text
 
 
 def read_toml(

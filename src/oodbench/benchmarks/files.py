@@ -55,7 +55,7 @@ from oodbench.errors import (
     UnknownNameError,
 )
 from oodbench.extract.activations import Activations
-from oodbench.schema import At, Schema, one_of, parse, read_toml
+from oodbench.schema import At, Schema, load, one_of, parse
 
 #: how a set's images are read
 SOURCES = ("imglist", "folder", "imagenet-val")
@@ -177,8 +177,7 @@ def parse_spec(raw: Mapping[str, Any], *, file: str | os.PathLike[str] = "benchm
 def read_file(path: str | os.PathLike[str]) -> BenchmarkFile:
     """The benchmark file at ``path``, validated (errors name the file and the key)."""
     path = Path(path).expanduser()
-    data, _ = read_toml(path, what="benchmark spec", error=ConfigError)
-    return parse_spec(data, file=path)
+    return load(BenchmarkFile, path, what="benchmark spec", error=ConfigError)[0]
 
 
 def builtin_paths() -> dict[str, Path]:

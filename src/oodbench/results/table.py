@@ -30,6 +30,7 @@ import os
 import platform
 import sys
 import tempfile
+import warnings
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -421,13 +422,16 @@ class ResultsTable:
             self.store.compact()
 
     def finished_cells(self) -> set[str]:
-        """Keys of the cells whose latest attempt is ``ok`` or ``skipped`` (current or not)."""
-        latest = self.store.latest()
+        """Keys of the cells whose latest attempt is ``ok`` or ``skipped`` (current or not): an
+        older ``results.parquet``'s attempts, unless the store holds one as late or later."""
+        latest: dict[str, tuple[str, str]] = {}
         if self.legacy_path.is_file():
             old = dedupe(self._legacy_rows()).drop_duplicates("cell")
-            for cell, t, status in zip(old["cell"], old["time"], old["status"]):
-                if cell not in latest or latest[cell][0] < str(t):
-                    latest[str(cell)] = (str(t), str(status))
+            latest = {str(c): (str(t), str(s)) for c, t, s in zip(old["cell"], old["time"],
+                                                                 old["status"])}
+        for cell, stored in self.store.latest().items():
+            if cell not in latest or latest[cell][0] <= stored[0]:
+                latest[cell] = stored
         return {c for c, (_, status) in latest.items() if status in ("ok", "skipped")}
 
     def is_finished(self, cell: str) -> bool:
@@ -438,13 +442,35 @@ class ResultsTable:
         return found is not None and found[1] in ("ok", "skipped")
 
     # -- the current experiment ---------------------------------------------------------------
+    def start_experiment(self, cells: Sequence[str], name: str = "",
+                         files: Mapping[str, str] | None = None) -> None:
+        """Open the folder for an experiment about to run, in one call: keep ``files`` (name ->
+        text: the experiment's configuration) next to the results, then make ``cells`` its
+        current experiment (:meth:`set_experiment`: what every view of the folder shows).
+
+        ``files`` are given when cells are left to run: the folder must then be writable
+        (:func:`check_writable` first: ``NotWritableError``), and a file whose content is
+        already that is not rewritten. A folder that cannot be written keeps its record, with a
+        ``ResultsWarning`` (pointing at the code that ran the experiment)."""
+        if files:
+            check_writable(self.folder)
+            with writing(self.folder, "the experiment's configuration"):
+                self.folder.mkdir(parents=True, exist_ok=True)
+                for file_name, text in files.items():
+                    path = self.folder / file_name
+                    if not path.is_file() or path.read_text(encoding="utf-8") != text:
+                        path.write_text(text, encoding="utf-8")
+        try:
+            self.set_experiment(cells, name)
+        except NotWritableError as err:
+            warnings.warn(f"{err}; its views (oodbench report, ...) still show the experiment last "
+                          "recorded there", ResultsWarning, stacklevel=3)
+
     def set_experiment(self, cells: Sequence[str], name: str = "") -> bool:
         """Make ``cells`` the current experiment of the folder (what every view shows); ``False``
-        when they already are (nothing written). An older ``results.parquet`` is moved into the
-        store first (:meth:`migrate`)."""
+        when they already are (nothing recorded). An older ``results.parquet`` is moved into the
+        store first (:meth:`migrate`; a folder that has one has no record yet)."""
         with writing(self.folder, "the results"):
-            if self.current_cells() == frozenset(cells):
-                return False
             self.migrate()
             return experiments.record(self.store, list(cells), name, now())
 

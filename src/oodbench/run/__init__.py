@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pandas as pd
 
-from oodbench.results.table import ResultsTable, writing
+from oodbench.results.table import ResultsTable
 
 if TYPE_CHECKING:
     from oodbench.errors import Interrupted
@@ -52,8 +52,9 @@ class Executor(Protocol):
 
 
 def prepare(experiment: str | Path | Mapping[str, Any] | Experiment | PreparedRun) -> PreparedRun:
-    """Read (a path or mapping), plan and compare with the results already in its output."""
-    from oodbench.run.experiment import Experiment, load_experiment, parse_experiment
+    """Read (a path or mapping), plan and compare with the results already in its output
+    (read only: nothing is written, so ``oodbench run --dry-run`` leaves no trace)."""
+    from oodbench.run.experiment import Experiment, load_experiment
     from oodbench.run.plan import make_plan
     from oodbench.run.resolve import resolve
 
@@ -61,9 +62,7 @@ def prepare(experiment: str | Path | Mapping[str, Any] | Experiment | PreparedRu
         return experiment
     if isinstance(experiment, Experiment):
         exp = experiment
-    elif isinstance(experiment, Mapping):
-        exp = parse_experiment(experiment, base_dir=Path.cwd())
-    else:
+    else:  # a path, or a mapping with the file's structure
         exp = load_experiment(experiment)
     plan = make_plan(exp, resolve(exp))  # resolve: the one step that reads files (weights digests)
     table = ResultsTable(exp.output)
@@ -104,47 +103,31 @@ def run_experiment(
         value)`` per row. ``oodbench.results.wide(df)`` pivots it to one row per (model,
         detector configuration, benchmark, group) with a column per metric (``["auroc"]``).
     """
-    from oodbench.results.table import check_writable
     from oodbench.run.checks import check_plan, raise_problems
     from oodbench.run.local import Resources
 
     prepared = prepare(experiment)
     exp, plan, table, pending = prepared.experiment, prepared.plan, prepared.table, prepared.pending
     keys = [c.key for c in plan.cells]
-    if not pending.models:
-        record_experiment(table, keys, exp.name)
-    else:
-        resources = Resources(exp)
-        if check:  # the output folder among the other problems
-            raise_problems(check_plan(pending, resources, keep_first_model=executor == "local"))
-        check_writable(exp.output)
-        save_configuration(exp)
-        record_experiment(table, keys, exp.name)
+    resources = Resources(exp) if pending.models else None
+    if resources is not None and check:  # the output folder among the other problems
+        raise_problems(check_plan(pending, resources, keep_first_model=executor == "local"))
+    # the one write before the cells: the record, and with cells to run the configuration files
+    # (the folder must then be writable; else a warning, and the record stays as it was)
+    table.start_experiment(keys, exp.name,
+                           exp.configuration_files() if resources is not None else None)
+    if resources is not None:
         extract_bars = progress if extract_progress is None else extract_progress
-        runner = _executor(executor, progress, extract_bars, dict(extract_options or {}), resources)
+        runner = _executor(executor, progress, extract_bars, dict(extract_options or {}),
+                           resources)
         try:
             runner.run(pending, table)
         except KeyboardInterrupt as err:
-            raise interrupted(exp, plan, pending, table, err) from err
+            raise interrupted(exp, pending, table, err) from err
     return table.read(cells=keys)
 
 
-def record_experiment(table: ResultsTable, keys: list[str], name: str) -> None:
-    """Make the plan's cells the folder's current experiment (what its report, leaderboard and
-    comparisons show); a folder that cannot be written keeps its record, with a warning."""
-    import warnings
-
-    from oodbench.errors import NotWritableError
-    from oodbench.results.table import ResultsWarning
-
-    try:
-        table.set_experiment(keys, name)
-    except NotWritableError as err:
-        warnings.warn(f"{err}; its views (oodbench report, ...) still show the experiment last "
-                      "recorded there", ResultsWarning, stacklevel=3)
-
-
-def interrupted(exp: Experiment, plan: Plan, pending: Plan, table: ResultsTable,
+def interrupted(exp: Experiment, pending: Plan, table: ResultsTable,
                 err: KeyboardInterrupt) -> Interrupted:
     """The :class:`~oodbench.errors.Interrupted` of a run stopped by Ctrl-C: how many of the
     cells left to run finished (they are in the results table), that the activations extracted
@@ -160,20 +143,6 @@ def interrupted(exp: Experiment, plan: Plan, pending: Plan, table: ResultsTable,
         f"the activations extracted so far are cached{detail}; run `oodbench run{where}` again "
         "to resume"
     )
-
-
-def save_configuration(exp: Experiment) -> None:
-    """Keep the experiment next to its results (``experiment.toml`` and ``experiment.json``);
-    files whose content is already that are not rewritten."""
-    files = {"experiment.json": exp.to_json() + "\n"}
-    if exp.text:
-        files["experiment.toml"] = exp.text
-    with writing(exp.output, "the experiment's configuration"):
-        exp.output.mkdir(parents=True, exist_ok=True)
-        for name, text in files.items():
-            path = exp.output / name
-            if not path.is_file() or path.read_text(encoding="utf-8") != text:
-                path.write_text(text, encoding="utf-8")
 
 
 def _executor(executor: str | Executor, progress: bool, extract_progress: bool,

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import itertools
 import warnings
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
-from pydantic import Field, StrictStr, ValidationInfo, field_validator, model_validator
+from pydantic import Field, PrivateAttr, StrictStr, ValidationInfo, field_validator, model_validator
 
 from oodbench.errors import OodbenchError, UnknownNameError
+from oodbench.params import Params
 from oodbench.schema import DeprecatedKeyWarning, NonEmptyArray, Schema, context_of
 from oodbench.tuning.spec import TuneSpec
 
@@ -53,6 +56,11 @@ class DetectorSpec(Schema):
     registered detector that applies to the model. ``tune = {...}`` (:class:`TuneSpec`) chooses
     the hyper-parameters of its ``space`` at run time instead of a grid. ``preset`` (formerly
     ``protocol``, still accepted with a warning) overrides the experiment's.
+
+    Validation freezes what the plan reads: every hyper-parameter setting of the entry
+    (:attr:`settings`, the grid expanded once) and its ``tune`` table as the results record it
+    (:attr:`tune_record`); the preset an entry starts from depends on its experiment's, so the
+    experiment freezes that (``Experiment.detector_presets``).
     """
 
     shorthand = "name"
@@ -63,6 +71,9 @@ class DetectorSpec(Schema):
     tune: TuneSpec | None = None
     preset: StrictStr | None = Field(
         None, description="a preset (\"paper\", \"openood\", \"cood\", \"cood_code\"); \"\" = none")
+
+    _settings: tuple[Mapping[str, Any], ...] = PrivateAttr(default=())
+    _tune_record: Params = PrivateAttr(default_factory=Params)
 
     @classmethod
     def prepare(cls, data: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
@@ -82,8 +93,10 @@ class DetectorSpec(Schema):
         if self.name == ALL_DETECTORS:
             if self.hyperparams or self.grid or self.tune:
                 raise ValueError("\"all\" takes no hyperparams, grid or tune; list detectors by name")
-            return self
-        self.check(self.preset)
+        else:
+            self.check(self.preset)
+        self._settings = tuple(MappingProxyType(config) for config in self._expanded())
+        self._tune_record = Params(self.tune.describe()) if self.tune is not None else Params()
         return self
 
     def check(self, preset: str | None) -> None:
@@ -130,9 +143,24 @@ class DetectorSpec(Schema):
             build({**self.hyperparams, **point})
         check_bounds(build, dims, fixed=self.hyperparams)  # and every bound
 
+    @property
+    def settings(self) -> tuple[Mapping[str, Any], ...]:
+        """Every hyper-parameter setting this entry stands for, read-only, as the file gives
+        them (the grid's cartesian product, expanded once on validation; a tuned entry stands
+        for its fixed ``hyperparams``, the rest is chosen at run time)."""
+        return self._settings
+
+    @property
+    def tune_record(self) -> Params:
+        """The ``tune`` table as cell keys and results record it (``TuneSpec.describe()``,
+        frozen on validation); empty when the entry is not tuned."""
+        return self._tune_record
+
     def configurations(self) -> list[dict[str, Any]]:
-        """Every hyper-parameter setting this entry stands for (the grid's cartesian product;
-        a tuned entry stands for its fixed ``hyperparams``, the rest is chosen at run time)."""
+        """:attr:`settings` as new dicts."""
+        return [dict(config) for config in self._settings]
+
+    def _expanded(self) -> list[dict[str, Any]]:
         keys = sorted(self.grid)
         combos = itertools.product(*(self.grid[k] for k in keys))
         return [{**dict(self.hyperparams), **dict(zip(keys, values))} for values in combos]

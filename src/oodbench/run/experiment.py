@@ -75,7 +75,7 @@ from oodbench.errors import ExperimentError, MissingDataError, UnknownNameError
 from oodbench.models.fit_transforms import DEFAULT_FIT_TRANSFORM, check_fit_transform
 from oodbench.models.spec import ModelSpec
 from oodbench.run.detector_spec import ALL_DETECTORS, DetectorSpec, check_preset, renamed_key
-from oodbench.schema import At, ConfigPath, Schema, context_of, parse, read_toml
+from oodbench.schema import At, ConfigPath, Schema, context_of, load, parse
 from oodbench.tuning.spec import TuneSpec
 
 __all__ = [
@@ -203,6 +203,7 @@ class Experiment(Schema):
 
     _file: Path | None = PrivateAttr(default=None)
     _text: str = PrivateAttr(default="")
+    _detector_presets: tuple[str, ...] = PrivateAttr(default=())
 
     @field_validator("models", "benchmarks", "detectors", mode="before")
     @classmethod
@@ -228,6 +229,7 @@ class Experiment(Schema):
 
     @model_validator(mode="after")
     def _detectors_under_the_preset(self) -> Experiment:
+        """Check each detector under the preset it starts from, and freeze those presets."""
         key = self.experiment.preset_key
         for i, spec in enumerate(self.detectors):
             if spec.name != ALL_DETECTORS and spec.preset is None and self.preset:
@@ -237,6 +239,8 @@ class Experiment(Schema):
                     raise At(f"[[detectors]] #{i + 1}", f"{err} ({key} {self.preset!r} comes "
                              f"from [experiment]; set {key} = \"\" on this detector to use its "
                              "defaults)") from None
+        self._detector_presets = tuple(spec.chosen_preset(self.preset) or ""
+                                       for spec in self.detectors)
         return self
 
     @model_validator(mode="after")
@@ -292,6 +296,12 @@ class Experiment(Schema):
     def protocol(self) -> str | None:
         """Deprecated name of :attr:`preset`."""
         return self.experiment.preset
+
+    @property
+    def detector_presets(self) -> tuple[str, ...]:
+        """The preset each ``[[detectors]]`` entry starts from (its own ``preset``, else
+        ``[experiment]``'s; ``""``: none), in file order, frozen on validation."""
+        return self._detector_presets
 
     @property
     def id_test(self) -> SourceSpec | None:
@@ -384,18 +394,32 @@ class Experiment(Schema):
     def to_json(self) -> str:
         return json.dumps(self.describe(), indent=2, sort_keys=True, default=str)
 
+    def configuration_files(self) -> dict[str, str]:
+        """The files that keep this experiment next to its results, name -> text:
+        ``experiment.json`` (:meth:`describe`) and, when it was read from one, the TOML file's
+        text as ``experiment.toml``."""
+        files = {"experiment.json": self.to_json() + "\n"}
+        if self.text:
+            files["experiment.toml"] = self.text
+        return files
 
-def load_experiment(path: str | Path, *, check_paths: bool = True) -> Experiment:
-    """Read and validate an experiment TOML file.
+
+def load_experiment(source: str | Path | Mapping[str, Any], *, check_paths: bool = True
+                    ) -> Experiment:
+    """Read and validate an experiment TOML file, in one call of :func:`oodbench.schema.load`
+    (``source``: its path); a mapping with the file's structure is validated as
+    :func:`parse_experiment` does, its relative paths against the current folder.
 
     ``check_paths=False`` skips the checks that data folders, lists and weights exist (to
     validate a file written for another machine).
     """
-    path = Path(path)
-    data, text = read_toml(path, what="experiment file", example="examples/experiment.toml",
-                           error=ExperimentError)
-    return parse_experiment(data, base_dir=path.resolve().parent, file=path, text=text,
-                            check_paths=check_paths)
+    if isinstance(source, Mapping):
+        return parse_experiment(source, base_dir=Path.cwd(), check_paths=check_paths)
+    source = Path(source)
+    exp, text = load(Experiment, source, what="experiment file",
+                     example="examples/experiment.toml", error=ExperimentError,
+                     context=_context(source.resolve().parent, source))
+    return _placed(exp, source, text, check_paths)
 
 
 def parse_experiment(
@@ -407,13 +431,28 @@ def parse_experiment(
     check_paths: bool = True,
 ) -> Experiment:
     """Validate an experiment given as a mapping (the parsed TOML); paths relative to ``base_dir``."""
-    label = str(file) if file is not None else "experiment"
-    context = {"base_dir": Path(base_dir).resolve(), "file": label,
-               "default_name": Path(file).stem if file is not None else "experiment"}
-    exp = parse(Experiment, data, file=label, error=ExperimentError, context=context)
+    context = _context(base_dir, file)
+    exp = parse(Experiment, data, file=context["file"], error=ExperimentError, context=context)
+    return _placed(exp, file, text, check_paths)
+
+
+def _context(base_dir: str | Path, file: str | Path | None) -> dict[str, Any]:
+    """The validation context of an experiment: where its relative paths start, the file's name
+    (messages), and the default ``[experiment] name`` (the file's stem)."""
+    return {"base_dir": Path(base_dir).resolve(), "file": _label(file),
+            "default_name": Path(file).stem if file is not None else "experiment"}
+
+
+def _label(file: str | Path | None) -> str:
+    return str(file) if file is not None else "experiment"
+
+
+def _placed(exp: Experiment, file: str | Path | None, text: str, check_paths: bool) -> Experiment:
+    """``exp`` with its file and text kept, each source told where it stands in the file, and
+    (``check_paths``) every data path and weights file checked to exist."""
     exp._file, exp._text = (Path(file) if file is not None else None), text
     for where, spec in exp.sources():
-        spec.locate(f"{label}: {where}")
+        spec.locate(f"{_label(file)}: {where}")
     if check_paths:
         exp.check_paths()
     return exp

@@ -70,6 +70,16 @@ class DetectorConfig:
     def params(self) -> dict[str, Any]:
         return dict(self.hyperparams)
 
+    def describe(self) -> dict[str, Any]:
+        """What of this configuration enters a cell key: name and every hyper-parameter (JSON
+        types), the ``tune`` table's canonical text and the preset, when there are."""
+        ident: dict[str, Any] = {"detector": self.name, "hyperparams": plain(self.hyperparams)}
+        if self.tune:  # (as the keys have always held it: its canonical text)
+            ident["tune"] = self.tune.text
+        if self.preset:
+            ident["preset"] = self.preset
+        return ident
+
     def fits_on(self, role: str) -> bool:
         """Whether the detector fits on ``role`` data (``"train"`` or ``"id_val"``)."""
         return self.fits_on_data and self.fit_data == role
@@ -196,24 +206,23 @@ def detector_configurations(experiment: Experiment) -> list[DetectorConfig]:
     asked: set[tuple[str, str, str]] = set()  # (name, given hyper-parameters, preset)
     seen: set[tuple[str, str, str]] = set()  # (name, every hyper-parameter, preset)
     named = {spec.name for spec in experiment.detectors if spec.name != ALL_DETECTORS}
-    for index, spec in enumerate(experiment.detectors):
+    for index, (spec, preset) in enumerate(zip(experiment.detectors, experiment.detector_presets)):
         if spec.tune is not None:
             continue  # tuned entries: see tuned_detectors
-        preset = spec.chosen_preset(experiment.preset)
         if spec.name == ALL_DETECTORS:
-            entries: list[tuple[str, dict[str, Any]]] = [
+            entries: list[tuple[str, Mapping[str, Any]]] = [
                 (row["name"], {}) for row in detectors.available()
-                if set(row["requires"]) <= runnable and (preset is None or preset in row["presets"])
+                if set(row["requires"]) <= runnable and (not preset or preset in row["presets"])
                 and row["name"] not in named]
         else:
-            entries = [(spec.name, config) for config in spec.configurations()]
+            entries = [(spec.name, config) for config in spec.settings]
         for name, config in entries:
-            given = (name, Params(config).text, preset or "")
+            given = (name, canonical_json(dict(config)), preset)
             if given in asked:
                 continue
             asked.add(given)
-            built = _configuration(experiment, index, name, config, preset or "")
-            key = (name, built.hyperparams.text, preset or "")
+            built = _configuration(experiment, index, name, config, preset)
+            key = (name, built.hyperparams.text, preset)
             if key not in seen:
                 seen.add(key)
                 out.append(built)
@@ -223,13 +232,10 @@ def detector_configurations(experiment: Experiment) -> list[DetectorConfig]:
 def tuned_detectors(experiment: Experiment) -> list[DetectorConfig]:
     """The configuration of every tuned entry: its full fixed hyper-parameters, preset and
     ``tune`` table (the rest is chosen at run time)."""
-    out = []
-    for index, spec in enumerate(experiment.detectors):
-        if spec.tune is not None:
-            preset = spec.chosen_preset(experiment.preset) or ""
-            out.append(_configuration(experiment, index, spec.name, spec.hyperparams, preset,
-                                      Params(spec.tune.describe())))
-    return out
+    return [_configuration(experiment, index, spec.name, spec.hyperparams, preset, spec.tune_record)
+            for index, (spec, preset) in enumerate(zip(experiment.detectors,
+                                                       experiment.detector_presets))
+            if spec.tune is not None]
 
 
 def _configuration(experiment: Experiment, index: int, name: str, params: Mapping[str, Any],
@@ -250,11 +256,9 @@ def make_plan(experiment: Experiment, resolved: Resolved | None = None) -> Plan:
 
     Planning reads no file: what a cell key needs from the disk (a weights file's digest, a
     training config's key) comes from ``resolved`` (:func:`oodbench.run.resolve.resolve`; made
-    here when not given)."""
-    if resolved is None:
-        from oodbench.run.resolve import resolve
-
-        resolved = resolve(experiment)
+    here when not given). It reads the values the experiment froze on validation (each entry's
+    settings, tune record and preset), builds each detector configuration once, and decides
+    one capture for every model's extractions."""
     configs = detector_configurations(experiment) + tuned_detectors(experiment)
     id_sources: dict[str, Any] = {
         "test": experiment.id_test.describe() if experiment.id_test else None,
@@ -265,28 +269,23 @@ def make_plan(experiment: Experiment, resolved: Resolved | None = None) -> Plan:
     if experiment.fit_transform != DEFAULT_FIT_TRANSFORM:  # (as [id] val: default keys unchanged)
         _check_fit_transform_used(experiment, configs)
         id_sources["fit_transform"] = experiment.fit_transform
+    if resolved is None:
+        from oodbench.run.resolve import resolve
+
+        resolved = resolve(experiment)
+    capture = capture_for(configs)
+    needs = {n for d in experiment.detectors if d.tune is not None
+             for n in d.tune.protocol_class.needs}
+    needs |= {n for b in experiment.benchmarks for n in kind_of(b).needs}
+    if "features" in needs:  # e.g. held-out variants' heads train on features
+        capture = tuple(sorted({*capture, "features"}))
     models = []
     for model in experiment.models:
-        model_ident = resolved.models[model.name]
-        cells = []
-        for bench in experiment.benchmarks:
-            for config in configs:
-                ident = {"model": model_ident, "detector": config.name,
-                         "hyperparams": plain(config.hyperparams), "benchmark": bench.describe(),
-                         "id": id_sources}
-                if config.tune:  # (as the keys have always held it: its canonical text)
-                    ident["tune"] = config.tune.text
-                if config.preset:
-                    ident["preset"] = config.preset
-                cells.append(Cell(model, config, bench,
-                                  hashlib.sha256(canonical_json(ident).encode()).hexdigest()[:20],
-                                  experiment.fit_transform))
-        capture = capture_for(configs)
-        needs = {n for d in experiment.detectors if d.tune is not None
-                 for n in d.tune.protocol_class.needs}
-        needs |= {n for b in experiment.benchmarks for n in kind_of(b).needs}
-        if "features" in needs:  # e.g. held-out variants' heads train on features
-            capture = tuple(sorted({*capture, "features"}))
+        ident = {"model": resolved.models[model.name], "id": id_sources}
+        cells = [Cell(model, config, bench, cell_key({**ident, **config.describe(),
+                                                      "benchmark": bench.describe()}),
+                      experiment.fit_transform)
+                 for bench in experiment.benchmarks for config in configs]
         models.append(ModelPlan(model, tuple(cells), capture))
     return Plan(experiment, tuple(models))
 
@@ -307,3 +306,8 @@ def _check_fit_transform_used(experiment: Experiment, configs: list[DetectorConf
 def canonical_json(value: Any) -> str:
     """JSON with sorted keys: the text a cell key is the digest of."""
     return json.dumps(value, sort_keys=True, default=str)
+
+
+def cell_key(ident: Mapping[str, Any]) -> str:
+    """The key of the cell ``ident`` describes: the digest of its :func:`canonical_json`."""
+    return hashlib.sha256(canonical_json(ident).encode()).hexdigest()[:20]

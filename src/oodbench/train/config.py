@@ -60,7 +60,7 @@ from oodbench.constraints import Options
 from oodbench.data.spec import SourceSpec
 from oodbench.errors import ConfigError, NoOpSettingError, OodbenchError
 from oodbench.models.spec import ModelSpec
-from oodbench.schema import At, ConfigPath, Schema, parse, read_toml
+from oodbench.schema import At, ConfigPath, Schema, load
 from oodbench.train.method_defaults import defaults_for
 from oodbench.train.optim import FIELDS as OPTIM_FIELDS
 from oodbench.train.optim import OptimSettings
@@ -214,9 +214,8 @@ class TrainConfig(Schema):
 def read_train_config(path: str | Path) -> TrainConfig:
     """Read and validate a training config (``TrainConfigError`` lists every problem)."""
     file = Path(path)
-    data, _ = read_toml(file, what="training config", error=TrainConfigError)
-    config = parse(TrainConfig, data, file=file, error=TrainConfigError,
-                   context={"base_dir": file.resolve().parent})
+    config, _ = load(TrainConfig, file, what="training config", error=TrainConfigError,
+                     context={"base_dir": file.resolve().parent})
     config.data.train.locate(f"{file}: [data].train")
     if config.data.outliers is not None:
         config.data.outliers.locate(f"{file}: [data].outliers")
