@@ -121,6 +121,42 @@ def original_network(train: TensorImages) -> Any:
     return model
 
 
+def network_sha256(model: torch.nn.Module) -> str:
+    """SHA-256 of the network's state (names, dtypes, shapes and bytes, in order): the CE
+    network is retrained whenever the cache is gone, and rows may only be pooled when they were
+    computed on the same bits."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for name, tensor in model.state_dict().items():
+        t = tensor.detach().cpu().contiguous()
+        digest.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        digest.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return digest.hexdigest()
+
+
+def same_network(report: dict[str, Any], sha: str, acts: dict[str, Activations]) -> str | None:
+    """Why the report's rows were not computed on this network (None when they were).
+
+    A report that records its network's hash must hold this one. An older report (no hash)
+    is checked by its untuned rows: each detector's defaults scores depend only on the network's
+    activations, so their AUROCs must come out exactly as stored."""
+    if "network_sha256" in report:
+        if report["network_sha256"] == sha:
+            return None
+        return (f"its rows were computed on network {report['network_sha256'][:12]}, "
+                f"this is {sha[:12]}")
+    for row in report["rows"]:
+        if row["protocol"] != "defaults":
+            continue
+        now = evaluate(create(STUDY[row["detector"]]).fit(acts["fit"]), acts)
+        for key in ("near_auroc", "far_auroc"):
+            if now[key] != row[key]:
+                return (f"{row['detector']} at defaults gives {key} {now[key]!r} on this network "
+                        f"against {row[key]!r} stored")
+    return None
+
+
 def prepare(data_root: Path) -> dict[str, Any]:
     """The network and every set's activations (see the module docstring)."""
     data = load_data(data_root, None, None)
@@ -272,10 +308,16 @@ def main() -> None:
                 "ood_val_class": prepared["ood_val_class"], "near_classes": prepared["near_classes"],
                 "noise_sigmas": [32, 64, 128], "fgsm_eps": [0.005, 0.01, 0.1]}
     report: dict[str, Any] = {"settings": settings, "rows": []}
+    sha = network_sha256(model)
     if args.out.exists():
         old = json.loads(args.out.read_text())
         if old.get("settings") == settings:
+            why = same_network(old, sha, acts)
+            if why is not None:
+                sys.exit(f"{args.out} cannot be continued: {why}. Pass another --out to start "
+                         "a study on this network.")
             report = old
+    report["network_sha256"] = sha
     report.update({"n": {k: len(v.labels) for k, v in acts.items()},
                    "model_id_test_accuracy": float(np.mean(acts["id_test"].correct)),
                    "platform": platform.platform(), "torch_threads": torch.get_num_threads()})
