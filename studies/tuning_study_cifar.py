@@ -272,9 +272,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--train-only", action="store_true",
                         help="train the network and every scratch variant, then stop")
-    parser.add_argument("--seeds", default=",".join(map(str, SEEDS)))
+    parser.add_argument("--seeds", default=",".join(map(str, SEEDS)),
+                        help="which of the study's seeds to run now (the claims need all)")
     parser.add_argument("--detectors", default=",".join(STUDY))
-    parser.add_argument("--protocols", default=",".join(PROTOCOLS))
+    parser.add_argument("--protocols", default=",".join(PROTOCOLS),
+                        help="which protocols to run now, in this order (default: the cheap "
+                             "ones first, scratch last)")
     parser.add_argument("--data", type=Path, default=SHARED)
     parser.add_argument("--out", type=Path, default=RESULTS / "tuning_study_cifar.json")
     parser.add_argument("--threads", type=int, default=1,
@@ -292,6 +295,8 @@ def main() -> None:
     if bad:
         parser.error(f"unknown detector label or protocol {bad}; labels {list(STUDY)}, "
                      f"protocols {list(PROTOCOLS)}")
+    if not set(seeds) <= set(SEEDS):
+        parser.error(f"--seeds {seeds}: the study's seeds are {list(SEEDS)}")
     _HELD.append(open_lock())  # one study process per cache: two would write one checkpoint
     log(f"cache {cache_dir()}; torch threads {torch.get_num_threads()}")
     prepared = prepare(args.data)
@@ -304,7 +309,7 @@ def main() -> None:
         return
     settings = {"recipe": RECIPE, "m_grid": M_GRID, "n_variants": N_VARIANTS, "n_sets": N_SETS,
                 "n_trials": N_TRIALS, "search": "gp", "gp_random_startup": 10,
-                "last_block_train": LAST_BLOCK_TRAIN, "seeds": seeds,
+                "last_block_train": LAST_BLOCK_TRAIN, "seeds": list(SEEDS),
                 "ood_val_class": prepared["ood_val_class"], "near_classes": prepared["near_classes"],
                 "noise_sigmas": [32, 64, 128], "fgsm_eps": [0.005, 0.01, 0.1]}
     report: dict[str, Any] = {"settings": settings, "rows": []}
@@ -322,11 +327,12 @@ def main() -> None:
                    "model_id_test_accuracy": float(np.mean(acts["id_test"].correct)),
                    "platform": platform.platform(), "torch_threads": torch.get_num_threads()})
     done = {(r["detector"], r["protocol"], r["seed"]) for r in report["rows"]}
-    # cheap rows first, so a study stopped part-way has every baseline; the scratch rows
-    # (which train the variants not yet in the cache) last
-    order = [p for p in PROTOCOLS if p != "scratch"] + ["scratch"]
+    # by default the cheap rows first, so a study stopped part-way has every baseline, and the
+    # scratch rows (which train the variants not yet in the cache) last; --protocols reorders
+    order = protocols if args.protocols != parser.get_default("protocols") else (
+        [p for p in PROTOCOLS if p != "scratch"] + ["scratch"])
     plan = [(label, "defaults", 0) for label in labels]
-    plan += [(label, p, s) for p in order if p in protocols for s in seeds for label in labels]
+    plan += [(label, p, s) for p in order for s in seeds for label in labels]
     for label, protocol, seed in plan:
         if (label, protocol, seed) in done:
             continue
@@ -342,7 +348,7 @@ def main() -> None:
         args.out.write_text(json.dumps(report, indent=1, default=str) + "\n")
         log(f"{label:<6} {protocol:<10} seed {seed}: near {row['near_auroc']:.4f} far "
             f"{row['far_auroc']:.4f} ({row['wall_s']:.0f} s, CPU {row['cpu_s']:.0f} s)")
-    report["claims"] = claims(report["rows"], seeds)
+    report["claims"] = claims(report["rows"], list(SEEDS))
     args.out.write_text(json.dumps(report, indent=1, default=str) + "\n")
     for sentence in report["claims"]:
         print(sentence)
