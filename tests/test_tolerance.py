@@ -92,3 +92,25 @@ def test_auroc_slack_counts_the_pairs_that_may_swap():
     assert auroc_slack(ids, oods, 1e-8, 1e-8) == pytest.approx(1 / 9 + 1e-12)  # (2, 2 + 1e-9)
     assert auroc_slack(ids, oods, 2.0, 0.0) == pytest.approx(6 / 9 + 1e-12)
     assert gamma(10, U32) == pytest.approx(10 * U32, rel=1e-6)
+
+
+def test_same_training_sees_a_doubled_update_and_a_moved_frozen_tensor():
+    """The distributed-training tolerance passes rounding-sized drift and fails what a wrong
+    all-reduce does: the gradients summed over 2 ranks instead of averaged double the update."""
+    import torch
+
+    from tests._tolerance import TRAINING_DRIFT, assert_same_training
+
+    gen = torch.Generator().manual_seed(0)
+    start = {"w": torch.randn(8, 8, generator=gen), "frozen": torch.randn(3, generator=gen),
+             "steps": torch.tensor(5)}
+    update = 1e-2 * torch.randn(8, 8, generator=gen)
+    one = {**start, "w": start["w"] + update}
+    drifted = {**one, "w": one["w"] + 0.5 * TRAINING_DRIFT * update}
+    assert_same_training(drifted, one, start)
+    with pytest.raises(AssertionError, match="w: the two trainings differ"):
+        assert_same_training({**one, "w": start["w"] + 2 * update}, one, start)
+    with pytest.raises(AssertionError, match="frozen"):
+        assert_same_training({**one, "frozen": start["frozen"] + 1e-7}, one, start)
+    with pytest.raises(AssertionError, match="steps"):
+        assert_same_training({**one, "steps": torch.tensor(6)}, one, start)

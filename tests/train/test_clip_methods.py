@@ -15,6 +15,7 @@ from oodbench.models.checkpoint import read_state_dict
 from oodbench.models.small_cnn import SmallCNN
 from oodbench.train import checkpoint as ckpt
 from oodbench.train import train
+from tests._tolerance import assert_same_training
 from tests.train._clip_run import model, run, toy_source
 from tests.train._subprocess import kill_after_first_checkpoint
 
@@ -89,10 +90,8 @@ def test_two_gloo_processes_equal_one_process(tmp_path, method, gloo_runs):
     initial = model(method).clip.state_dict()
     moved = [k for k in one if not torch.equal(one[k], initial[k])]
     assert moved, "training changed nothing"
-    # two gloo processes average their gradients in another order than one process sums
-    # them: float32 rounding (~1e-7 per step) carried through a few steps, inside 1e-4
-    for key in one:
-        np.testing.assert_allclose(ddp_weights[key], one[key], rtol=1e-4, atol=1e-6, err_msg=key)
+    # the gradients' sums in another order, drifting through the steps (tests/_tolerance.py)
+    assert_same_training(ddp_weights, one, initial)
     if method == "npos":
         a, b = ckpt.read_method_state(out), ckpt.read_method_state(single.out)
         for key in b:
