@@ -41,6 +41,7 @@ def test_ray_gives_the_local_results(tmp_path, monkeypatch):
     shutil.rmtree(tmp_path / "out" / "results")
     ray_cache = tmp_path / "ray_cache"  # nothing cached: every extraction runs on Ray
     monkeypatch.setenv("OODBENCH_CACHE", str(ray_cache))
+    monkeypatch.setenv("RAY_worker_niceness", "0")  # as tests/extract/test_ray_shards.py says
     ray.init(num_cpus=1, include_dashboard=False, object_store_memory=100 * 2**20)
     try:
         remote = oodbench.run_experiment(path, executor="ray", progress=False)
