@@ -84,3 +84,37 @@ def test_the_table_marks_seeds_not_yet_done(study):
     assert cells[1 + columns.index("defaults")] == "60.00 [58.0, 62.0] / 60.00"
     assert cells[1 + columns.index("ood_val")] == "-"
     assert table.startswith("Rows done: 4 of 55 ")  # 5 detectors x (1 + 5 protocols x 2 seeds)
+
+
+def test_rows_pool_only_on_the_same_network(study):
+    """The network's hash covers every tensor's bits (a 0-dim counter included); a report
+    with another hash, or an older report whose untuned rows score otherwise, is refused."""
+    import torch
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.BatchNorm1d(2))
+    sha = study.network_sha256(net)
+    assert sha == study.network_sha256(net) and len(sha) == 64
+    net[1].num_batches_tracked += 1  # int64, 0-dim
+    moved = study.network_sha256(net)
+    assert moved != sha
+    with torch.no_grad():
+        net[0].weight[0, 0] = torch.nextafter(net[0].weight[0, 0], torch.tensor(1.0))
+    assert study.network_sha256(net) != moved  # one ulp of one weight
+    assert study.same_network({"network_sha256": sha, "rows": []}, sha, {}) is None
+    why = study.same_network({"network_sha256": moved, "rows": []}, sha, {})
+    assert why == f"its rows were computed on network {moved[:12]}, this is {sha[:12]}"
+    # no hash and no untuned rows: nothing to check against
+    assert study.same_network({"rows": [_row("ASH", "scratch", 0, 0.8)]}, sha, {}) is None
+
+
+def test_the_committed_json_names_the_committed_network(study):
+    """The weights beside the JSON are the ones its rows were computed on."""
+    import json
+
+    from safetensors.torch import load_file
+
+    report = json.loads((study.RESULTS / "tuning_study_cifar.json").read_text())
+    model = study.RECIPES[study.RECIPE].build(len(study.ID), 0)
+    model.load_state_dict(load_file(str(study.NETWORK)))
+    assert study.network_sha256(model) == report["network_sha256"]
