@@ -137,3 +137,16 @@ def test_every_fit_transform_names_its_source() -> None:
     assert FIT_TRANSFORMS["eval"].build == ""
     for entry in FIT_TRANSFORMS.values():
         assert entry.source and entry.description
+
+
+def test_mood_train_posterize_at_zero_bits_is_black_not_an_error():
+    """RandAugment's PosterizeIncreasing reaches 0 bits at level 10; Pillow 10+ raises there,
+    older Pillow (MOOD's) gave a black image: the mood_train transform keeps the latter."""
+    from PIL import Image
+
+    from oodbench.models.preprocessing import posterize_zero_bits_black
+
+    img = Image.new("RGB", (5, 4), (200, 100, 7))
+    assert list(posterize_zero_bits_black(img, 0).getdata()) == [(0, 0, 0)] * 20
+    assert list(posterize_zero_bits_black(img, 1).getdata()) == [(128, 0, 0)] * 20
+    assert posterize_zero_bits_black(img, 8) is img

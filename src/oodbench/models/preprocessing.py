@@ -103,9 +103,29 @@ def mood_train_transform(model: Any) -> Callable[..., torch.Tensor]:
     from timm.data import create_transform
 
     mean, std = normalisation(model.transform)
-    return create_transform(  # type: ignore[no-any-return]
+    transform = create_transform(
         input_size=MOOD_INPUT_SIZE, is_training=True, mean=mean, std=std,
         **MOOD_TRAIN_AUGMENTATION)
+    for step in getattr(transform, "transforms", []):
+        for op in getattr(step, "ops", []):  # timm's RandAugment
+            if getattr(op, "name", "") == "PosterizeIncreasing":
+                op.aug_fn = posterize_zero_bits_black
+    return transform  # type: ignore[no-any-return]
+
+
+def posterize_zero_bits_black(img: Any, bits_to_keep: int, **_: Any) -> Any:
+    """timm's ``posterize`` with the behaviour of the Pillow MOOD's code ran on: RandAugment's
+    ``PosterizeIncreasing`` keeps ``4 - int(level / 10 * 4)`` bits, 0 at level 10 (magnitude 9
+    with std 0.5 reaches it), and Pillow's ``posterize`` masked all 8 bits then (a black image)
+    where Pillow 10+ raises "bits must be between or equal to 1 and 8" (the image was then
+    skipped as unreadable)."""
+    from PIL import Image, ImageOps
+
+    if bits_to_keep >= 8:
+        return img
+    if bits_to_keep < 1:
+        return Image.new(img.mode, img.size)
+    return ImageOps.posterize(img, bits_to_keep)
 
 
 @contextmanager
