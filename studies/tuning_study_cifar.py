@@ -73,6 +73,7 @@ from oodbench.data.arrays import ArraySource
 from oodbench.detectors import Detector, create
 from oodbench.extract import extract
 from oodbench.extract.activations import Activations
+from oodbench.models._adapter import state_dict_digest
 from oodbench.train.recipe import RECIPES, run_key, train_recipe
 from oodbench.train.tensor_images import TensorImages, eval_transform
 from oodbench.tuning import tune
@@ -132,7 +133,7 @@ def original_network(train: TensorImages) -> Any:
         log(f"network: {NETWORK.name} (committed weights)")
     else:
         out = cache_dir() / "loss_table" / run_key(recipe, train, "ce", {}, 0)
-        model = train_recipe(recipe, train, loss="ce", seed=0, out=out, log=log).model.cpu()
+        model = train_recipe(recipe, train, loss="ce", seed=0, out=out, log=log).model
         save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(NETWORK))
         log(f"network trained; its weights written to {NETWORK}")
     model = model.cpu().eval()
@@ -142,17 +143,10 @@ def original_network(train: TensorImages) -> Any:
 
 
 def network_sha256(model: torch.nn.Module) -> str:
-    """SHA-256 of the network's state (names, dtypes, shapes and bytes, in order): the CE
-    network is retrained whenever the cache is gone, and rows may only be pooled when they were
-    computed on the same bits."""
-    import hashlib
-
-    digest = hashlib.sha256()
-    for name, tensor in model.state_dict().items():
-        t = tensor.detach().cpu().contiguous()
-        digest.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
-        digest.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
-    return digest.hexdigest()
+    """SHA-256 of the network's state (names, dtypes, shapes and bytes, in order; the digest
+    oodbench's extraction cache keys use): the CE network is retrained whenever the cache is
+    gone, and rows may only be pooled when they were computed on the same bits."""
+    return state_dict_digest(model)
 
 
 def same_network(report: dict[str, Any], sha: str, acts: dict[str, Activations]) -> str | None:
