@@ -40,13 +40,13 @@ def test_every_row_of_the_four_tables_points_to_one_recipe(table: str) -> None:
 
 
 def test_the_families_cover_each_tables_methods() -> None:
-    """vs SUN: 22 methods; tuning: 5 detectors x 3 protocols; losses: 5 x 3; C-OOD: 4 kappas."""
+    """vs SUN: 22 methods; tuning: 5 detectors x 4 protocols; losses: 5 x 3; C-OOD: 4 kappas."""
     def n_recipes(table: str) -> int:
         return len({r for r in row_recipes(published.load(table)) if r})
 
     assert published.load("imagenet1k-vs-sun")["method"].nunique() == 22
     assert n_recipes("imagenet1k-vs-sun") == 22
-    assert n_recipes("imagenet1k-resnet50-tuning") == 5 * 3
+    assert n_recipes("imagenet1k-resnet50-tuning") == 5 * 4
     assert n_recipes("imagenet1k-ood-losses") == 5 * 3
     assert n_recipes("cood") == 4
 
@@ -131,9 +131,27 @@ def test_mood_and_doe_recipes() -> None:
 def test_the_tuning_papers_rows_are_its_own_protocol() -> None:
     """The tuning paper's Algorithms 1-4 are oodbench's held_out_paper, not held_out_classes."""
     rows = published.load("imagenet1k-resnet50-tuning")
-    assert set(rows["tuning"]) == {"held_out_paper", "ood_val", "synthetic_ood_val"}
+    assert set(rows["tuning"]) == {"held_out_paper", "ood_val", "noise", "fgsm"}
     r = recipe("tuning-react-held-out-paper")
     assert r.value("evaluation", "tuning")["protocol"] == "held_out_paper"
+
+
+def test_the_tuning_papers_baselines_are_its_noise_and_fgsm() -> None:
+    """The Gauss. and Adv. rows of arXiv 2602.05935 Table 2 are oodbench's ``noise`` and
+    ``fgsm`` protocols with the paper's levels (Sec. 4.1: mu = 128, sigma in {32, 64, 128};
+    eps in {0.005, 0.01, 0.1}), searched by Bayesian optimisation (Sec. 3)."""
+    rows = published.load("imagenet1k-resnet50-tuning")
+    gauss = rows[rows["tuning_detail"].str.startswith("Gaussian-noise")]
+    adv = rows[rows["tuning_detail"].str.startswith("FGSM")]
+    assert len(gauss) == len(adv) == 25  # 5 detectors x 5 OOD sets, Table 2
+    assert set(gauss["tuning"]) == {"noise"} and set(adv["tuning"]) == {"fgsm"}
+    for det in ("ash-b", "knn", "plf", "react", "vra"):
+        noise = recipe(f"tuning-{det}-noise").value("evaluation", "tuning")
+        fgsm = recipe(f"tuning-{det}-fgsm").value("evaluation", "tuning")
+        assert noise == {"protocol": "noise", "space": "paper", "search": "gp",
+                         "sigmas": [32.0, 64.0, 128.0]}
+        assert fgsm == {"protocol": "fgsm", "space": "paper", "search": "gp",
+                        "eps": [0.005, 0.01, 0.1]}
 
 
 # -- malformed files ---------------------------------------------------------------------------

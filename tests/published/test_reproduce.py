@@ -94,8 +94,8 @@ def _check_plan(r: Recipe, out: Path, named: set[str], root: Path | None = None)
         assert (setting in named) == (setting in r.unknown())
     tuning = r.value("evaluation", "tuning")
     if isinstance(tuning, dict):
-        assert cell.tune["protocol"] == tuning["protocol"]
-        assert cell.tune["space"] == tuning["space"]
+        for key, value in tuning.items():  # protocol, space, search and the protocol's own
+            assert cell.tune[key] == value, key
     else:
         assert not cell.tune
         for key, value in _expected_hyperparams(r, named).items():
@@ -112,7 +112,7 @@ def _check_plan(r: Recipe, out: Path, named: set[str], root: Path | None = None)
 
 
 # one recipe per row family: post-hoc on released weights, a training method, the tuning table's
-# two protocols, the loss table, the C-OOD rows
+# four protocols, the loss table, the C-OOD rows
 FAMILIES = [
     ("imagenet1k-vs-sun", "scale-resnet50"),
     ("imagenet1k-vs-sun", "mcm-clip-b16"),
@@ -120,6 +120,8 @@ FAMILIES = [
     ("imagenet1k-vs-sun", "npos-clip-b16-mcm"),
     ("imagenet1k-resnet50-tuning", "tuning-react-ood-val"),
     ("imagenet1k-resnet50-tuning", "tuning-knn-held-out-paper"),
+    ("imagenet1k-resnet50-tuning", "tuning-plf-noise"),
+    ("imagenet1k-resnet50-tuning", "tuning-ash-b-fgsm"),
     ("imagenet1k-ood-losses", "loss-logitnorm-resnet50"),
     ("cood", "cood-vit-l32-384-odin"),
     # rows on released checkpoints oodbench's bit:, supcon:, mmcls: and timm:beit_* families read

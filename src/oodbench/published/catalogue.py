@@ -64,7 +64,8 @@ ROW_COLUMNS: dict[str, str] = {
     "train_data": "what the backbone was trained on",
     "additional_data": "data beyond the ID training set the method used ('' = none stated)",
     "fit_data": "what the detector was fitted on: train, id_val, none ('' = not stated)",
-    "tuning": "tuning protocol: none, ood_val, held_out_classes, synthetic_ood_val ('' = not stated)",
+    "tuning": ("tuning protocol, by oodbench's registered name: none, ood_val, "
+               "held_out_classes, held_out_paper, noise, fgsm ('' = not stated)"),
     "tuning_detail": "the tuning protocol in words (its OOD validation set, its search)",
     "benchmark": "the oodbench benchmark name ('' = none in oodbench)",
     "id_set": "the ID test set in words",

@@ -76,7 +76,10 @@ TUNING_NAMES = {"none": "not tuned", "ood_val": "tuned on an OOD validation set"
                 "held_out_classes": "tuned on held-out ID classes (no OOD data)",
                 "held_out_paper": "tuned by the tuning paper's Algorithms 1-4 (held-out ID "
                                   "classes, no OOD data)",
-                "synthetic_ood_val": "tuned on synthetic OOD (noise, adversarial images)",
+                "noise": "tuned on Gaussian-noise images (the tuning paper's baseline, no OOD "
+                         "data)",
+                "fgsm": "tuned on FGSM-perturbed ID images (the tuning paper's baseline, no OOD "
+                        "data)",
                 "id_only": "tuned on ID data only"}
 
 
