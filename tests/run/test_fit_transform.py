@@ -150,3 +150,24 @@ def test_mood_train_posterize_at_zero_bits_is_black_not_an_error():
     assert list(posterize_zero_bits_black(img, 0).getdata()) == [(0, 0, 0)] * 20
     assert list(posterize_zero_bits_black(img, 1).getdata()) == [(128, 0, 0)] * 20
     assert posterize_zero_bits_black(img, 8) is img
+
+
+def test_the_mood_train_transform_uses_the_black_posterize():
+    """The mood_train transform's RandAugment posterizes through ``posterize_zero_bits_black``:
+    driven to level 10 (0 bits kept), its op gives a black image where timm's own op raises on
+    Pillow 10+."""
+    from types import SimpleNamespace
+
+    from PIL import Image
+    from torchvision import transforms as T
+
+    from oodbench.models.preprocessing import mood_train_transform, posterize_zero_bits_black
+
+    model = SimpleNamespace(transform=T.Compose([T.ToTensor(), T.Normalize([0.5] * 3, [0.5] * 3)]))
+    ops = [op for step in mood_train_transform(model).transforms for op in getattr(step, "ops", [])]
+    posterize = [op for op in ops if op.name == "PosterizeIncreasing"]
+    assert len(posterize) == 1 and posterize[0].aug_fn is posterize_zero_bits_black
+    op = posterize[0]
+    op.prob, op.magnitude, op.magnitude_std = 1.0, 10, 0  # level 10: 4 - int(10 / 10 * 4) = 0 bits
+    out = op(Image.new("RGB", (6, 6), (200, 100, 7)))
+    assert list(out.getdata()) == [(0, 0, 0)] * 36
