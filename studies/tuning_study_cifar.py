@@ -233,6 +233,16 @@ def variant_costs() -> list[dict[str, Any]]:
     return out
 
 
+def merged_costs(recorded: list[dict[str, Any]], now: list[dict[str, Any]]
+                 ) -> list[dict[str, Any]]:
+    """The report's variant costs with this cache's: a study continued on another machine (or
+    from a copied cache) keeps the records of variants trained elsewhere; a folder measured
+    again replaces its old record. Sorted by folder."""
+    by_folder = {entry["folder"]: entry for entry in recorded}
+    by_folder.update({entry["folder"]: entry for entry in now})
+    return [by_folder[folder] for folder in sorted(by_folder)]
+
+
 def evaluate(det: Detector, acts: dict[str, Activations]) -> dict[str, Any]:
     s_id = det.score(acts["id_test"])
     out: dict[str, Any] = {}
@@ -357,7 +367,8 @@ def main() -> None:
                "loadavg_start": load, "code": code_version(), **described,
                **evaluate(det, acts)}
         report["rows"].append(row)
-        report["variant_training"] = variant_costs()
+        report["variant_training"] = merged_costs(report.get("variant_training", []),
+                                                  variant_costs())
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(report, indent=1, default=str) + "\n")
         log(f"{label:<6} {protocol:<10} seed {seed}: near {row['near_auroc']:.4f} far "

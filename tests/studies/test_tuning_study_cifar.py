@@ -118,3 +118,13 @@ def test_the_committed_json_names_the_committed_network(study):
     model = study.RECIPES[study.RECIPE].build(len(study.ID), 0)
     model.load_state_dict(load_file(str(study.NETWORK)))
     assert study.network_sha256(model) == report["network_sha256"]
+
+
+def test_variant_costs_of_an_earlier_cache_are_kept(study):
+    """A study continued from another cache keeps the training costs recorded before; a
+    folder measured again replaces its record."""
+    old = [{"folder": "recipe-a", "cpu_s": 1.0}, {"folder": "recipe-b", "cpu_s": 2.0}]
+    now = [{"folder": "recipe-c", "cpu_s": 3.0}, {"folder": "recipe-b", "cpu_s": 4.0}]
+    assert study.merged_costs(old, now) == [{"folder": "recipe-a", "cpu_s": 1.0},
+                                            {"folder": "recipe-b", "cpu_s": 4.0},
+                                            {"folder": "recipe-c", "cpu_s": 3.0}]
