@@ -87,6 +87,9 @@ NETWORK = RESULTS / "tuning_study_cifar_network.safetensors"
 README = Path(__file__).resolve().parents[1] / "README.md"
 RECIPE = "cpu-resnet9"
 STUDY = {"ASH": "ash_b", "ReAct": "react", "VRA": "vra_plus", "KNN": "knn", "PLF": "plf"}
+#: how the README's table and claims name each row label (the JSON keeps the short labels)
+NAMES = {"ASH": "ASH-B", "ReAct": "ReAct", "VRA": "VRA+", "KNN": "KNN",
+         "PLF": "PLF, oodbench's reading"}
 PROTOCOLS = ("scratch", "last_block", "noise", "fgsm", "ood_val")
 M_GRID, N_VARIANTS, N_SETS, N_TRIALS = [1, 2, 3], 3, 5, 30
 SEEDS = (0, 1, 2)
@@ -408,10 +411,10 @@ def claims(rows: list[dict[str, Any]], seeds: list[int]) -> list[str]:
         for label in STUDY:
             ours, ref = (mean_row(rows, label, p, seeds, group) for p in ("scratch", "ood_val"))
             if ours is None or ref is None:
-                parts.append(f"{label}: not run")
+                parts.append(f"{NAMES[label]}: not run")
                 continue
             v = verdict(ours, ref)
-            parts.append(f"{label}: {'holds' if v >= 0 else 'does not hold'} "
+            parts.append(f"{NAMES[label]}: {'holds' if v >= 0 else 'does not hold'} "
                          f"({100 * ours[0]:.2f} vs {100 * ref[0]:.2f})")
         out.append(f"Held-out (scratch) comparable to OOD-val tuning, {group}-OOD AUROC: "
                    + "; ".join(parts) + ".")
@@ -422,13 +425,13 @@ def claims(rows: list[dict[str, Any]], seeds: list[int]) -> list[str]:
             ours = mean_row(rows, label, "scratch", seeds, group)
             base = [mean_row(rows, label, p, seeds, group) for p in ("noise", "fgsm")]
             if ours is None or any(b is None for b in base):
-                parts.append(f"{label}: not run")
+                parts.append(f"{NAMES[label]}: not run")
                 continue
             votes = [verdict(ours, b) for b in base if b is not None]
             word = ("holds" if min(votes) > 0 else "does not hold" if max(votes) < 0
                     else "not resolved at this scale")
             gains[f"{group}:{label}"] = ours[0] - max(b[0] for b in base if b is not None)
-            parts.append(f"{label}: {word} ({100 * ours[0]:.2f} vs noise "
+            parts.append(f"{NAMES[label]}: {word} ({100 * ours[0]:.2f} vs noise "
                          f"{100 * base[0][0]:.2f}, FGSM {100 * base[1][0]:.2f})")  # type: ignore[index]
         out.append(f"Held-out (scratch) better than noise and FGSM tuning, {group}-OOD AUROC: "
                    + "; ".join(parts) + ".")
@@ -492,7 +495,7 @@ def render_table(report: dict[str, Any]) -> str:
         cost = ("-" if not tuned else f"{min(tuned):.0f}" if len(tuned) == 1
                 else f"{min(tuned):.0f}-{max(tuned):.0f}")
         cells = [_cell(rows, label, p, seeds) for p, _ in TABLE_COLUMNS]
-        lines.append(f"| {label} (`{code}`) | " + " | ".join(cells) + f" | {cost} |")
+        lines.append(f"| {NAMES[label]} (`{code}`) | " + " | ".join(cells) + f" | {cost} |")
     lines += ["", "Claims (rules fixed in `claims` before any result):", ""]
     lines += [f"- {sentence}" for sentence in claims(rows, seeds)]
     return "\n".join(lines)

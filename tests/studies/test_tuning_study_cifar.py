@@ -35,10 +35,10 @@ def test_claims_follow_the_fixed_rules(study):
     assert len(sentences) == 6  # 3 claims x (near, far)
     near_val, _, near_base, _, near_gain, _ = sentences
     # within OOD-val's interval [0.79, 0.83] -> holds; above it -> holds; none below
-    assert "ASH: holds (80.00 vs 81.00)" in near_val and "does not hold" not in near_val
+    assert "ASH-B: holds (80.00 vs 81.00)" in near_val and "does not hold" not in near_val
     # 0.80 lies inside noise's interval [0.77, 0.81]: not resolved; 0.86, 0.90 above both
-    assert "ASH: not resolved at this scale" in near_base
-    assert "VRA: holds" in near_base and "PLF: holds" in near_base
+    assert "ASH-B: not resolved at this scale" in near_base
+    assert "VRA+: holds" in near_base and "PLF, oodbench's reading: holds" in near_base
     # gains over the best baseline (noise 0.79): VRA 11, PLF 7 > ASH = ReAct = KNN 1
     assert "holds (gains in points: VRA+ 11.00, PLF 7.00; ASH-B 1.00" in near_gain
 
@@ -49,8 +49,8 @@ def test_claims_say_not_run_for_missing_seeds(study):
     sentences = study.claims(rows, [0, 1])
     assert all("not run" in s for s in sentences)
     full = study.claims(rows, [0])
-    assert "ASH: holds (80.00 vs 70.00)" in full[0]
-    assert "ASH: does not hold" in full[2]  # below both baselines' intervals
+    assert "ASH-B: holds (80.00 vs 70.00)" in full[0]
+    assert "ASH-B: does not hold" in full[2]  # below both baselines' intervals
 
 
 def test_the_readme_block_is_the_committed_json_rendered(study):
