@@ -128,3 +128,70 @@ def test_variant_costs_of_an_earlier_cache_are_kept(study):
     assert study.merged_costs(old, now) == [{"folder": "recipe-a", "cpu_s": 1.0},
                                             {"folder": "recipe-b", "cpu_s": 4.0},
                                             {"folder": "recipe-c", "cpu_s": 3.0}]
+
+
+def _prose():
+    """The README's CIFAR-study prose after the generated block, whitespace folded."""
+    from tests.conftest import REPO
+
+    text = (REPO / "README.md").read_text()
+    start = text.index("<!-- tuning-study-cifar:end -->")
+    return " ".join(text[start:text.index("## Detectors", start)].split())
+
+
+def test_the_readmes_observations_and_costs_are_the_jsons(study):
+    """Every figure of "Reading the rows" and "Costs" recomputed from the committed JSON: the
+    prose cannot drift from the rows when rows are added (re-read it after ``--table``)."""
+    import json
+
+    import numpy as np
+
+    report = json.loads((study.RESULTS / "tuning_study_cifar.json").read_text())
+    rows, prose = report["rows"], _prose()
+    tuned = [r for r in rows if r["protocol"] != "defaults"]
+    # KNN's K at the edges of App. A's box [1, 500]
+    ks = [r["hyperparams"]["k"] for r in tuned if r["detector"] == "KNN"]
+    edge = sum(k in (1, 500) for k in ks)
+    assert f"in {edge} of its {len(ks)} tuned rows" in prose
+    # ReAct: every threshold at or above 5.9 ranks the sets alike
+    high = [r for r in tuned if r["detector"] == "ReAct" and r["hyperparams"]["threshold"] >= 5.9]
+    lo, hi = (min(r["hyperparams"]["threshold"] for r in high),
+              max(r["hyperparams"]["threshold"] for r in high))
+    assert f"from {lo:.1f} to {hi:.1f}" in prose
+    near = sorted({f"{100 * r['near_auroc']:.2f}" for r in high})
+    assert f"{near[0]}-{near[-1]} near / {100 * high[0]['far_auroc']:.2f} far" in prose
+    # ReAct tuned on the OOD-val class at seeds 1-2: a low threshold, near AUROC below defaults
+    low = [r for r in tuned if r["detector"] == "ReAct" and r["protocol"] == "ood_val"
+           and r["seed"] in (1, 2)]
+    assert {f"{r['hyperparams']['threshold']:.2f}" for r in low} == {"0.79"}
+    assert {f"{100 * r['near_auroc']:.1f}" for r in low} == {"60.9"}
+    assert "ReAct at seeds 1-2 (threshold 0.79: 60.9)" in prose
+    # last block against scratch, KNN
+    seeds = list(report["settings"]["seeds"])
+    for group in ("near", "far"):
+        lb = study.mean_row(rows, "KNN", "last_block", seeds, group)
+        sc = study.mean_row(rows, "KNN", "scratch", seeds, group)
+        assert (f"{100 * lb[0]:.2f} against {100 * sc[0]:.2f} [{100 * sc[1]:.1f}, "
+                f"{100 * sc[2]:.1f}]") in prose
+    gap = max(abs(study.mean_row(rows, d, "last_block", seeds, "near")[0]
+                  - study.mean_row(rows, d, "scratch", seeds, "near")[0])
+              for d in ("ASH", "ReAct", "VRA", "PLF"))
+    assert f"near within {100 * gap:.2f} points" in prose
+
+    def span(values):
+        return f"{min(values):,.0f}-{max(values):,.0f}"
+
+    trained = [v["cpu_s"] for v in report["variant_training"]]
+    assert f"a scratch variant took {span(trained)} CPU-s to train" in prose
+    assert f"{sum(trained):,.0f} CPU-s for all {len(trained)}" in prose
+    for protocol, words in (("noise", "noise rows"), ("fgsm", "FGSM rows"),
+                            ("ood_val", "OOD-val rows")):
+        assert f"{words} {span([r['cpu_s'] for r in rows if r['protocol'] == protocol])} CPU-s" \
+            in prose
+    # last-block rows: those that trained their seed's variants cost about twice or more the
+    # others (the gap in the JSON: 367 to 709 CPU-s), so 500 CPU-s separates the two
+    last = np.array([r["cpu_s"] for r in rows if r["protocol"] == "last_block"])
+    reuse, train = last[last < 500], last[last >= 500]
+    count = {1: "one", 2: "two", 3: "three", 4: "four"}[len(train)]
+    assert f"last-block rows {span(reuse)} CPU-s, except the {count} that trained" in prose
+    assert f"{span(train)} CPU-s)" in prose
