@@ -11,6 +11,14 @@ def study():
     return load_script("studies/tuning_study_cifar.py")
 
 
+@pytest.fixture(scope="module")
+def committed_report(study):
+    """The committed JSON of the study (``studies/results/tuning_study_cifar.json``)."""
+    import json
+
+    return json.loads((study.RESULTS / "tuning_study_cifar.json").read_text())
+
+
 def _row(label, protocol, seed, auroc, half=0.02):
     return {"detector": label, "protocol": protocol, "seed": seed,
             **{f"{g}_auroc": auroc for g in ("near", "far")},
@@ -53,17 +61,12 @@ def test_claims_say_not_run_for_missing_seeds(study):
     assert "ASH-B: does not hold" in full[2]  # below both baselines' intervals
 
 
-def test_the_readme_block_is_the_committed_json_rendered(study):
+def test_the_readme_block_is_the_committed_json_rendered(study, committed_report):
     """The README's table and claims are ``render_table`` of the committed JSON, nothing else:
     re-run ``studies/tuning_study_cifar.py --table`` after adding rows."""
-    import json
-
-    from tests.conftest import REPO
-
-    report = json.loads((REPO / "studies" / "results" / "tuning_study_cifar.json").read_text())
-    text = (REPO / "README.md").read_text()
+    text = study.README.read_text()
     block = text[text.index(study.TABLE_START) + len(study.TABLE_START):text.index(study.TABLE_END)]
-    assert block == "\n" + study.render_table(report) + "\n"
+    assert block == "\n" + study.render_table(committed_report) + "\n"
 
 
 def test_the_table_marks_seeds_not_yet_done(study):
@@ -108,13 +111,11 @@ def test_rows_pool_only_on_the_same_network(study):
     assert study.same_network({"rows": [_row("ASH", "scratch", 0, 0.8)]}, sha, {}) is None
 
 
-def test_the_committed_json_names_the_committed_network(study):
+def test_the_committed_json_names_the_committed_network(study, committed_report):
     """The weights beside the JSON are the ones its rows were computed on."""
-    import json
-
     from safetensors.torch import load_file
 
-    report = json.loads((study.RESULTS / "tuning_study_cifar.json").read_text())
+    report = committed_report
     model = study.RECIPES[study.RECIPE].build(len(study.ID), 0)
     model.load_state_dict(load_file(str(study.NETWORK)))
     assert study.network_sha256(model) == report["network_sha256"]
@@ -130,24 +131,20 @@ def test_variant_costs_of_an_earlier_cache_are_kept(study):
                                             {"folder": "recipe-c", "cpu_s": 3.0}]
 
 
-def _prose():
+def _prose(study):
     """The README's CIFAR-study prose after the generated block, whitespace folded."""
-    from tests.conftest import REPO
-
-    text = (REPO / "README.md").read_text()
-    start = text.index("<!-- tuning-study-cifar:end -->")
+    text = study.README.read_text()
+    start = text.index(study.TABLE_END)
     return " ".join(text[start:text.index("## Detectors", start)].split())
 
 
-def test_the_readmes_observations_and_costs_are_the_jsons(study):
+def test_the_readmes_observations_and_costs_are_the_jsons(study, committed_report):
     """Every figure of "Reading the rows" and "Costs" recomputed from the committed JSON: the
     prose cannot drift from the rows when rows are added (re-read it after ``--table``)."""
-    import json
-
     import numpy as np
 
-    report = json.loads((study.RESULTS / "tuning_study_cifar.json").read_text())
-    rows, prose = report["rows"], _prose()
+    report = committed_report
+    rows, prose = report["rows"], _prose(study)
     tuned = [r for r in rows if r["protocol"] != "defaults"]
     # KNN's K at the edges of App. A's box [1, 500]
     ks = [r["hyperparams"]["k"] for r in tuned if r["detector"] == "KNN"]
